@@ -1,0 +1,159 @@
+"""The verdict: the analyzer's contract with the operator, the CLI and people (DESIGN.md, "The verdict").
+
+A verdict is data with evidence. It is schema-versioned; `verdict.schema.json` beside this module is
+generated from these models (``frwatch analyze --schema``) and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "frwatch.io/verdict/v1"
+
+
+class Status(StrEnum):
+    """Whether the dumps show a problem."""
+
+    healthy = "healthy"
+    problem = "problem"
+    inconclusive = "inconclusive"
+
+
+class Category(StrEnum):
+    """The root-cause category: one per verdict, named after the earliest branching point."""
+
+    #: Every member agrees on every collective and nothing is stuck.
+    healthy = "healthy"
+    #: Some members never enqueued the collective the others wait in: skipped, CPU-stuck or crashed.
+    missing_rank = "missing_rank"
+    #: Different collective type, order or call site at the same sequence number.
+    desync = "desync"
+    #: Same collective, different element counts or shapes.
+    size_mismatch = "size_mismatch"
+    #: Same collective, different dtypes.
+    dtype_mismatch = "dtype_mismatch"
+    #: Scheduled but never started on a rank while its peers started it: a kernel before it never finished.
+    gpu_hang = "gpu_hang"
+    #: Every member started the collective, none completed: the transport (NIC, switch, link) is the suspect.
+    network_hang = "network_hang"
+    #: No usable dump at all: nothing to compare.
+    no_dump = "no_dump"
+    #: The dumps do not support a conclusion (say why in ``summary``).
+    inconclusive = "inconclusive"
+
+
+#: Categories whose evidence points at a GPU, a NIC or a node rather than at the program.
+HARDWARE_CATEGORIES = frozenset({Category.gpu_hang, Category.network_hang})
+
+
+class Frame(BaseModel):
+    """One Python frame of an entry's call stack, innermost first as torch records it."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    filename: str
+    line: int
+
+
+class ProcessGroupRef(BaseModel):
+    """A process group as the dumps name it. ``ranks`` are global ranks (inferred when pg_config is broken)."""
+
+    name: str
+    desc: str = ""
+    ranks: list[int] = Field(default_factory=list)
+
+
+class Branch(BaseModel):
+    """The earliest point where members of a process group stop agreeing."""
+
+    process_group: ProcessGroupRef
+    seq: int = Field(description="collective_seq_id (p2p_seq_id for point-to-point) in that group")
+    op: str = Field(description="the collective most members recorded there, e.g. 'gloo:all_reduce'")
+    p2p: bool = False
+
+
+class EntryView(BaseModel):
+    """What one rank recorded at a sequence number: the facts a person compares."""
+
+    ranks: list[int] = Field(description="the ranks that recorded exactly this")
+    op: str | None = Field(default=None, description="None: these ranks never enqueued this sequence number")
+    input_sizes: list[list[int]] = Field(default_factory=list)
+    input_dtypes: list[str] = Field(default_factory=list)
+    output_sizes: list[list[int]] = Field(default_factory=list)
+    output_dtypes: list[str] = Field(default_factory=list)
+    state: str | None = None
+    call_site: list[Frame] = Field(default_factory=list, description="user frames, innermost first")
+
+
+class Evidence(BaseModel):
+    """The entries that prove a finding, grouped by what the ranks recorded."""
+
+    process_group: str
+    seq: int
+    views: list[EntryView]
+    note: str = ""
+
+
+class RankGroup(BaseModel):
+    """Ranks that behaved the same: same last enqueued / completed collective in every group."""
+
+    ranks: list[int]
+    label: str = Field(description="what these ranks did, in a few words")
+    last_enqueued: dict[str, int] = Field(default_factory=dict, description="per process group name")
+    last_completed: dict[str, int] = Field(default_factory=dict, description="per process group name")
+    in_flight: dict[str, str] = Field(
+        default_factory=dict, description="per process group: the op the ranks were blocked in, if any"
+    )
+    nodes: list[str] = Field(default_factory=list)
+
+
+class Finding(BaseModel):
+    """A disagreement found at one point. The first is the root; the rest are its consequences."""
+
+    category: Category
+    process_group: str
+    seq: int
+    op: str
+    ranks: list[int] = Field(description="the odd ranks at this point")
+    summary: str
+    explained_by: str | None = Field(default=None, description="why this follows from the earliest finding")
+    silent: bool = Field(default=False, description="did not hang: wrong results instead (silent corruption)")
+
+
+class FileProblem(BaseModel):
+    """An input file that could not be used, and why. The analysis goes on without it."""
+
+    file: str
+    reason: str
+    rank: int | None = None
+
+
+class Verdict(BaseModel):
+    """The analyzer's answer for one job attempt."""
+
+    schema_version: str = SCHEMA_VERSION
+    status: Status
+    category: Category
+    hardware_class: bool = Field(
+        default=False, description="True only where the evidence points at a GPU, a NIC or a node"
+    )
+    headline: str = Field(description="one line a person reads: what happened, where, who")
+    summary: str = Field(default="", description="a few sentences: what the evidence says and does not")
+    earliest_branch: Branch | None = None
+    culprit_ranks: list[int] = Field(default_factory=list)
+    culprit_detail: str = Field(
+        default="", description="what the culprits did: took another path, stuck, crashed, unknown"
+    )
+    suspect_nodes: list[str] = Field(default_factory=list)
+    world_size: int | None = None
+    ranks_seen: list[int] = Field(default_factory=list)
+    missing_dumps: list[int] = Field(default_factory=list)
+    bad_files: list[FileProblem] = Field(default_factory=list)
+    groups: list[RankGroup] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list, description="every disagreement, earliest first")
+    consequences: list[Finding] = Field(default_factory=list, description="findings explained by the root")
+    evidence: list[Evidence] = Field(default_factory=list)
+    next_steps: list[str] = Field(default_factory=list)
+    stats: dict[str, float] = Field(default_factory=dict, description="files, entries, seconds")

@@ -1,0 +1,76 @@
+"""Every annotation, label, env-var and resource name frwatch reads or writes, in one place.
+
+Each name is a documented constant; nothing else in the project spells these strings.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PREFIX: Final = "frwatch.io/"
+GROUP: Final = "frwatch.io"
+VERSION: Final = "v1alpha1"
+
+# --- opt-in ------------------------------------------------------------------------------------------
+#: On a PyTorchJob: "enabled" opts the job in; "disabled" opts it out even when a CapturePolicy selects it.
+ANN_CAPTURE: Final = PREFIX + "capture"
+CAPTURE_ENABLED: Final = "enabled"
+CAPTURE_DISABLED: Final = "disabled"
+
+# --- the verdict, on the job -----------------------------------------------------------------------------
+ANN_VERDICT: Final = PREFIX + "verdict"  #: one line a person reads
+ANN_CATEGORY: Final = PREFIX + "category"  #: a Category value of the analyzer
+ANN_SUSPECT_RANKS: Final = PREFIX + "suspect-ranks"  #: comma-separated global ranks
+ANN_SUSPECT_NODES: Final = PREFIX + "suspect-nodes"  #: comma-separated node names
+ANN_REPORT: Final = PREFIX + "report"  #: s3:// URL of report.txt
+ANN_INCIDENT: Final = PREFIX + "incident"  #: name of the Incident
+
+# --- on pods ---------------------------------------------------------------------------------------------
+#: Set by the webhook on a pod it injected: the injection is then a no-op on a second pass.
+ANN_INJECTED: Final = PREFIX + "injected"
+
+# --- on nodes --------------------------------------------------------------------------------------------
+ANN_CORDONED_BY: Final = PREFIX + "cordoned-by"
+ANN_CORDON_REASON: Final = PREFIX + "cordon-reason"
+ANN_CORDON_INCIDENT: Final = PREFIX + "cordon-incident"
+ANN_CORDON_EVIDENCE: Final = PREFIX + "cordon-evidence"
+#: A node labelled frwatch.io/remediation=disabled is never cordoned.
+LABEL_NODE_OPT_OUT: Final = PREFIX + "remediation"
+
+# --- Kubeflow training-operator labels (PyTorchJob kubeflow.org/v1) ----------------------------------------
+KF_GROUP: Final = "kubeflow.org"
+KF_VERSION: Final = "v1"
+KF_PLURAL: Final = "pytorchjobs"
+KF_LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
+KF_LABEL_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+KF_LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+KF_LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
+KF_LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
+
+# --- Flight Recorder environment variables (torch 2.13 names, with the old names they replace) --------------
+ENV_FR_BUFFER_SIZE: Final = "TORCH_FR_BUFFER_SIZE"
+ENV_FR_BUFFER_SIZE_OLD: Final = "TORCH_NCCL_TRACE_BUFFER_SIZE"
+ENV_FR_DUMP_TEMP_FILE: Final = "TORCH_FR_DUMP_TEMP_FILE"
+ENV_FR_DUMP_TEMP_FILE_OLD: Final = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+ENV_NCCL_DUMP_ON_TIMEOUT: Final = "TORCH_NCCL_DUMP_ON_TIMEOUT"
+ENV_NCCL_PIPE_FILE: Final = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
+ENV_NCCL_ASYNC_ERROR_HANDLING: Final = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+ENV_FR_CPP_STACK: Final = "TORCH_FR_CPP_STACK"
+ENV_FR_CPP_STACK_OLD: Final = "TORCH_NCCL_TRACE_CPP_STACK"
+
+# --- what the webhook gives the agent and the ranks -------------------------------------------------------
+ENV_POD_NAME: Final = "FRWATCH_POD_NAME"
+ENV_POD_NAMESPACE: Final = "FRWATCH_POD_NAMESPACE"
+ENV_NODE_NAME: Final = "FRWATCH_NODE_NAME"
+ENV_POD_UID: Final = "FRWATCH_POD_UID"
+ENV_DUMP_DIR: Final = "FRWATCH_DUMP_DIR"
+DUMP_VOLUME: Final = "frwatch-dumps"
+DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"
+DUMP_FILE_PREFIX: Final = "nccl_trace_rank_"
+AGENT_CONTAINER: Final = "frwatch-agent"
+
+# --- CRDs ---------------------------------------------------------------------------------------------------
+INCIDENT_PLURAL: Final = "incidents"
+INCIDENT_KIND: Final = "Incident"
+POLICY_PLURAL: Final = "capturepolicies"
+POLICY_KIND: Final = "CapturePolicy"

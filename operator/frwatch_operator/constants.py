@@ -59,11 +59,25 @@ ENV_FR_CPP_STACK: Final = "TORCH_FR_CPP_STACK"
 ENV_FR_CPP_STACK_OLD: Final = "TORCH_NCCL_TRACE_CPP_STACK"
 
 # --- what the webhook gives the agent and the ranks -------------------------------------------------------
-ENV_POD_NAME: Final = "FRWATCH_POD_NAME"
-ENV_POD_NAMESPACE: Final = "FRWATCH_POD_NAMESPACE"
-ENV_NODE_NAME: Final = "FRWATCH_NODE_NAME"
-ENV_POD_UID: Final = "FRWATCH_POD_UID"
-ENV_DUMP_DIR: Final = "FRWATCH_DUMP_DIR"
+# These names are the config loader's (config.env_name(section, field)); a test keeps them in step.
+ENV_POD_NAME: Final = "FRWATCH_POD_NAME"  #: downward API metadata.name
+ENV_POD_NAMESPACE: Final = "FRWATCH_POD_NAMESPACE"  #: downward API metadata.namespace
+ENV_NODE_NAME: Final = "FRWATCH_POD_NODE"  #: downward API spec.nodeName
+ENV_POD_UID: Final = "FRWATCH_POD_UID"  #: downward API metadata.uid
+ENV_DUMP_DIR: Final = "FRWATCH_FR_DUMP_DIR"  #: the shared dump folder, as mounted in the agent
+ENV_JOB_KIND: Final = "FRWATCH_JOB_KIND"  #: literal: the job's kind
+ENV_JOB_NAME: Final = "FRWATCH_JOB_NAME"  #: literal: the job's name
+ENV_JOB_UID: Final = "FRWATCH_JOB_UID"  #: literal: the job's uid
+ENV_JOB_ATTEMPT: Final = "FRWATCH_JOB_ATTEMPT"  #: literal: the job attempt when the pod was created
+#: On a PyTorchJob, kept by the operator: the attempt number pods created from now on belong to (default "0").
+#: The operator bumps it when it opens an Incident for the current attempt.
+ANN_ATTEMPT: Final = PREFIX + "attempt"
+#: On JobSet (Trainer v2) pods: the JobSet restart count, used as the attempt when present.
+LABEL_JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
+#: Name of the agent's control port (authenticated with ``Authorization: Bearer <token>``).
+AGENT_CONTROL_PORT_NAME: Final = "frwatch-ctl"
+#: Volume holding the agent's control token (a Secret, mounted read-only, optional).
+AGENT_TOKEN_VOLUME: Final = "frwatch-agent-token"
 DUMP_VOLUME: Final = "frwatch-dumps"
 DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"
 DUMP_FILE_PREFIX: Final = "nccl_trace_rank_"

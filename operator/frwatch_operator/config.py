@@ -1,0 +1,297 @@
+"""The one typed configuration of the operator, its webhook and the agent.
+
+Loaded once at start by :func:`load_config` from the process environment and passed in; nothing else in
+frwatch reads ``os.environ``. Side-effecting features default to the safe side (remediation off, dry-run on).
+
+Environment names are derived from the model, never spelled twice: field ``f`` of section ``s`` is read
+from ``FRWATCH_<S>_<F>`` (upper case), e.g. ``FRWATCH_S3_BUCKET``, ``FRWATCH_FR_BUFFER_SIZE``,
+``FRWATCH_REMEDIATION_ENABLED``. Values are strings as in a pod spec; structured fields (resources) take
+JSON. S3 credentials come from the usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
+``AWS_SESSION_TOKEN``; unset, boto3's default chain applies. :func:`env_names` lists every name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from frwatch_operator import constants as c
+from frwatch_operator.errors import FatalError
+from frwatch_operator.resources import ComputeResources
+
+ENV_PREFIX = "FRWATCH_"
+#: Config field -> the conventional AWS variable it is read from (not FRWATCH_-prefixed).
+AWS_ENV = {
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "session_token": "AWS_SESSION_TOKEN",
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class S3Settings(_Section):
+    """Where evidence is stored. Used by the agent (uploads) and the operator (manifest, verdict)."""
+
+    endpoint_url: str | None = Field(
+        default=None,
+        description="S3 endpoint URL (e.g. http://seaweedfs:8333); unset: AWS's regional endpoint.",
+    )
+    bucket: str = Field(default="frwatch", description="Default bucket (a CapturePolicy may override it).")
+    prefix: str = Field(default="frwatch", description="Default key prefix inside the bucket.")
+    region: str = Field(default="us-east-1", description="Region name for request signing.")
+    addressing_style: Literal["path", "virtual", "auto"] = Field(
+        default="path", description="Path-style works with every S3-compatible store (SeaweedFS, MinIO)."
+    )
+    access_key_id: SecretStr | None = Field(default=None, description="From AWS_ACCESS_KEY_ID.")
+    secret_access_key: SecretStr | None = Field(default=None, description="From AWS_SECRET_ACCESS_KEY.")
+    session_token: SecretStr | None = Field(default=None, description="From AWS_SESSION_TOKEN.")
+    credentials_secret: str = Field(
+        default="frwatch-s3",
+        description="Secret (keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) the webhook maps into the "
+        "agent's env, in the job's namespace; an optional ref: absent, boto3's default chain applies.",
+    )
+    connect_timeout_seconds: float = Field(
+        default=2.0, gt=0, description="Seconds; short so an outage is seen fast."
+    )
+    read_timeout_seconds: float = Field(default=10.0, gt=0, description="Seconds per request.")
+    max_attempts: int = Field(
+        default=2, ge=1, description="botocore attempts per call; frwatch retries above it."
+    )
+
+
+class WebhookSettings(_Section):
+    """The mutating admission webhook (Pod CREATE). It fails open: any internal error admits the pod as is."""
+
+    addr: str = Field(default="0.0.0.0", description="Listen address.")  # noqa: S104 - served inside the pod
+    port: int = Field(default=9443, ge=1, le=65535, description="Listen port.")
+    host: str | None = Field(
+        default=None, description="Host name the API server uses (the Service's DNS name)."
+    )
+    cert_file: str | None = Field(default=None, description="TLS certificate (PEM); unset: kopf self-signs.")
+    key_file: str | None = Field(default=None, description="TLS private key (PEM).")
+    insecure: bool = Field(default=False, description="Serve plain HTTP: tests and local runs only.")
+    job_wait_seconds: float = Field(
+        default=0.5,
+        ge=0,
+        le=5,
+        description="Seconds to wait for the job index to learn a just-created job before admitting its pod "
+        "untouched (pods can arrive right after their job). Kept far below the API server's 10 s timeout.",
+    )
+
+
+class FlightRecorderSettings(_Section):
+    """Defaults for the Flight Recorder variables injected into training containers."""
+
+    buffer_size: int = Field(
+        default=2000, ge=1, description="Ring entries per process group (torch's recommendation)."
+    )
+    dump_dir: str = Field(
+        default=c.DUMP_MOUNT_PATH, description="Shared emptyDir mount path in every container."
+    )
+    file_prefix: str = Field(
+        default=c.DUMP_FILE_PREFIX, description="Dump file name prefix; the file is <prefix><rank>."
+    )
+    dump_on_timeout: bool = Field(default=True, description="Set TORCH_NCCL_DUMP_ON_TIMEOUT=1.")
+    volume_size_limit: str = Field(default="2Gi", description="sizeLimit of the dump emptyDir.")
+
+    @property
+    def path_prefix(self) -> str:
+        """The value of TORCH_FR_DUMP_TEMP_FILE: ``<dump_dir>/<file_prefix>``."""
+        return f"{self.dump_dir.rstrip('/')}/{self.file_prefix}"
+
+
+class CollectionSettings(_Section):
+    """How long the operator waits for dumps after a failure."""
+
+    deadline_seconds: int = Field(
+        default=120, ge=5, description="Seconds from detection until collection stops."
+    )
+
+
+class AnalyzerSettings(_Section):
+    """The analyzer batch/v1 Job."""
+
+    image: str = Field(
+        default="ghcr.io/frwatch/frwatch:0.1.0", description="Image that runs `frwatch analyze`."
+    )
+    resources: ComputeResources = Field(
+        default=ComputeResources(requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "4Gi"}),
+        description="Container resources (JSON in the env var).",
+    )
+    deadline_seconds: int = Field(default=900, ge=10, description="activeDeadlineSeconds of the Job.")
+
+
+class RemediationSettings(_Section):
+    """Node cordoning after a hardware-class verdict. Off, and dry-run, unless turned on."""
+
+    enabled: bool = Field(
+        default=False, description="Global switch; a CapturePolicy cannot override it to on."
+    )
+    dry_run: bool = Field(
+        default=True, description="Record the cordon it would do (Events) without doing it."
+    )
+    max_nodes_per_incident: int = Field(
+        default=2, ge=0, description="Cap of nodes cordoned for one incident."
+    )
+    breaker_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Stop cordoning once this share of nodes was cordoned in the window.",
+    )
+    breaker_window_seconds: int = Field(
+        default=300, ge=1, description="The circuit breaker's window (seconds)."
+    )
+    max_suspect_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="More suspects than this share of the job's nodes means fabric/software: never cordon.",
+    )
+
+
+class AgentSettings(_Section):
+    """The per-pod agent (native sidecar) and how the webhook injects it."""
+
+    image: str = Field(
+        default="ghcr.io/frwatch/frwatch:0.1.0", description="Image that runs `frwatch agent`."
+    )
+    resources: ComputeResources = Field(
+        default=ComputeResources(requests={"cpu": "10m", "memory": "64Mi"}, limits={"memory": "256Mi"}),
+        description="Sidecar resources (JSON in the env var).",
+    )
+    scan_interval_seconds: float = Field(default=0.2, gt=0, description="How often the dump dir is scanned.")
+    stable_seconds: float = Field(
+        default=0.5,
+        ge=0,
+        description="A file's size and mtime must hold this long before it is read as complete.",
+    )
+    upload_backoff_initial_seconds: float = Field(default=0.5, gt=0, description="First retry delay.")
+    upload_backoff_max_seconds: float = Field(
+        default=30.0, gt=0, description="Retry delay cap (exponential)."
+    )
+    control_addr: str = Field(default="0.0.0.0", description="Control endpoint listen address.")  # noqa: S104
+    control_port: int = Field(
+        default=8089, ge=0, le=65535, description="Control endpoint port (0: any free)."
+    )
+    token_path: str = Field(
+        default="/var/run/frwatch/token/token",
+        description="File holding the control endpoint's bearer token.",
+    )
+    token_secret: str = Field(
+        default="frwatch-agent-token", description="Secret (key 'token') mounted at token_path."
+    )
+    pipe_timeout_seconds: float = Field(
+        default=1.0, gt=0, description="Seconds to wait for a rank to open its pipe."
+    )
+
+
+class PodIdentity(_Section):
+    """Who the agent is: injected by the webhook through the downward API."""
+
+    name: str = Field(default="", description="Pod name.")
+    namespace: str = Field(default="", description="Pod namespace.")
+    uid: str = Field(default="", description="Pod uid.")
+    node: str = Field(default="", description="Node name (spec.nodeName).")
+
+
+class JobIdentity(_Section):
+    """Which job attempt the agent's pod belongs to: injected by the webhook as literal values.
+
+    ``attempt``: the JobSet ``restart-attempt`` label of the pod when present, else the attempt the
+    operator keeps for the job (annotation ``frwatch.io/attempt``, default "0") when the pod was created.
+    """
+
+    kind: str = Field(default="PyTorchJob", description="Job kind.")
+    name: str = Field(default="", description="Job name.")
+    uid: str = Field(default="", description="Job uid.")
+    attempt: str = Field(default="0", description="Job attempt (S3 layout component).")
+
+
+class Config(BaseModel):
+    """Everything frwatch is configured with. Build with :func:`load_config`; pass it in; never mutate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    log_level: str = Field(default="INFO", description="Python log level name.")
+    s3: S3Settings = Field(default_factory=S3Settings)
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)
+    fr: FlightRecorderSettings = Field(default_factory=FlightRecorderSettings)
+    collection: CollectionSettings = Field(default_factory=CollectionSettings)
+    analyzer: AnalyzerSettings = Field(default_factory=AnalyzerSettings)
+    remediation: RemediationSettings = Field(default_factory=RemediationSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    pod: PodIdentity = Field(default_factory=PodIdentity)
+    job: JobIdentity = Field(default_factory=JobIdentity)
+
+
+def env_name(section: str | None, field: str) -> str:
+    """The environment variable of a config field (``None`` section: a top-level field)."""
+    if section == "s3" and field in AWS_ENV:
+        return AWS_ENV[field]
+    parts = [section, field] if section else [field]
+    return ENV_PREFIX + "_".join(parts).upper()
+
+
+def env_names() -> dict[str, str]:
+    """Every environment variable the config reads -> dotted field path (for docs and the chart)."""
+    names: dict[str, str] = {}
+    for name, info in Config.model_fields.items():
+        sub = info.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            for field in sub.model_fields:
+                names[env_name(name, field)] = f"{name}.{field}"
+        else:
+            names[env_name(None, name)] = name
+    return names
+
+
+def _is_structured(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel | dict | list)
+
+
+def load_config(environ: Mapping[str, str]) -> Config:
+    """Build the config from an environment mapping (pass ``os.environ`` at the entry point).
+
+    Raises :class:`FatalError` naming the variable and what is wrong with its value.
+    """
+    raw: dict[str, Any] = {}
+    for var, path in env_names().items():
+        if var not in environ:
+            continue
+        value: Any = environ[var]
+        section, _, field = path.partition(".")
+        if field:
+            section_model = Config.model_fields[section].annotation
+            assert isinstance(section_model, type) and issubclass(section_model, BaseModel)
+            if _is_structured(section_model.model_fields[field].annotation):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as exc:
+                    raise FatalError(
+                        f'{var}: not JSON ({exc}); expected e.g. {{"requests": {{"cpu": "1"}}}}'
+                    ) from exc
+            raw.setdefault(section, {})[field] = value
+        else:
+            raw[section] = value
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]]
+            var = env_name(loc[0], loc[1]) if len(loc) >= 2 else env_name(None, loc[0])
+            problems.append(f"{var}={_shown(environ.get(var))}: {err['msg']}")
+        raise FatalError("invalid frwatch configuration: " + "; ".join(problems)) from exc
+
+
+def _shown(value: str | None) -> str:
+    if value is None:
+        return "(unset)"
+    return repr(value if len(value) <= 60 else value[:57] + "...")

@@ -1,0 +1,334 @@
+"""Flight Recorder injection: a pod body in, JSON-patch operations and user-facing warnings out. Pure.
+
+What :func:`inject` adds to a pod of an opted-in job:
+
+* to every regular container (the training containers): the Flight Recorder variables under their new
+  and old names (buffer size, dump path prefix, NCCL dump-on-timeout, the on-demand pipe prefix), never
+  overriding a value the user set (when the user set one name of a pair, the other gets the user's
+  value); the pod identity through the downward API; the shared dump volume at ``fr.dump_dir``;
+* the shared dump volume (``emptyDir``) and the optional token Secret volume;
+* the frwatch agent as a native sidecar (an init container with ``restartPolicy: Always``, first, so
+  it runs before and alongside every other container), with its environment;
+* the annotation ``frwatch.io/injected``: a pod that carries it is returned unchanged.
+
+Warnings (for the AdmissionReview and an Event) name the container and the variable when a user value
+would lose the dump. Each piece is skipped when already present, so a partial earlier injection is
+completed rather than duplicated. Malformed pods raise :class:`InjectionError`; callers admit them as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from frwatch_operator import constants as c
+from frwatch_operator.config import Config, env_name
+from frwatch_operator.optin import CaptureSettings
+
+INJECTED_VALUE = "v1"  #: value of frwatch.io/injected (the injection's format version)
+TOKEN_MOUNT_DIR_DEFAULT = "/var/run/frwatch/token"  # noqa: S105 - a path, not a secret
+
+
+class InjectionError(ValueError):
+    """The pod body is not shaped like a pod; nothing was injected."""
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """The job attempt a pod belongs to (from the webhook's job index)."""
+
+    kind: str
+    name: str
+    uid: str
+    attempt: str
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The result: RFC 6902 operations against the pod as given, and warnings for the user."""
+
+    ops: list[dict[str, Any]]
+    warnings: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.ops)
+
+
+def _ptr(*parts: str | int) -> str:
+    """A JSON pointer (RFC 6901) from path parts."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _env_list(container: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
+    env = container.get("env")
+    if env is None:
+        return []
+    if not isinstance(env, list) or not all(
+        isinstance(e, Mapping) and isinstance(e.get("name"), str) for e in env
+    ):
+        raise InjectionError(f"{where}.env is not a list of {{name: ...}}")
+    return env
+
+
+def _user_env(env: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
+    """name -> literal value (None when set through valueFrom)."""
+    out: dict[str, str | None] = {}
+    for e in env:
+        value = e.get("value")
+        out[str(e["name"])] = str(value) if value is not None and "valueFrom" not in e else None
+    return out
+
+
+def _downward(field_path: str) -> dict[str, Any]:
+    return {"valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
+def identity_env() -> list[dict[str, Any]]:
+    """Pod identity through the downward API (names from the config loader)."""
+    return [
+        {"name": c.ENV_POD_NAME, **_downward("metadata.name")},
+        {"name": c.ENV_POD_NAMESPACE, **_downward("metadata.namespace")},
+        {"name": c.ENV_POD_UID, **_downward("metadata.uid")},
+        {"name": c.ENV_NODE_NAME, **_downward("spec.nodeName")},
+    ]
+
+
+def _fr_pairs(settings: CaptureSettings, config: Config) -> list[tuple[tuple[str, ...], str]]:
+    """(names that mean the same thing, default value) for the training containers."""
+    prefix = config.fr.path_prefix
+    pairs: list[tuple[tuple[str, ...], str]] = [
+        ((c.ENV_FR_BUFFER_SIZE, c.ENV_FR_BUFFER_SIZE_OLD), str(settings.buffer_size)),
+        ((c.ENV_FR_DUMP_TEMP_FILE, c.ENV_FR_DUMP_TEMP_FILE_OLD), prefix),
+        ((c.ENV_NCCL_PIPE_FILE,), prefix),
+    ]
+    if config.fr.dump_on_timeout:
+        pairs.append(((c.ENV_NCCL_DUMP_ON_TIMEOUT,), "1"))
+    return pairs
+
+
+def _warnings_for(container: str, user: Mapping[str, str | None], config: Config) -> list[str]:
+    """User values that would lose the dump."""
+    out: list[str] = []
+    for name in (c.ENV_FR_BUFFER_SIZE, c.ENV_FR_BUFFER_SIZE_OLD):
+        if user.get(name) is not None and str(user[name]).strip() == "0":
+            out.append(
+                f"frwatch: container {container!r} sets {name}=0, which turns the Flight Recorder off: "
+                "no dump will exist after a hang; remove it or set 2000"
+            )
+    if (user.get(c.ENV_NCCL_ASYNC_ERROR_HANDLING) or "").strip() == "1":
+        out.append(
+            f"frwatch: container {container!r} sets {c.ENV_NCCL_ASYNC_ERROR_HANDLING}=1, which can tear the "
+            "process down before the Flight Recorder dump is written (pytorch#121055); use 3 or unset it"
+        )
+    if (user.get(c.ENV_NCCL_DUMP_ON_TIMEOUT) or "").strip() in {"0", "false", "False"}:
+        out.append(
+            f"frwatch: container {container!r} sets {c.ENV_NCCL_DUMP_ON_TIMEOUT}=0: NCCL will not dump on a "
+            "watchdog timeout; only on-demand dumps will be collected"
+        )
+    for name in (c.ENV_FR_DUMP_TEMP_FILE, c.ENV_FR_DUMP_TEMP_FILE_OLD):
+        value = user.get(name)
+        if value is not None and not value.startswith(config.fr.dump_dir.rstrip("/") + "/"):
+            out.append(
+                f"frwatch: container {container!r} sets {name}={value!r}, outside the shared dump folder "
+                f"{config.fr.dump_dir!r}: the frwatch agent cannot see those dumps; remove it"
+            )
+    return out
+
+
+def agent_container(settings: CaptureSettings, config: Config, job: JobContext) -> dict[str, Any]:
+    """The frwatch agent sidecar (native: an init container with restartPolicy Always)."""
+    token_dir = config.agent.token_path.rsplit("/", 1)[0] or TOKEN_MOUNT_DIR_DEFAULT
+    literal = {
+        env_name("s3", "bucket"): settings.bucket,
+        env_name("s3", "prefix"): settings.prefix,
+        env_name("s3", "region"): config.s3.region,
+        env_name("s3", "addressing_style"): config.s3.addressing_style,
+        env_name("fr", "dump_dir"): config.fr.dump_dir,
+        env_name("fr", "file_prefix"): config.fr.file_prefix,
+        env_name("agent", "control_port"): str(config.agent.control_port),
+        env_name("agent", "token_path"): config.agent.token_path,
+        env_name("agent", "stable_seconds"): str(config.agent.stable_seconds),
+        env_name("agent", "upload_backoff_max_seconds"): str(config.agent.upload_backoff_max_seconds),
+        env_name(None, "log_level"): config.log_level,
+        c.ENV_JOB_KIND: job.kind,
+        c.ENV_JOB_NAME: job.name,
+        c.ENV_JOB_UID: job.uid,
+        c.ENV_JOB_ATTEMPT: job.attempt,
+    }
+    if config.s3.endpoint_url:
+        literal[env_name("s3", "endpoint_url")] = config.s3.endpoint_url
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in literal.items()]
+    env += identity_env()
+    env += [
+        {
+            "name": var,
+            "valueFrom": {
+                "secretKeyRef": {"name": config.s3.credentials_secret, "key": var, "optional": True}
+            },
+        }
+        for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    ]
+    return {
+        "name": c.AGENT_CONTAINER,
+        "image": config.agent.image,
+        "args": ["agent"],
+        "restartPolicy": "Always",
+        "env": env,
+        "ports": [
+            {"name": c.AGENT_CONTROL_PORT_NAME, "containerPort": config.agent.control_port, "protocol": "TCP"}
+        ],
+        "resources": settings.agent_resources.wire(),
+        "volumeMounts": [
+            {"name": c.DUMP_VOLUME, "mountPath": config.fr.dump_dir},
+            {"name": c.AGENT_TOKEN_VOLUME, "mountPath": token_dir, "readOnly": True},
+        ],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
+    }
+
+
+def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, job: JobContext) -> Injection:
+    """Compute the patch that turns ``pod`` into a captured pod. Idempotent; never mutates ``pod``."""
+    if not isinstance(pod, Mapping):
+        raise InjectionError("the object is not a JSON object")
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec")
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+        raise InjectionError("the pod has no metadata or no spec object")
+    annotations = meta.get("annotations")
+    if annotations is not None and not isinstance(annotations, Mapping):
+        raise InjectionError("metadata.annotations is not an object")
+    if annotations and c.ANN_INJECTED in annotations:
+        return Injection([], [])
+    containers = spec.get("containers")
+    if (
+        not isinstance(containers, list)
+        or not containers
+        or not all(isinstance(x, Mapping) for x in containers)
+    ):
+        raise InjectionError("spec.containers is not a non-empty list of objects")
+    for key in ("initContainers", "volumes"):
+        if spec.get(key) is not None and not isinstance(spec.get(key), list):
+            raise InjectionError(f"spec.{key} is not a list")
+
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    pairs = _fr_pairs(settings, config)
+
+    for i, container in enumerate(containers):
+        name = str(container.get("name", f"#{i}"))
+        if name == c.AGENT_CONTAINER:
+            continue
+        where = f"spec.containers[{i}] ({name})"
+        env = _env_list(container, where)
+        user = _user_env(env)
+        warnings += _warnings_for(name, user, config)
+        if container.get("envFrom"):
+            warnings.append(
+                f"frwatch: container {name!r} uses envFrom; Flight Recorder variables set there are "
+                "overridden by frwatch's defaults (set them in env to keep them)"
+            )
+        new_env: list[dict[str, Any]] = []
+        for names, default in pairs:
+            set_names = [n for n in names if n in user]
+            value = next((user[n] for n in set_names if user[n] is not None), default)
+            new_env += [{"name": n, "value": value} for n in names if n not in user]
+        new_env += [e for e in identity_env() if e["name"] not in user]
+        mounts = container.get("volumeMounts")
+        if mounts is not None and not isinstance(mounts, list):
+            raise InjectionError(f"{where}.volumeMounts is not a list")
+        has_mount = any(isinstance(m, Mapping) and m.get("name") == c.DUMP_VOLUME for m in mounts or [])
+        taken_path = any(
+            isinstance(m, Mapping) and m.get("mountPath") == config.fr.dump_dir for m in mounts or []
+        )
+        ops += _append(("spec", "containers", i, "env"), env, new_env)
+        if not has_mount and not taken_path:
+            ops += _append(
+                ("spec", "containers", i, "volumeMounts"),
+                mounts,
+                [{"name": c.DUMP_VOLUME, "mountPath": config.fr.dump_dir}],
+            )
+        elif not has_mount:
+            warnings.append(f"frwatch: container {name!r} already mounts something at {config.fr.dump_dir}")
+
+    volumes = spec.get("volumes") or []
+    vol_names = {v.get("name") for v in volumes if isinstance(v, Mapping)}
+    new_volumes: list[dict[str, Any]] = []
+    if c.DUMP_VOLUME not in vol_names:
+        new_volumes.append({"name": c.DUMP_VOLUME, "emptyDir": {"sizeLimit": config.fr.volume_size_limit}})
+    if c.AGENT_TOKEN_VOLUME not in vol_names:
+        new_volumes.append(
+            {
+                "name": c.AGENT_TOKEN_VOLUME,
+                "secret": {"secretName": config.agent.token_secret, "optional": True},
+            }
+        )
+    ops += _append(("spec", "volumes"), spec.get("volumes"), new_volumes)
+
+    inits = spec.get("initContainers")
+    if not any(isinstance(x, Mapping) and x.get("name") == c.AGENT_CONTAINER for x in inits or []):
+        agent = agent_container(settings, config, job)
+        if inits:
+            ops.append({"op": "add", "path": _ptr("spec", "initContainers", 0), "value": agent})
+        else:
+            ops.append({"op": "add", "path": _ptr("spec", "initContainers"), "value": [agent]})
+
+    if annotations is None:
+        parent = {
+            "op": "add",
+            "path": _ptr("metadata", "annotations"),
+            "value": {c.ANN_INJECTED: INJECTED_VALUE},
+        }
+        if "metadata" not in pod:
+            parent = {
+                "op": "add",
+                "path": _ptr("metadata"),
+                "value": {"annotations": {c.ANN_INJECTED: INJECTED_VALUE}},
+            }
+        ops.append(parent)
+    else:
+        ops.append(
+            {"op": "add", "path": _ptr("metadata", "annotations", c.ANN_INJECTED), "value": INJECTED_VALUE}
+        )
+    return Injection(ops, warnings)
+
+
+def _append(
+    path: tuple[str | int, ...], current: object, items: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Ops appending ``items`` to the list at ``path`` (creating it when absent)."""
+    if not items:
+        return []
+    if current is None:
+        return [{"op": "add", "path": _ptr(*path), "value": items}]
+    return [{"op": "add", "path": _ptr(*path, "-"), "value": item} for item in items]
+
+
+def attempt_of(pod: Mapping[str, Any], job_attempt: str) -> str:
+    """The attempt a new pod belongs to: the JobSet restart-attempt label if present, else the job's."""
+    meta = pod.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if isinstance(labels, Mapping) and labels.get(c.LABEL_JOBSET_RESTART_ATTEMPT) is not None:
+        return str(labels[c.LABEL_JOBSET_RESTART_ATTEMPT])
+    return job_attempt
+
+
+def apply_ops(doc: dict[str, Any], ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Apply this module's ``add`` operations to ``doc`` in place (for kopf's patch fns and tests)."""
+    for op in ops:
+        if op.get("op") != "add":
+            raise ValueError(f"only 'add' operations are produced here, got {op.get('op')!r}")
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in str(op["path"]).split("/")[1:]]
+        target: Any = doc
+        for part in parts[:-1]:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        last = parts[-1]
+        if isinstance(target, list):
+            if last == "-":
+                target.append(op["value"])
+            else:
+                target.insert(int(last), op["value"])
+        else:
+            target[last] = op["value"]
+    return doc

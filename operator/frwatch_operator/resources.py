@@ -1,0 +1,226 @@
+"""Pydantic models of frwatch's custom resources (group ``frwatch.io``, version ``v1alpha1``).
+
+``CapturePolicy`` (namespaced): which PyTorchJobs of its namespace get Flight Recorder capture, and with
+which settings. ``Incident`` (namespaced, owned by the job): one captured failure of one job attempt.
+
+Every field is documented where it is declared: the CRD YAML in ``crds/`` is generated from / checked
+against these models (``model_json_schema()``). Field names are the wire (camelCase) names through
+aliases; Python code uses snake_case and ``populate_by_name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+
+class _Wire(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown fields rejected (a typo is an error)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def wire(self) -> dict[str, object]:
+        """The object as Kubernetes stores it: camelCase keys, unset optional fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# --- shared pieces --------------------------------------------------------------------------------------
+
+
+class ComputeResources(_Wire):
+    """A container's resources, as in a pod spec (quantities are Kubernetes strings: '500m', '1Gi')."""
+
+    requests: dict[str, str] = Field(
+        default_factory=dict, description="Resource requests, e.g. {'cpu': '50m'}."
+    )
+    limits: dict[str, str] = Field(
+        default_factory=dict, description="Resource limits, e.g. {'memory': '128Mi'}."
+    )
+
+
+class LabelSelectorRequirement(_Wire):
+    """One set-based requirement of a label selector (Kubernetes semantics)."""
+
+    key: str = Field(description="The label key the requirement applies to.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="In/NotIn need non-empty values; Exists/DoesNotExist need none."
+    )
+    values: list[str] = Field(default_factory=list, description="The values for In/NotIn.")
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"matchExpressions key {self.key!r}: operator {self.operator} needs values")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"matchExpressions key {self.key!r}: operator {self.operator} takes no values")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label set satisfies this requirement."""
+        present = self.key in labels
+        match self.operator:
+            case "In":
+                return present and labels[self.key] in self.values
+            case "NotIn":
+                return not present or labels[self.key] not in self.values
+            case "Exists":
+                return present
+            case _:
+                return not present
+
+
+class LabelSelector(_Wire):
+    """A Kubernetes label selector over the PyTorchJob's labels. Empty selects every job of the namespace."""
+
+    match_labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels the job must carry with exactly these values."
+    )
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, description="Set-based requirements; all must hold (AND with matchLabels)."
+    )
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label set is selected (an empty selector selects everything)."""
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        return all(req.matches(labels) for req in self.match_expressions)
+
+
+# --- CapturePolicy --------------------------------------------------------------------------------------
+
+
+class AnalyzerSpec(_Wire):
+    """How the analyzer Job of an incident runs."""
+
+    image: str | None = Field(
+        default=None, description="Analyzer container image; unset: the operator's default."
+    )
+    resources: ComputeResources | None = Field(
+        default=None, description="Analyzer container resources; unset: the operator's default."
+    )
+    deadline_seconds: int | None = Field(
+        default=None, ge=10, description="activeDeadlineSeconds of the analyzer Job (seconds)."
+    )
+
+
+class RemediationPolicy(_Wire):
+    """What frwatch may do to nodes after a hardware-class verdict. Anything unset takes the operator default,
+    and the operator's global switch wins: a policy cannot enable remediation the operator has disabled."""
+
+    enabled: bool | None = Field(default=None, description="Allow cordoning suspect nodes for these jobs.")
+    dry_run: bool | None = Field(default=None, description="Record what would be done without doing it.")
+    max_nodes_per_incident: int | None = Field(
+        default=None, ge=0, description="At most this many nodes cordoned for one incident."
+    )
+
+
+class CapturePolicySpec(_Wire):
+    """Opt the selected PyTorchJobs of this namespace into capture, with these settings.
+
+    Unset fields take the operator's defaults. A job annotated ``frwatch.io/capture: disabled`` is never
+    captured; when several policies select one job, the oldest (then by name) wins and the others are
+    named in the decision's reason.
+    """
+
+    job_selector: LabelSelector = Field(
+        default_factory=LabelSelector, description="Which PyTorchJobs (by their labels) this policy opts in."
+    )
+    buffer_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Flight Recorder ring size in entries (TORCH_FR_BUFFER_SIZE); 2000 is recommended.",
+    )
+    bucket: str | None = Field(default=None, min_length=3, description="S3 bucket for dumps and reports.")
+    prefix: str | None = Field(default=None, description="Key prefix inside the bucket.")
+    collection_deadline_seconds: int | None = Field(
+        default=None,
+        ge=5,
+        le=86_400,
+        description="How long (seconds) to wait for every rank's dump after a failure is detected.",
+    )
+    analyzer: AnalyzerSpec = Field(default_factory=AnalyzerSpec, description="The analyzer Job's settings.")
+    agent_resources: ComputeResources | None = Field(
+        default=None, description="Resources of the injected frwatch agent sidecar."
+    )
+    remediation: RemediationPolicy = Field(
+        default_factory=RemediationPolicy, description="Node remediation for these jobs."
+    )
+
+
+# --- Incident -------------------------------------------------------------------------------------------
+
+
+class IncidentPhase(StrEnum):
+    """Where an incident is in its life; progress is driven from this persisted value."""
+
+    DETECTED = "Detected"  #: a failure was seen; nothing collected yet
+    COLLECTING = "Collecting"  #: waiting for every rank's dump, asking live agents, up to the deadline
+    ANALYZING = "Analyzing"  #: manifest written; the analyzer Job runs
+    REPORTED = "Reported"  #: verdict stored and surfaced on the job
+    FAILED = "Failed"  #: frwatch itself could not finish (see message); the job is untouched
+
+
+class JobRef(_Wire):
+    """The training job an incident belongs to."""
+
+    api_version: str = Field(default="kubeflow.org/v1", description="apiVersion of the job.")
+    kind: str = Field(default="PyTorchJob", description="Kind of the job.")
+    name: str = Field(description="Name of the job (same namespace as the incident).")
+    uid: str = Field(description="uid of the job: a recreated job with the same name is another job.")
+
+
+class IncidentSpec(_Wire):
+    """What failed: set once when the incident is opened, never changed."""
+
+    job_ref: JobRef = Field(description="The failed job.")
+    attempt: str = Field(description="The job attempt that failed (same string as in the S3 layout).")
+    trigger: str = Field(
+        default="", description="What was seen first: e.g. 'pod x exited 1', 'dump of rank 3'."
+    )
+    storage_url: str = Field(
+        default="", description="s3:// URL of this attempt's evidence root (ranks/, pods/, manifest.json)."
+    )
+
+
+class IncidentCounts(_Wire):
+    """Ranks of the attempt and how many dumps reached the store."""
+
+    expected_ranks: int | None = Field(default=None, ge=0, description="World size, when known.")
+    dumped_ranks: int = Field(default=0, ge=0, description="Ranks whose dump is in the store.")
+    missing_ranks: int | None = Field(default=None, ge=0, description="expected - dumped, when known.")
+
+
+class Condition(_Wire):
+    """A Kubernetes-style condition."""
+
+    type: str = Field(description="e.g. Collected, Analyzed, Remediated.")
+    status: Literal["True", "False", "Unknown"] = Field(description="Whether the condition holds.")
+    reason: str = Field(default="", description="CamelCase machine-readable reason.")
+    message: str = Field(default="", description="What a person reads.")
+    last_transition_time: str = Field(default="", description="RFC 3339 time of the last status change.")
+
+
+class IncidentStatus(_Wire):
+    """Everything the operator knows and has done; a restarted operator resumes from here."""
+
+    phase: IncidentPhase = Field(default=IncidentPhase.DETECTED, description="Current phase.")
+    counts: IncidentCounts = Field(default_factory=IncidentCounts, description="Rank and dump counts.")
+    detected_at: str = Field(default="", description="RFC 3339: when the failure was detected.")
+    collection_deadline: str = Field(default="", description="RFC 3339: when collection stops waiting.")
+    collected_at: str = Field(default="", description="RFC 3339: when the manifest was written.")
+    analyzed_at: str = Field(default="", description="RFC 3339: when the verdict was stored.")
+    analyzer_job: str = Field(default="", description="Name of the analyzer batch/v1 Job.")
+    category: str = Field(default="", description="The verdict's category (analyzer Category value).")
+    hardware_class: bool | None = Field(default=None, description="The verdict's hardware_class.")
+    suspect_ranks: list[int] = Field(default_factory=list, description="Culprit global ranks.")
+    suspect_nodes: list[str] = Field(default_factory=list, description="Nodes of the culprit ranks.")
+    report_url: str = Field(default="", description="s3:// URL of report.txt.")
+    conditions: list[Condition] = Field(default_factory=list, description="Collected, Analyzed, Remediated.")
+    message: str = Field(
+        default="", description="One line a person reads: the verdict or why frwatch failed."
+    )

@@ -1,0 +1,104 @@
+"""The map step: read, decode and summarise every dump, on every core.
+
+Each worker process reads a batch of files, decodes them with the refusing unpickler, summarises each
+into a compact :class:`RankTrace` and drops the decoded dump at once, so memory stays proportional to the
+summaries, not to the dumps. A file that cannot be used becomes a :class:`FileProblem` with its reason.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .safe_load import DEFAULT_MAX_BYTES, DumpError, decode
+from .sources import DumpRef, Inputs, S3Config, read_bytes, s3_client
+from .summarize import RankTrace, Summarizer
+from .verdict import FileProblem
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    jobs: int = 0  # worker processes; 0: one per core
+    max_bytes: int = DEFAULT_MAX_BYTES
+    s3: S3Config | None = None
+
+
+@dataclass
+class Loaded:
+    traces: list[RankTrace]
+    problems: list[FileProblem]
+    bytes_read: int
+
+
+# --- worker side -----------------------------------------------------------------------------------------
+_summarizer: Summarizer | None = None
+_client: Any = None
+
+
+def _work(batch: Sequence[DumpRef], bucket: str | None, s3: S3Config | None, max_bytes: int) -> list[Any]:
+    global _summarizer, _client
+    if _summarizer is None:
+        _summarizer = Summarizer()
+    if bucket is not None and _client is None:
+        _client = s3_client(s3 or S3Config())
+    out: list[Any] = []
+    for ref in batch:
+        out.append(_one(_summarizer, ref, bucket, max_bytes))
+    return out
+
+
+def _one(summarizer: Summarizer, ref: DumpRef, bucket: str | None, max_bytes: int) -> Any:
+    if ref.rank is None:
+        return FileProblem(file=ref.name, reason="no rank in the file name (expected a trailing number)")
+    try:
+        data = read_bytes(ref, bucket, _client, max_bytes)
+    except ValueError as exc:
+        return FileProblem(file=ref.name, rank=ref.rank, reason=f"too large: {exc}")
+    except Exception as exc:  # OSError, botocore errors: the file is named with the reason
+        return FileProblem(file=ref.name, rank=ref.rank, reason=f"cannot read: {type(exc).__name__}: {exc}")
+    try:
+        dump, fmt = decode(data)
+        del data
+        return summarizer.summarize(dump, ref.rank, ref.name, fmt)
+    except DumpError as exc:
+        return FileProblem(file=ref.name, rank=ref.rank, reason=str(exc))
+    except RecursionError:
+        return FileProblem(file=ref.name, rank=ref.rank, reason="malformed dump: nested too deeply")
+    except Exception as exc:  # a dict of the wrong shape somewhere: name it, keep going
+        return FileProblem(
+            file=ref.name, rank=ref.rank, reason=f"malformed dump: {type(exc).__name__}: {exc}"
+        )
+
+
+def _work_star(args: tuple[Sequence[DumpRef], str | None, S3Config | None, int]) -> list[Any]:
+    return _work(*args)
+
+
+# --- parent side -----------------------------------------------------------------------------------------
+def _batches(refs: list[DumpRef], size: int) -> Iterator[list[DumpRef]]:
+    for i in range(0, len(refs), size):
+        yield refs[i : i + size]
+
+
+def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
+    """Summarise every dump of ``inputs``; in parallel when there are enough files to pay for it."""
+    opts = options or LoadOptions()
+    refs = inputs.dumps
+    jobs = opts.jobs or (os.cpu_count() or 1)
+    total = sum(r.size for r in refs)
+    results: list[Any] = []
+    args_tail = (inputs.bucket, opts.s3, opts.max_bytes)
+    if jobs <= 1 or len(refs) < 8 or total < 8 * 1024 * 1024:
+        results = _work(refs, *args_tail)
+    else:
+        batch = max(1, min(32, len(refs) // (jobs * 8)))
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(jobs) as pool:
+            for chunk in pool.imap(_work_star, ((b, *args_tail) for b in _batches(refs, batch))):
+                results.extend(chunk)
+    traces = [r for r in results if isinstance(r, RankTrace)]
+    problems = [r for r in results if isinstance(r, FileProblem)]
+    return Loaded(traces, problems, total)

@@ -1,0 +1,85 @@
+"""The short terminal report a person reads in ten seconds: headline, groups, earliest branch, call site,
+consequences, next steps."""
+
+from __future__ import annotations
+
+from .textfmt import ranks_text
+from .verdict import EntryView, Verdict
+
+_MAX_CONSEQUENCES = 6
+
+
+def render(v: Verdict) -> str:
+    lines = [
+        f"frwatch verdict: {v.status.value.upper()} / {v.category.value}"
+        + ("  [hardware-class]" if v.hardware_class else "")
+    ]
+    lines.append(f"  {v.headline}")
+    seen = f"{len(v.ranks_seen)} rank(s) analysed"
+    if v.world_size:
+        seen += f" of {v.world_size}"
+    if v.missing_dumps:
+        seen += f"; no dump from {ranks_text(v.missing_dumps)}"
+    lines.append(f"  {seen}")
+    if v.groups:
+        lines.append("")
+        lines.append("Groups of ranks that behaved alike:")
+        for g in v.groups[:8]:
+            nodes = f"  [{', '.join(g.nodes[:4])}{' ...' if len(g.nodes) > 4 else ''}]" if g.nodes else ""
+            lines.append(f"  {ranks_text(g.ranks):<22} {g.label}{nodes}")
+        if len(v.groups) > 8:
+            lines.append(f"  ... {len(v.groups) - 8} more group(s)")
+    if v.earliest_branch is not None:
+        b = v.earliest_branch
+        pg = b.process_group
+        lines.append("")
+        lines.append(
+            f"Earliest branch: pg {pg.name}{' (' + pg.desc + ')' if pg.desc and pg.desc != 'undefined' else ''}"
+            f" #{b.seq} {b.op}   members {ranks_text(pg.ranks)}"
+        )
+        for ev in v.evidence[:1]:
+            for view in ev.views:
+                lines.append(f"  {_view_line(view)}")
+    if v.culprit_ranks:
+        lines.append("")
+        lines.append(
+            f"Culprit: {ranks_text(v.culprit_ranks)}"
+            + (f" on {', '.join(v.suspect_nodes)}" if v.suspect_nodes else "")
+        )
+        if v.culprit_detail and v.culprit_detail != v.headline:
+            lines.append(f"  {v.culprit_detail}")
+    elif v.summary:
+        lines.append("")
+        lines.append(f"  {v.summary}")
+    if v.consequences:
+        lines.append("")
+        lines.append("Consequences (explained by the earliest branch):")
+        for c in v.consequences[:_MAX_CONSEQUENCES]:
+            lines.append(f"  - {c.summary} ({c.explained_by})")
+        if len(v.consequences) > _MAX_CONSEQUENCES:
+            lines.append(f"  - ... {len(v.consequences) - _MAX_CONSEQUENCES} more")
+    if v.bad_files:
+        lines.append("")
+        lines.append("Files not used:")
+        for p in v.bad_files[:10]:
+            lines.append(f"  {p.file}: {p.reason}")
+        if len(v.bad_files) > 10:
+            lines.append(f"  ... {len(v.bad_files) - 10} more")
+    if v.next_steps:
+        lines.append("")
+        lines.append("Next steps:")
+        for i, s in enumerate(v.next_steps, 1):
+            lines.append(f"  {i}. {s}")
+    return "\n".join(lines) + "\n"
+
+
+def _view_line(view: EntryView) -> str:
+    who = ranks_text(view.ranks)
+    if view.op is None:
+        return f"{who:<22} {view.state or 'never enqueued it'}"
+    site = view.call_site[0] if view.call_site else None
+    where = f" at {site.filename.rsplit('/', 1)[-1]}:{site.line} ({site.name})" if site else ""
+    sizes = f" {view.input_sizes}" if view.input_sizes else ""
+    dtypes = f" {view.input_dtypes}" if view.input_dtypes else ""
+    state = f" [{view.state}]" if view.state else ""
+    return f"{who:<22} {view.op}{sizes}{dtypes}{where}{state}"

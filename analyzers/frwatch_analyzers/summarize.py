@@ -1,0 +1,383 @@
+"""One decoded dump -> a compact, picklable :class:`RankTrace` (the map step).
+
+The summary keeps, per process group, the sequence numbers a rank recorded and a stable 64-bit signature
+of what it recorded at each (collective type, sizes, dtypes and user call site), plus full detail for the
+last few entries only. Signatures are stable across processes (blake2b, not ``hash``), so summaries made
+in different worker processes compare directly. Details of every distinct signature travel once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+#: How many of a group's last entries keep their full detail (states, times, record ids).
+TAIL = 48
+
+#: Frames from these paths are library plumbing; the first frame outside them is the user's call site.
+_LIBRARY_MARKERS = ("/torch/", "\\torch\\", "/site-packages/", "/dist-packages/", "<frozen ", "/threading.py")
+
+STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
+STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
+
+_P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>\d+)\s*(?P<arrow>->|<-)\s*(?P<b>\d+)$")
+
+
+@dataclass(frozen=True)
+class EntrySig:
+    """What a rank recorded at one sequence number, without times and states: the thing ranks must agree on."""
+
+    op: str
+    input_sizes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    output_sizes: tuple[tuple[int, ...], ...]
+    output_dtypes: tuple[str, ...]
+    call_site: tuple[tuple[str, str, int], ...]  # (name, filename, line), innermost user frame first
+    parts: int = 1  # >1: coalesced entries that share the sequence number
+
+
+@dataclass
+class TailEntry:
+    """Full detail of one of the last entries of a group on a rank."""
+
+    seq: int
+    record_id: int
+    sig: int
+    state: int  # STATE_CODES; -1 unknown
+    retired: bool | None
+    created_ns: int
+    started_ns: int
+    completed_ns: int
+
+
+@dataclass
+class PgTrace:
+    """One rank's record of one process group."""
+
+    name: str
+    desc: str
+    seqs: array[int]  # sorted collective_seq_ids the rank holds (its ring-buffer window)
+    sigs: array[int]  # signature digest per seq
+    created: array[int]  # time_created_ns per seq (0 unknown)
+    tail: list[TailEntry]
+    config_ranks: list[int] | None  # from pg_config when it is sane, else None
+    last_enqueued: int  # from pg_status when present, else the last seq held
+    last_started: int
+    last_completed: int  # from pg_status when present, else derived from states/retired
+    status_known: bool
+    first_record_id: int = -1
+    seq_digest: bytes = b""  # digest of (seqs, sigs): ranks with equal digests behaved identically
+
+
+@dataclass
+class P2PEntry:
+    pg: str
+    p2p_seq: int
+    kind: str  # "send" | "recv"
+    src: int  # group-local, as the profiling name says
+    dst: int
+    sig: int
+    state: int
+    record_id: int
+    created_ns: int
+
+
+@dataclass
+class RankTrace:
+    """Everything the reduce step needs from one rank's dump."""
+
+    rank: int
+    file: str
+    fmt: str
+    version: str
+    backend: str  # "nccl", "gloo", ... from profiling names
+    entries: int
+    pgs: dict[str, PgTrace]
+    p2p: list[P2PEntry]
+    sig_details: dict[int, EntrySig] = field(default_factory=dict)  # only signatures new to this worker
+    has_states: bool = False  # NCCL-style started/completed states present
+    has_frames: bool = False
+    last_record_id: int = -1
+
+
+def _digest(obj: object) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(obj).encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def _as_int(value: Any, default: int = -1) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _parse_ranks(value: Any) -> list[int] | None:
+    if isinstance(value, list | tuple):
+        try:
+            return [int(v) for v in value]
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, str):
+        text = value.strip().strip("[]").strip()
+        if not text:
+            return []
+        try:
+            return [int(v) for v in text.split(",")]
+        except ValueError:
+            return None
+    return None
+
+
+def _tupled(sizes: Any) -> tuple[tuple[int, ...], ...]:
+    if not isinstance(sizes, list | tuple):
+        return ()
+    out = []
+    for s in sizes:
+        out.append(tuple(s) if isinstance(s, list | tuple) else (s,))
+    return tuple(out)
+
+
+def _call_site(frames: Any) -> tuple[tuple[str, str, int], ...]:
+    if not isinstance(frames, list) or not frames:
+        return ()
+    user = []
+    for f in frames:
+        if not isinstance(f, dict):
+            continue
+        filename = str(f.get("filename", ""))
+        if any(m in filename for m in _LIBRARY_MARKERS):
+            continue
+        user.append((str(f.get("name", "")), filename, _as_int(f.get("line"), 0)))
+    if not user:
+        f = frames[0] if isinstance(frames[0], dict) else {}
+        return ((str(f.get("name", "")), str(f.get("filename", "")), _as_int(f.get("line"), 0)),)
+    return tuple(user)
+
+
+def parse_p2p(op: str) -> tuple[str, int, int] | None:
+    """``'nccl:send 1->2'`` -> ``('send', 1, 2)``; ``'nccl:recv 3<-0'`` -> ``('recv', 0, 3)`` as (kind, src, dst)."""
+    name = op.split(":", 1)[-1].strip()
+    m = _P2P_RE.match(name)
+    if not m:
+        return None
+    a, b = int(m["a"]), int(m["b"])
+    if m["type"] == "send":
+        return "send", a, b
+    return "recv", (b if m["arrow"] == "<-" else a), (a if m["arrow"] == "<-" else b)
+
+
+class Summarizer:
+    """Turns decoded dumps into RankTraces; remembers which signature details it already emitted."""
+
+    def __init__(self) -> None:
+        self._emitted: set[int] = set()
+
+    def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
+        entries: list[Any] = dump.get("entries") or []
+        key_cache: dict[Any, int] = {}
+        site_cache: dict[tuple[int, ...], tuple[tuple[str, str, int], ...]] = {}
+        local: dict[int, EntrySig] = {}  # every signature of this file
+        # per pg: list of [seq, sig, entry]  (coalesced entries merged)
+        per_pg: dict[str, list[list[Any]]] = {}
+        pg_desc: dict[str, str] = {}
+        pgid_to_name: dict[str, str] = {}
+        p2p: list[P2PEntry] = []
+        backend = ""
+        has_states = False
+        has_frames = False
+        last_record_id = -1
+        for e in entries:
+            if not isinstance(e, dict):
+                continue
+            pg = e.get("process_group")
+            if isinstance(pg, list | tuple) and pg:
+                pg_name = str(pg[0])
+                desc = str(pg[1]) if len(pg) > 1 else ""
+            else:
+                pg_name, desc = str(e.get("pg_id", "?")), ""
+            pg_desc.setdefault(pg_name, desc)
+            pgid_to_name.setdefault(str(e.get("pg_id")), pg_name)
+            op = str(e.get("profiling_name", "?"))
+            if not backend:
+                backend = op.split(":", 1)[0] if ":" in op else ""
+            frames = e.get("frames")
+            if frames:
+                has_frames = True
+                fkey = tuple(map(id, frames))
+                site = site_cache.get(fkey)
+                if site is None:
+                    site = site_cache[fkey] = _call_site(frames)
+            else:
+                site = ()
+            in_sizes = e.get("input_sizes")
+            in_dtypes = e.get("input_dtypes")
+            out_sizes = e.get("output_sizes")
+            out_dtypes = e.get("output_dtypes")
+            raw_key = (op, repr(in_sizes), repr(in_dtypes), repr(out_sizes), repr(out_dtypes), site)
+            sig = key_cache.get(raw_key)
+            if sig is None:
+                esig = EntrySig(
+                    op=op,
+                    input_sizes=_tupled(in_sizes),
+                    input_dtypes=tuple(map(str, in_dtypes or ())),
+                    output_sizes=_tupled(out_sizes),
+                    output_dtypes=tuple(map(str, out_dtypes or ())),
+                    call_site=site,
+                )
+                sig = key_cache[raw_key] = _digest(esig)
+                local[sig] = esig
+            state_name = e.get("state")
+            state = STATE_CODES.get(state_name, -1) if isinstance(state_name, str) else -1
+            if state > 0:
+                has_states = True
+            record_id = _as_int(e.get("record_id"))
+            last_record_id = max(last_record_id, record_id)
+            if e.get("is_p2p"):
+                parsed = parse_p2p(op)
+                if parsed is not None:
+                    kind, src, dst = parsed
+                    p2p.append(
+                        P2PEntry(
+                            pg=pg_name,
+                            p2p_seq=_as_int(e.get("p2p_seq_id")),
+                            kind=kind,
+                            src=src,
+                            dst=dst,
+                            sig=sig,
+                            state=state,
+                            record_id=record_id,
+                            created_ns=_as_int(e.get("time_created_ns"), 0),
+                        )
+                    )
+                    continue
+            seq = _as_int(e.get("collective_seq_id"))
+            rows = per_pg.get(pg_name)
+            if rows is None:
+                rows = per_pg[pg_name] = []
+            if rows and rows[-1][0] == seq:
+                # coalesced: several entries share one sequence number; combine their signatures
+                prev = rows[-1]
+                combined = _digest((prev[1], sig))
+                if combined not in local:
+                    local[combined] = _combine(local[prev[1]], local[sig])
+                prev[1] = combined
+                prev[2] = e
+            else:
+                rows.append([seq, sig, e])
+        pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name)
+        details = {k: v for k, v in local.items() if k not in self._emitted}
+        self._emitted.update(details)
+        return RankTrace(
+            rank=rank,
+            file=file,
+            fmt=fmt,
+            version=str(dump.get("version", "")),
+            backend=backend,
+            entries=len(entries),
+            pgs=pgs,
+            p2p=p2p,
+            sig_details=details,
+            has_states=has_states,
+            has_frames=has_frames,
+            last_record_id=last_record_id,
+        )
+
+    @staticmethod
+    def _build_pgs(
+        dump: dict[str, Any],
+        per_pg: dict[str, list[list[Any]]],
+        pg_desc: dict[str, str],
+        pgid_to_name: dict[str, str],
+    ) -> dict[str, PgTrace]:
+        config = dump.get("pg_config") if isinstance(dump.get("pg_config"), dict) else {}
+        status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
+        assert isinstance(config, dict) and isinstance(status, dict)
+        config_ranks: dict[str, list[int]] = {}
+        for key, cfg in config.items():
+            if not isinstance(cfg, dict):
+                continue
+            name = str(cfg.get("name") or key)
+            ranks = _parse_ranks(cfg.get("ranks"))
+            if name and ranks:
+                config_ranks[name] = ranks
+                pg_desc.setdefault(name, str(cfg.get("desc", "")))
+        status_by_name: dict[str, dict[str, Any]] = {}
+        for pg_id, st in status.items():
+            if isinstance(st, dict):
+                status_by_name[pgid_to_name.get(str(pg_id), str(pg_id))] = st
+        out: dict[str, PgTrace] = {}
+        for name in set(per_pg) | set(config_ranks):
+            rows = sorted(per_pg.get(name, []), key=lambda r: r[0])
+            seqs = array("q", (r[0] for r in rows))
+            sigs = array("q", (r[1] for r in rows))
+            created = array("q", (_as_int(r[2].get("time_created_ns"), 0) for r in rows))
+            tail = []
+            for seq, sig, e in rows[-TAIL:]:
+                st = e.get("state")
+                tail.append(
+                    TailEntry(
+                        seq=seq,
+                        record_id=_as_int(e.get("record_id")),
+                        sig=sig,
+                        state=STATE_CODES.get(st, -1) if isinstance(st, str) else -1,
+                        retired=e.get("retired") if isinstance(e.get("retired"), bool) else None,
+                        created_ns=_as_int(e.get("time_created_ns"), 0),
+                        started_ns=_as_int(e.get("time_discovered_started_ns"), 0),
+                        completed_ns=_as_int(e.get("time_discovered_completed_ns"), 0),
+                    )
+                )
+            st = status_by_name.get(name)
+            last_seq = seqs[-1] if seqs else -1
+            if st is not None:
+                enq = _as_int(st.get("last_enqueued_collective"))
+                started = _as_int(st.get("last_started_collective"))
+                completed = _as_int(st.get("last_completed_collective"))
+                known = True
+            else:
+                enq, started, completed, known = last_seq, -1, _derived_completed(tail), False
+            digest = hashlib.blake2b(seqs.tobytes() + sigs.tobytes(), digest_size=16).digest()
+            out[name] = PgTrace(
+                name=name,
+                desc=pg_desc.get(name, ""),
+                seqs=seqs,
+                sigs=sigs,
+                created=created,
+                tail=tail,
+                config_ranks=config_ranks.get(name),
+                last_enqueued=max(enq, last_seq),
+                last_started=started,
+                last_completed=completed,
+                status_known=known,
+                first_record_id=_first_rid(rows),
+                seq_digest=digest,
+            )
+        return out
+
+
+def _first_rid(rows: list[list[Any]]) -> int:
+    return _as_int(rows[0][2].get("record_id")) if rows else -1
+
+
+def _derived_completed(tail: list[TailEntry]) -> int:
+    done = -1
+    for t in tail:
+        if t.state == STATE_CODES["completed"] or t.retired:
+            done = max(done, t.seq)
+    return done
+
+
+def _combine(first: EntrySig, part: EntrySig) -> EntrySig:
+    return EntrySig(
+        op=first.op if first.op == part.op else f"{first.op}+{part.op.split(':', 1)[-1]}",
+        input_sizes=first.input_sizes + part.input_sizes,
+        input_dtypes=first.input_dtypes + part.input_dtypes,
+        output_sizes=first.output_sizes + part.output_sizes,
+        output_dtypes=first.output_dtypes + part.output_dtypes,
+        call_site=first.call_site,
+        parts=first.parts + part.parts,
+    )

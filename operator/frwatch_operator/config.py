@@ -172,9 +172,21 @@ class AgentSettings(_Section):
         ge=0,
         description="A file's size and mtime must hold this long before it is read as complete.",
     )
+    corrupt_after_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A dump that stays unparseable this long (seconds, size unchanged) is uploaded as is: "
+        "a truncated dump is still evidence (the analyzer names it).",
+    )
     upload_backoff_initial_seconds: float = Field(default=0.5, gt=0, description="First retry delay.")
     upload_backoff_max_seconds: float = Field(
         default=30.0, gt=0, description="Retry delay cap (exponential)."
+    )
+    drain_seconds: float = Field(
+        default=20.0,
+        ge=0,
+        description="On SIGTERM, keep uploading this long (seconds) before exiting; keep it below the pod's "
+        "terminationGracePeriodSeconds.",
     )
     control_addr: str = Field(default="0.0.0.0", description="Control endpoint listen address.")  # noqa: S104
     control_port: int = Field(

@@ -242,7 +242,7 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
         taken_path = any(
             isinstance(m, Mapping) and m.get("mountPath") == config.fr.dump_dir for m in mounts or []
         )
-        ops += _append(("spec", "containers", i, "env"), env, new_env)
+        ops += _append(("spec", "containers", i, "env"), container.get("env"), new_env)
         if not has_mount and not taken_path:
             ops += _append(
                 ("spec", "containers", i, "volumeMounts"),

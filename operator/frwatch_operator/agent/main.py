@@ -1,0 +1,186 @@
+"""``frwatch agent``: the per-pod sidecar. Uploads every complete dump to S3; serves the control endpoint.
+
+Configuration comes from the environment the webhook injects (``frwatch_operator.config``): the pod and
+job identity (``FRWATCH_POD_*``, ``FRWATCH_JOB_*``), the store (``FRWATCH_S3_*``, ``AWS_*``), the dump
+folder (``FRWATCH_FR_*``) and the agent's settings (``FRWATCH_AGENT_*``).
+
+The attempt (S3 layout component) is ``FRWATCH_JOB_ATTEMPT``, fixed when the pod was created (the JobSet
+restart-attempt label, or the job's ``frwatch.io/attempt`` annotation kept by the operator). A container
+restarted in place keeps its pod, hence its attempt: later dumps of a rank then go to ``ranks-later/``.
+
+On SIGTERM/SIGINT it keeps uploading for ``agent.drain_seconds`` and exits 0 when nothing is pending,
+1 when dumps remain unuploaded (they stay on disk), 2 on a configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import structlog
+from aiohttp import web
+
+from frwatch_analyzers.layout import AttemptKey
+from frwatch_operator.agent.control import TokenFile, make_app
+from frwatch_operator.agent.uploader import DumpWatcher, PodRecord, Uploader
+from frwatch_operator.config import Config, load_config
+from frwatch_operator.errors import FatalError
+from frwatch_operator.s3store import S3Store
+
+logger = logging.getLogger("frwatch.agent")
+
+
+def setup_logging(level: str) -> None:
+    """JSON lines on stderr (structlog over the standard library's logging)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.JSONRenderer(),
+            ],
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso"),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("botocore").setLevel(logging.WARNING)
+
+
+def attempt_key(config: Config) -> AttemptKey:
+    return AttemptKey(
+        prefix=config.s3.prefix,
+        namespace=config.pod.namespace,
+        job=config.job.name,
+        job_uid=config.job.uid,
+        attempt=config.job.attempt,
+    )
+
+
+def check_identity(config: Config) -> list[str]:
+    """What is missing for the agent to know where to upload (each a variable to set)."""
+    missing = []
+    for var, value in (
+        ("FRWATCH_POD_NAME", config.pod.name),
+        ("FRWATCH_POD_NAMESPACE", config.pod.namespace),
+        ("FRWATCH_JOB_NAME", config.job.name),
+        ("FRWATCH_JOB_UID", config.job.uid),
+    ):
+        if not value:
+            missing.append(var)
+    return missing
+
+
+class Agent:
+    """The upload loop (a thread) and the control endpoint (asyncio), stopped together."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        a = config.agent
+        self.dump_dir = Path(config.fr.dump_dir)
+        self.watcher = DumpWatcher(
+            self.dump_dir, config.fr.file_prefix, a.stable_seconds, a.corrupt_after_seconds
+        )
+        record = PodRecord(
+            pod=config.pod.name, namespace=config.pod.namespace, node=config.pod.node, uid=config.pod.uid,
+            job=config.job.name, job_uid=config.job.uid, attempt=config.job.attempt, agent_started_at=time.time(),
+        )  # fmt: skip
+        self.uploader = Uploader(
+            S3Store(config.s3), attempt_key(config), record, bucket=config.s3.bucket,
+            backoff_initial=a.upload_backoff_initial_seconds, backoff_max=a.upload_backoff_max_seconds,
+        )  # fmt: skip
+        self.stopping = threading.Event()
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        for dump in self.watcher.poll(now):
+            logger.info("dump of rank %d complete (%d bytes, %s)", dump.rank, len(dump.data), dump.fmt)
+            self.uploader.submit(dump)
+        self.uploader.step(now)
+
+    def run_uploads(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.tick()
+            except Exception:  # the loop must survive anything: dumps are on disk, try again
+                logger.exception("upload loop error")
+            self.stopping.wait(self.config.agent.scan_interval_seconds)
+
+    def drain(self) -> bool:
+        """Last uploads before exit: True when nothing is left."""
+        deadline = time.monotonic() + self.config.agent.drain_seconds
+        while True:
+            self.tick()
+            if self.uploader.idle or time.monotonic() >= deadline:
+                return self.uploader.idle
+            time.sleep(self.config.agent.scan_interval_seconds)
+
+    async def serve(self) -> None:
+        a = self.config.agent
+        app = make_app(
+            dump_dir=self.dump_dir, file_prefix=self.config.fr.file_prefix,
+            token=TokenFile(Path(a.token_path)), status=self.uploader.status,
+        )  # fmt: skip
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, a.control_addr, a.control_port)
+        await site.start()
+        port = a.control_port
+        for sock in getattr(site._server, "sockets", None) or ():
+            port = int(sock.getsockname()[1])
+        print(json.dumps({"event": "listening", "port": port, "root": self.uploader.key.root}), flush=True)
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="frwatch agent", description=__doc__.split("\n")[0])
+    parser.parse_args(argv)
+    try:
+        config = load_config(os.environ)
+    except FatalError as exc:
+        print(f"frwatch agent: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(config.log_level)
+    missing = check_identity(config)
+    if missing:
+        print(f"frwatch agent: missing {', '.join(missing)} (the webhook injects them)", file=sys.stderr)
+        return 2
+    agent = Agent(config)
+    uploads = threading.Thread(target=agent.run_uploads, name="uploads", daemon=True)
+    uploads.start()
+    logger.info("agent started: %s -> s3://%s/%s", agent.dump_dir, config.s3.bucket, agent.uploader.key.root)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(agent.serve())
+    agent.stopping.set()
+    uploads.join(timeout=30)
+    clean = agent.drain()
+    status = agent.uploader.status()
+    logger.info(
+        "agent stopping: %d ranks uploaded, %d pending", len(status["uploaded"]), len(status["pending"])
+    )
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""The S3 adapter: the only module on the operator side that talks to the object store (boto3).
+
+Every call either succeeds or raises one of frwatch's errors: :class:`RetryableError` (store unreachable,
+timeouts, throttling, 5xx: try again later), :class:`NotFoundError` (no such key) or :class:`FatalError`
+(bad credentials, no such bucket, access denied: retrying will not help until someone fixes it).
+botocore retries each call ``config.s3.max_attempts`` times; longer outages are the caller's loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from frwatch_operator.config import S3Settings
+from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+T = TypeVar("T")
+
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+_FATAL = {
+    "NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidBucketName",
+    "AllAccessDisabled", "InvalidRequest", "403",
+}  # fmt: skip
+_NETWORK = (
+    botocore.exceptions.EndpointConnectionError,
+    botocore.exceptions.ConnectionError,
+    botocore.exceptions.ConnectTimeoutError,
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.ResponseStreamingError,
+)
+
+
+class S3Store:
+    """put/get/list/exists on one S3 endpoint (path-style by default). Thread-safe (one boto3 client)."""
+
+    def __init__(self, settings: S3Settings) -> None:
+        self.settings = settings
+        self.default_bucket = settings.bucket
+
+        def secret(value: Any) -> str | None:
+            return value.get_secret_value() if value is not None else None
+
+        self._client: S3Client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=settings.endpoint_url,
+            region_name=settings.region,
+            aws_access_key_id=secret(settings.access_key_id),
+            aws_secret_access_key=secret(settings.secret_access_key),
+            aws_session_token=secret(settings.session_token),
+            config=botocore.config.Config(
+                s3={"addressing_style": settings.addressing_style},
+                connect_timeout=settings.connect_timeout_seconds,
+                read_timeout=settings.read_timeout_seconds,
+                retries={"max_attempts": settings.max_attempts, "mode": "standard"},
+                signature_version="s3v4",
+            ),
+        )
+
+    def url(self, key: str, bucket: str | None = None) -> str:
+        return f"s3://{bucket or self.default_bucket}/{key}"
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except _NETWORK as exc:
+            raise RetryableError(f"S3 {what}: store unreachable ({exc}); will retry", delay=1.0) from exc
+        except botocore.exceptions.ClientError as exc:
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            msg = f"S3 {what}: {code or status} {err.get('Message', '')}".rstrip()
+            if code in _NOT_FOUND or (status == 404 and code not in _FATAL):
+                raise NotFoundError(msg) from exc
+            if code in _FATAL or (400 <= status < 500 and status not in (408, 429)):
+                raise FatalError(
+                    f"{msg} (check the bucket name, the credentials and their permissions)"
+                ) from exc
+            raise RetryableError(msg + "; will retry", delay=2.0) from exc
+        except botocore.exceptions.NoCredentialsError as exc:
+            raise FatalError(
+                f"S3 {what}: no credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+            ) from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise RetryableError(f"S3 {what}: {exc}", delay=2.0) from exc
+
+    def put(self, key: str, data: bytes, *, bucket: str | None = None, content_type: str = "") -> str:
+        """Store ``data`` at ``key`` and confirm it landed intact (ETag = MD5). Returns the s3:// URL."""
+        b = bucket or self.default_bucket
+        md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        extra: dict[str, Any] = {"ContentType": content_type} if content_type else {}
+        response = self._call(
+            f"put s3://{b}/{key}", lambda: self._client.put_object(Bucket=b, Key=key, Body=data, **extra)
+        )
+        etag = str(response.get("ETag", "")).strip('"')
+        if etag and "-" not in etag and etag != md5:
+            raise RetryableError(f"S3 put s3://{b}/{key}: stored ETag {etag} != MD5 {md5}; will retry")
+        return f"s3://{b}/{key}"
+
+    def get(self, key: str, *, bucket: str | None = None) -> bytes:
+        """The object's bytes; :class:`NotFoundError` when absent."""
+        b = bucket or self.default_bucket
+
+        def read() -> bytes:
+            return self._client.get_object(Bucket=b, Key=key)["Body"].read()
+
+        return self._call(f"get s3://{b}/{key}", read)
+
+    def exists(self, key: str, *, bucket: str | None = None) -> bool:
+        b = bucket or self.default_bucket
+        try:
+            self._call(f"head s3://{b}/{key}", lambda: self._client.head_object(Bucket=b, Key=key))
+        except NotFoundError:
+            return False
+        return True
+
+    def size(self, key: str, *, bucket: str | None = None) -> int | None:
+        """The object's size in bytes, None when absent."""
+        b = bucket or self.default_bucket
+        try:
+            head = self._call(f"head s3://{b}/{key}", lambda: self._client.head_object(Bucket=b, Key=key))
+        except NotFoundError:
+            return None
+        return int(head.get("ContentLength", 0))
+
+    def list(self, prefix: str, *, bucket: str | None = None) -> list[str]:
+        """Every key under ``prefix`` (all pages), sorted."""
+        return sorted(self.iter_keys(prefix, bucket=bucket))
+
+    def iter_keys(self, prefix: str, *, bucket: str | None = None) -> Iterator[str]:
+        b = bucket or self.default_bucket
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": b, "Prefix": prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._call(
+                f"list s3://{b}/{prefix}", functools.partial(self._client.list_objects_v2, **kwargs)
+            )
+            for item in page.get("Contents", []):
+                yield str(item["Key"])
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    def delete(self, key: str, *, bucket: str | None = None) -> None:
+        b = bucket or self.default_bucket
+        self._call(f"delete s3://{b}/{key}", lambda: self._client.delete_object(Bucket=b, Key=key))
+
+    def ensure_bucket(self, bucket: str | None = None) -> None:
+        """Create the bucket if it does not exist (demo and tests; production buckets are provisioned)."""
+        b = bucket or self.default_bucket
+        try:
+            self._call(f"head bucket {b}", lambda: self._client.head_bucket(Bucket=b))
+        except (NotFoundError, FatalError):
+            self._call(f"create bucket {b}", lambda: self._client.create_bucket(Bucket=b))

@@ -1,0 +1,128 @@
+"""Flight Recorder injection into a pod: what is added, what is kept, what is warned about, idempotence."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import pytest
+from builders import env_of, pod
+
+from frwatch_operator import constants as c
+from frwatch_operator.config import Config
+from frwatch_operator.injection import InjectionError, JobContext, apply_ops, attempt_of, inject
+from frwatch_operator.optin import defaults
+
+CFG = Config()
+SETTINGS = defaults(CFG)
+JOB = JobContext("PyTorchJob", "llama", "uid-1", "0")
+
+
+def injected(p):
+    result = inject(p, SETTINGS, CFG, JOB)
+    # the ops are valid RFC 6902 against the original (checked by an independent implementation)
+    out = jsonpatch.apply_patch(copy.deepcopy(p), result.ops)
+    assert apply_ops(copy.deepcopy(p), result.ops) == out
+    return out, result.warnings
+
+
+def test_every_training_container_gets_fr_variables_under_both_names():
+    out, warnings = injected(pod(containers=2))
+    assert warnings == []
+    prefix = f"{c.DUMP_MOUNT_PATH}/{c.DUMP_FILE_PREFIX}"
+    for cont in out["spec"]["containers"]:
+        env = env_of(cont)
+        assert env[c.ENV_FR_BUFFER_SIZE] == env[c.ENV_FR_BUFFER_SIZE_OLD] == "2000"
+        assert env[c.ENV_FR_DUMP_TEMP_FILE] == env[c.ENV_FR_DUMP_TEMP_FILE_OLD] == prefix
+        assert env[c.ENV_NCCL_PIPE_FILE] == prefix
+        assert env[c.ENV_NCCL_DUMP_ON_TIMEOUT] == "1"
+        assert env[c.ENV_NODE_NAME] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+        assert {"name": c.DUMP_VOLUME, "mountPath": c.DUMP_MOUNT_PATH} in cont["volumeMounts"]
+
+
+def test_agent_is_a_native_sidecar_with_volume_identity_and_store():
+    out, _ = injected(pod(init=[{"name": "wait-for-master", "image": "busybox"}]))
+    inits = out["spec"]["initContainers"]
+    assert [i["name"] for i in inits] == [c.AGENT_CONTAINER, "wait-for-master"]
+    agent = inits[0]
+    assert agent["restartPolicy"] == "Always"
+    env = env_of(agent)
+    assert env[c.ENV_JOB_NAME] == "llama" and env[c.ENV_JOB_UID] == "uid-1" and env[c.ENV_JOB_ATTEMPT] == "0"
+    assert env["FRWATCH_S3_BUCKET"] == SETTINGS.bucket and env[c.ENV_DUMP_DIR] == c.DUMP_MOUNT_PATH
+    assert env[c.ENV_POD_NAME] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["AWS_ACCESS_KEY_ID"]["secretKeyRef"]["optional"] is True
+    volumes = {v["name"]: v for v in out["spec"]["volumes"]}
+    assert "emptyDir" in volumes[c.DUMP_VOLUME] and volumes[c.AGENT_TOKEN_VOLUME]["secret"]["optional"] is True
+    assert out["metadata"]["annotations"][c.ANN_INJECTED]
+
+
+def test_user_values_are_kept_and_mirrored_to_the_other_name():
+    user = [{"name": c.ENV_FR_BUFFER_SIZE_OLD, "value": "5000"}, {"name": c.ENV_NCCL_DUMP_ON_TIMEOUT, "value": "1"}]
+    out, warnings = injected(pod(env=user))
+    env = env_of(out["spec"]["containers"][0])
+    assert env[c.ENV_FR_BUFFER_SIZE_OLD] == "5000" and env[c.ENV_FR_BUFFER_SIZE] == "5000"
+    names = [e["name"] for e in out["spec"]["containers"][0]["env"]]
+    assert names.count(c.ENV_NCCL_DUMP_ON_TIMEOUT) == 1 and warnings == []
+
+
+@pytest.mark.parametrize(("name", "value", "needle"), [
+    (c.ENV_FR_BUFFER_SIZE, "0", "turns the Flight Recorder off"),
+    (c.ENV_FR_BUFFER_SIZE_OLD, "0", "turns the Flight Recorder off"),
+    (c.ENV_NCCL_ASYNC_ERROR_HANDLING, "1", "pytorch#121055"),
+    (c.ENV_NCCL_DUMP_ON_TIMEOUT, "0", "will not dump"),
+    (c.ENV_FR_DUMP_TEMP_FILE, "/tmp/mine_", "outside the shared dump folder"),
+])
+def test_user_values_that_lose_the_dump_are_kept_but_warned(name, value, needle):
+    out, warnings = injected(pod(env=[{"name": name, "value": value}]))
+    assert env_of(out["spec"]["containers"][0])[name] == value
+    assert len(warnings) == 1 and needle in warnings[0] and "'pytorch'" in warnings[0]
+
+
+def test_second_injection_is_a_no_op():
+    once, _ = injected(pod())
+    again = inject(once, SETTINGS, CFG, JOB)
+    assert again.ops == [] and again.warnings == []
+
+
+def test_partial_earlier_injection_is_completed_not_duplicated():
+    once, _ = injected(pod())
+    del once["metadata"]["annotations"][c.ANN_INJECTED]
+    twice, _ = injected(once)
+    assert [v["name"] for v in twice["spec"]["volumes"]].count(c.DUMP_VOLUME) == 1
+    assert [i["name"] for i in twice["spec"]["initContainers"]].count(c.AGENT_CONTAINER) == 1
+    names = [e["name"] for e in twice["spec"]["containers"][0]["env"]]
+    assert len(names) == len(set(names))
+
+
+def test_annotations_and_lists_absent_or_present_both_patch_cleanly():
+    injected(pod(annotations={"a": "b"}, env=[{"name": "X", "value": "1"}]))
+    p = pod()
+    p["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    out, _ = injected(p)
+    assert [v["name"] for v in out["spec"]["volumes"]][0] == "data"
+
+
+def test_input_is_not_mutated():
+    p = pod(env=[{"name": "X", "value": "1"}])
+    before = copy.deepcopy(p)
+    inject(p, SETTINGS, CFG, JOB)
+    assert p == before
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda p: p["spec"].__setitem__("containers", "pytorch"),
+    lambda p: p["spec"].__setitem__("containers", []),
+    lambda p: p["spec"]["containers"][0].__setitem__("env", {"A": "1"}),
+    lambda p: p.__setitem__("spec", None),
+    lambda p: p["metadata"].__setitem__("annotations", ["x"]),
+])
+def test_malformed_pods_raise_injection_error(mangle):
+    p = pod()
+    mangle(p)
+    with pytest.raises(InjectionError):
+        inject(p, SETTINGS, CFG, JOB)
+
+
+def test_attempt_comes_from_jobset_label_when_present():
+    assert attempt_of(pod(labels={c.LABEL_JOBSET_RESTART_ATTEMPT: "3"}), "0") == "3"
+    assert attempt_of(pod(), "2") == "2"

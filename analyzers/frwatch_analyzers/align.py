@@ -172,7 +172,22 @@ def compare_group(group: GroupInfo, traces: dict[int, RankTrace], details: dict[
                 last.pop(0)
     group.disagreements = first + last
     group.total_disagreements = total
-    group.benign_call_sites = bool(first) and all(d.call_site_only for d in group.disagreements)
+    group.benign_call_sites = (
+        bool(first) and all(d.call_site_only for d in group.disagreements) and not _stuck(group, traces)
+    )
+
+
+def _stuck(group: GroupInfo, traces: dict[int, RankTrace]) -> bool:
+    """Is any member inside a collective of this group, or did members stop at different places?"""
+    ends = set()
+    for r in group.dumped:
+        pg = traces[r].pgs.get(group.name)
+        if pg is None:
+            continue
+        ends.add(pg.last_enqueued)
+        if traces[r].has_states and in_flight(pg, pg.last_enqueued, True):
+            return True
+    return len(ends) > 1 or bool(group.no_dump)
 
 
 def _classify(

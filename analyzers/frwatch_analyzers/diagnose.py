@@ -583,14 +583,14 @@ def _view_op(world: World, d: Disagreement) -> str:
 def _rank_groups(
     world: World, groups: dict[str, GroupInfo], root: _Root | None, missing: list[int]
 ) -> list[RankGroup]:
-    keyed: dict[tuple[tuple[str, int, int, bool], ...], list[int]] = {}
+    keyed: dict[tuple[tuple[str, int, int, str], ...], list[int]] = {}
     for r, t in world.traces.items():
         key = tuple(
             (
                 name,
                 pg.last_enqueued,
                 pg.last_completed if pg.status_known else -2,
-                bool(in_flight(pg, pg.last_enqueued, t.has_states)),
+                _state_name(world, r, name, pg.last_enqueued),
             )
             for name, pg in sorted(t.pgs.items())
         )
@@ -606,7 +606,11 @@ def _rank_groups(
         for name, pg in t.pgs.items():
             if in_flight(pg, pg.last_enqueued, t.has_states):
                 flight[name] = _op_of(world, pg, pg.last_enqueued)
+                if t.has_states:
+                    flight[name] += f" [{_state_name(world, ranks[0], name, pg.last_enqueued)}]"
         label = _group_label(t, flight, culprits & set(ranks), root)
+        if not t.has_states and flight:
+            label = label.replace("inside ", "last in ") + " (not retired at dump time)"
         out.append(
             RankGroup(
                 ranks=ranks,
@@ -667,7 +671,7 @@ def _evidence(world: World, root: _Root) -> list[Evidence]:
     if root.d is not None:
         src = [(v.sig, v.ranks) for v in root.d.views]
     else:
-        by_sig: dict[int | None, list[int]] = {}
+        by_sig: dict[tuple[int | None, str], list[int]] = {}
         for r in g.dumped:
             pg = world.traces[r].pgs.get(g.name)
             sig = None
@@ -675,8 +679,8 @@ def _evidence(world: World, root: _Root) -> list[Evidence]:
                 i = bisect.bisect_left(pg.seqs, root.seq)
                 if i < len(pg.seqs) and pg.seqs[i] == root.seq:
                     sig = pg.sigs[i]
-            by_sig.setdefault(sig, []).append(r)
-        src = list(by_sig.items())
+            by_sig.setdefault((sig, _state_name(world, r, g.name, root.seq)), []).append(r)
+        src = [(sig, ranks) for (sig, _), ranks in by_sig.items()]
     for sig, ranks in src:
         det = world.details.get(sig) if sig is not None else None
         states = sorted({_state_name(world, r, g.name, root.seq) for r in ranks} - {""})

@@ -187,56 +187,59 @@ class Summarizer:
         pg_desc: dict[str, str] = {}
         pgid_to_name: dict[str, str] = {}
         p2p: list[P2PEntry] = []
-        backend = ""
         has_states = False
-        has_frames = False
         last_record_id = -1
+        pg_cache: dict[Any, str] = {}
+        get_state = STATE_CODES.get
         for e in entries:
-            if not isinstance(e, dict):
+            if type(e) is not dict:
                 continue
             pg = e.get("process_group")
-            if isinstance(pg, list | tuple) and pg:
-                pg_name = str(pg[0])
-                desc = str(pg[1]) if len(pg) > 1 else ""
-            else:
-                pg_name, desc = str(e.get("pg_id", "?")), ""
-            pg_desc.setdefault(pg_name, desc)
-            pgid_to_name.setdefault(str(e.get("pg_id")), pg_name)
-            op = str(e.get("profiling_name", "?"))
-            if not backend:
-                backend = op.split(":", 1)[0] if ":" in op else ""
+            pgk = (e.get("pg_id"), pg if type(pg) is tuple else (tuple(pg) if isinstance(pg, list) else pg))
+            pg_name = pg_cache.get(pgk)
+            if pg_name is None:
+                pg_name = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
+            op = e.get("profiling_name")
+            if type(op) is not str:
+                op = str(op)
             frames = e.get("frames")
             if frames:
-                has_frames = True
                 fkey = tuple(map(id, frames))
                 site = site_cache.get(fkey)
                 if site is None:
                     site = site_cache[fkey] = _call_site(frames)
             else:
                 site = ()
-            in_sizes = e.get("input_sizes")
-            in_dtypes = e.get("input_dtypes")
-            out_sizes = e.get("output_sizes")
-            out_dtypes = e.get("output_dtypes")
-            raw_key = (op, repr(in_sizes), repr(in_dtypes), repr(out_sizes), repr(out_dtypes), site)
+            meta: tuple[Any, ...] = (
+                e.get("input_sizes"),
+                e.get("input_dtypes"),
+                e.get("output_sizes"),
+                e.get("output_dtypes"),
+            )
+            raw_key: tuple[Any, ...]
+            try:  # hashable copies: 3x cheaper than repr()
+                raw_key = (
+                    op,
+                    tuple(map(tuple, meta[0])),
+                    tuple(meta[1]),
+                    tuple(map(tuple, meta[2])),
+                    tuple(meta[3]),
+                    site,
+                )
+            except TypeError:  # not lists of lists: fall back to the text form
+                raw_key = (op, repr(meta), site)
             sig = key_cache.get(raw_key)
             if sig is None:
-                esig = EntrySig(
-                    op=op,
-                    input_sizes=_tupled(in_sizes),
-                    input_dtypes=tuple(map(str, in_dtypes or ())),
-                    output_sizes=_tupled(out_sizes),
-                    output_dtypes=tuple(map(str, out_dtypes or ())),
-                    call_site=site,
-                )
-                sig = key_cache[raw_key] = _digest(esig)
-                local[sig] = esig
+                sig = key_cache[raw_key] = self._new_sig(e, op, site, local)
             state_name = e.get("state")
-            state = STATE_CODES.get(state_name, -1) if isinstance(state_name, str) else -1
+            state = get_state(state_name, -1) if type(state_name) is str else -1
             if state > 0:
                 has_states = True
-            record_id = _as_int(e.get("record_id"))
-            last_record_id = max(last_record_id, record_id)
+            record_id = e.get("record_id")
+            if type(record_id) is not int:
+                record_id = _as_int(record_id)
+            if record_id > last_record_id:
+                last_record_id = record_id
             if e.get("is_p2p"):
                 parsed = parse_p2p(op)
                 if parsed is not None:
@@ -255,7 +258,9 @@ class Summarizer:
                         )
                     )
                     continue
-            seq = _as_int(e.get("collective_seq_id"))
+            seq = e.get("collective_seq_id")
+            if type(seq) is not int:
+                seq = _as_int(seq)
             rows = per_pg.get(pg_name)
             if rows is None:
                 rows = per_pg[pg_name] = []
@@ -269,6 +274,8 @@ class Summarizer:
                 prev[2] = e
             else:
                 rows.append([seq, sig, e])
+        has_frames = bool(site_cache)
+        backend = next(iter(key_cache))[0].split(":", 1)[0] if key_cache else ""
         pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name)
         details = {k: v for k, v in local.items() if k not in self._emitted}
         self._emitted.update(details)
@@ -286,6 +293,35 @@ class Summarizer:
             has_frames=has_frames,
             last_record_id=last_record_id,
         )
+
+    @staticmethod
+    def _pg_name(e: dict[str, Any], pg: Any, pg_desc: dict[str, str], pgid_to_name: dict[str, str]) -> str:
+        if isinstance(pg, list | tuple) and pg:
+            name = str(pg[0])
+            desc = str(pg[1]) if len(pg) > 1 else ""
+        else:
+            name, desc = str(e.get("pg_id", "?")), ""
+        pg_desc.setdefault(name, desc)
+        pgid_to_name.setdefault(str(e.get("pg_id")), name)
+        return name
+
+    @staticmethod
+    def _new_sig(
+        e: dict[str, Any], op: str, site: tuple[tuple[str, str, int], ...], local: dict[int, EntrySig]
+    ) -> int:
+        in_dtypes = e.get("input_dtypes")
+        out_dtypes = e.get("output_dtypes")
+        esig = EntrySig(
+            op=op,
+            input_sizes=_tupled(e.get("input_sizes")),
+            input_dtypes=tuple(map(str, in_dtypes if isinstance(in_dtypes, list | tuple) else ())),
+            output_sizes=_tupled(e.get("output_sizes")),
+            output_dtypes=tuple(map(str, out_dtypes if isinstance(out_dtypes, list | tuple) else ())),
+            call_site=site,
+        )
+        sig = _digest(esig)
+        local[sig] = esig
+        return sig
 
     @staticmethod
     def _build_pgs(

@@ -45,6 +45,8 @@ def decode(data: bytes) -> tuple[dict[str, Any], str]:
         except EOFError as exc:
             raise DumpError("truncated pickle: the file ends before the dump does") from exc
         except Exception as exc:
+            if "truncated" in str(exc):
+                raise DumpError("truncated pickle: the file ends before the dump does") from exc
             raise DumpError(f"corrupt pickle: {type(exc).__name__}: {exc}") from exc
         fmt = "pickle"
     elif head in (b"{", b" ", b"\n", b"\t", b"\r"):

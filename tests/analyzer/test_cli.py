@@ -1,0 +1,151 @@
+"""`frwatch analyze` as a user runs it: a real process, its exit codes, its outputs (local and S3)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from frwatch_analyzers.verdict import Verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _entry(seq: int) -> dict[str, object]:
+    return {
+        "record_id": seq,
+        "pg_id": 0,
+        "process_group": ("0", "default_pg"),
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "op_id": seq,
+        "profiling_name": "nccl:all_reduce",
+        "time_created_ns": seq * 10**9,
+        "input_sizes": [[4]],
+        "input_dtypes": ["Float"],
+        "output_sizes": [[4]],
+        "output_dtypes": ["Float"],
+        "state": "completed",
+        "retired": True,
+        "is_p2p": False,
+        "frames": [{"name": "step", "filename": "/job/train.py", "line": 42}],
+    }
+
+
+def _write_world(folder: Path, stop_rank: int = 3) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in range(4):
+        n = 9 if r == stop_rank else 10
+        entries = [_entry(s) for s in range(1, n + 1)]
+        if r != stop_rank:
+            entries[-1]["state"] = "started"
+        dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
+        (folder / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(dump, protocol=2))
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "frwatch_operator.cli", "analyze", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def test_text_report_names_the_culprit_and_exits_0(tmp_path: Path) -> None:
+    _write_world(tmp_path)
+    out = _run(str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "PROBLEM / missing_rank" in out.stdout
+    assert "rank 3 never enqueued all_reduce #10" in out.stdout
+    assert "Next steps:" in out.stdout
+
+
+def test_json_is_the_verdict_model_and_out_file_matches(tmp_path: Path) -> None:
+    _write_world(tmp_path / "dumps")
+    out_file = tmp_path / "verdict.json"
+    term = tmp_path / "termination-log"
+    out = _run(
+        str(tmp_path / "dumps"), "--format", "json", "--out", str(out_file), "--termination-log", str(term)
+    )
+    assert out.returncode == 0, out.stderr
+    v = Verdict.model_validate_json(out.stdout)
+    assert v.culprit_ranks == [3]
+    assert Verdict.model_validate_json(out_file.read_text()) == v
+    assert term.read_text().startswith("problem/missing_rank: rank 3 never enqueued")
+
+
+def test_no_verdict_exits_2_with_the_reason(tmp_path: Path) -> None:
+    out = _run(str(tmp_path / "does-not-exist"))
+    assert out.returncode == 2
+    assert "no such file or folder" in out.stderr
+
+
+def test_published_schema_is_the_models_schema() -> None:
+    published = json.loads((ROOT / "analyzers/frwatch_analyzers/verdict.schema.json").read_text())
+    assert published == Verdict.model_json_schema(), "regenerate with: frwatch analyze --schema"
+
+
+@pytest.mark.usefixtures("s3")
+def test_reads_dumps_from_s3_and_writes_the_verdict_there(tmp_path: Path, s3) -> None:  # type: ignore[no-untyped-def]
+    _write_world(tmp_path / "dumps", stop_rank=1)
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        aws_access_key_id=s3.access_key,
+        aws_secret_access_key=s3.secret_key,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}),
+    )
+    root = "frwatch/ns/job/uid-1/0"
+    for f in (tmp_path / "dumps").iterdir():
+        client.put_object(
+            Bucket=s3.bucket, Key=f"{root}/ranks/{f.name.rsplit('_', 1)[-1]}.pickle", Body=f.read_bytes()
+        )
+    manifest = {
+        "world_size": 4,
+        "ranks": [
+            {"rank": r, "pod": f"job-worker-{r}", "node": f"node-{r}", "dumped": True} for r in range(4)
+        ],
+    }
+    client.put_object(Bucket=s3.bucket, Key=f"{root}/manifest.json", Body=json.dumps(manifest).encode())
+    url = f"s3://{s3.bucket}/{root}"
+    out = _run(
+        url,
+        "--format",
+        "json",
+        "--out",
+        f"{url}/verdict.json",
+        "--report-out",
+        f"{url}/report.txt",
+        env={**s3.env(), "AWS_ENDPOINT_URL": s3.endpoint, "AWS_REGION": "us-east-1"},
+    )
+    assert out.returncode == 0, out.stderr
+    v = Verdict.model_validate_json(out.stdout)
+    assert v.culprit_ranks == [1]
+    assert v.suspect_nodes == ["node-1"]
+    stored = client.get_object(Bucket=s3.bucket, Key=f"{root}/verdict.json")["Body"].read()
+    assert Verdict.model_validate_json(stored) == v
+    report = client.get_object(Bucket=s3.bucket, Key=f"{root}/report.txt")["Body"].read().decode()
+    assert "Culprit: rank 1 on node-1" in report
+
+
+def test_s3_down_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    env = {
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "PATH": "/usr/bin",
+    }
+    out = _run("s3://bucket/prefix", env=env)
+    assert out.returncode == 2
+    assert "cannot list the dumps" in out.stderr
+    assert "Traceback" not in out.stderr

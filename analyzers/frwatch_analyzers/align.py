@@ -40,6 +40,8 @@ class Disagreement:
     majority_absent: bool = False  # the reference never enqueued it: the odd ranks went ahead
     call_site_only: bool = False  # same op, sizes and dtypes: only the call site differs
     tie: bool = False  # the reference view is no larger than another: the culprit side is a guess
+    p2p: bool = False  # a send/recv pair (seq is the p2p_seq_id of the first view's rank)
+    when: int = 0  # time_created_ns of the entry, when known
 
 
 @dataclass

@@ -24,6 +24,7 @@ from .align import (
 )
 from .manifest import Manifest
 from .nextsteps import next_steps
+from .p2p import compare_p2p
 from .summarize import STATE_CODES, STATE_NAMES, EntrySig, PgTrace, RankTrace
 from .textfmt import call_site_text, op_short, ranks_text
 from .verdict import (
@@ -77,10 +78,12 @@ def diagnose(world: World) -> Verdict:
         compare_group(g, traces, world.details)
 
     hard = {
-        name: [d for d in g.disagreements]
+        name: list(g.disagreements)
         for name, g in groups.items()
         if g.disagreements and not g.benign_call_sites
     }
+    for d in compare_p2p(traces, groups, world.details):
+        hard.setdefault(d.pg, []).append(d)
     root = _find_root(world, groups, hard) if hard else _frontier_root(world, groups)
 
     findings, consequences = _findings(world, groups, hard, root)
@@ -127,6 +130,7 @@ def diagnose(world: World) -> Verdict:
             ),
             seq=root.seq,
             op=root.op,
+            p2p=bool(root.d and root.d.p2p),
         ),
         culprit_ranks=root.culprits,
         culprit_detail=root.detail,
@@ -223,23 +227,57 @@ def _time_of(world: World, group: str, seq: int, ranks: list[int]) -> int:
 
 
 def _find_root(world: World, groups: dict[str, GroupInfo], hard: dict[str, list[Disagreement]]) -> _Root:
-    firsts = {name: ds[0] for name, ds in hard.items()}
-    explained: dict[str, str] = {}
-    for name, d in firsts.items():
+    firsts = [ds[0] for ds in hard.values() if ds and not ds[0].p2p]
+    firsts += [d for ds in hard.values() for d in ds if d.p2p]
+    stuck_groups = {d.pg for d in firsts}
+    explained: set[int] = set()
+    for i, d in enumerate(firsts):
         waiting_on = [r for v in d.views if v.sig is ABSENT for r in v.ranks]
-        blocked = _blocked_elsewhere(world, waiting_on, name)
-        if waiting_on and len(blocked) == len([r for r in waiting_on if r in world.traces]) and blocked:
-            others = {g for g, _ in blocked.values()}
-            if all(o in firsts for o in others):
-                explained[name] = sorted(others)[0]
-    candidates = [d for name, d in firsts.items() if name not in explained] or list(firsts.values())
+        dumped = [r for r in waiting_on if r in world.traces]
+        blocked = _blocked_elsewhere(world, waiting_on, d.pg)
+        if dumped and len(blocked) == len(dumped) and all(g in stuck_groups for g, _ in blocked.values()):
+            explained.add(i)
+    candidates = [d for i, d in enumerate(firsts) if i not in explained] or firsts
 
     def when(d: Disagreement) -> tuple[int, int]:
+        if d.when:
+            return (d.when, d.seq)
         ts = [x for x in (_time_of(world, d.pg, d.seq, v.ranks) for v in d.views if v.sig is not ABSENT) if x]
         return (min(ts) if ts else 1 << 62, d.seq)
 
     d = min(candidates, key=when)
-    return _root_from(world, groups[d.pg], d)
+    return _root_from(world, groups[d.pg], d) if not d.p2p else _p2p_root(world, groups[d.pg], d)
+
+
+def _p2p_root(world: World, group: GroupInfo, d: Disagreement) -> _Root:
+    first = d.views[0]
+    sig = world.details.get(first.sig) if first.sig is not None else None
+    op = sig.op if sig else "p2p"
+    pg_label = _pg_label(group)
+    if d.category == Category.missing_rank:
+        waiter, culprit = first.ranks[0], d.odd[0]
+        kind = "recv" if op.split(":", 1)[-1].startswith("send") else "send"
+        headline = (
+            f"rank {culprit} never posted the {kind} matching rank {waiter}'s {op_short(op)} "
+            f"(p2p #{d.seq} of rank {waiter}) in {pg_label}"
+        )
+        detail = f"{headline}. " + (
+            _no_dump_text(world, culprit, [waiter], d.seq)
+            if culprit not in world.traces
+            else f"Rank {waiter} waits in it; rank {culprit} took another path or is stuck before it."
+        )
+        return _Root(group, d, Category.missing_rank, [culprit], headline, detail, d.seq, op)
+    a, b = d.views[0], d.views[1]
+    sa = world.details.get(a.sig) if a.sig is not None else None
+    sb = world.details.get(b.sig) if b.sig is not None else None
+    what = "sizes" if d.category == Category.size_mismatch else "dtypes"
+    va = (list(map(list, sa.input_sizes)) if what == "sizes" else list(sa.input_dtypes)) if sa else "?"
+    vb = (list(map(list, sb.input_sizes)) if what == "sizes" else list(sb.input_dtypes)) if sb else "?"
+    headline = (
+        f"{d.category.value.replace('_', ' ')} on a send/recv pair in {pg_label}: rank {a.ranks[0]} sends "
+        f"{what} {va}, rank {b.ranks[0]} receives {vb}"
+    )
+    return _Root(group, d, d.category, sorted(d.odd), headline, headline + ".", d.seq, op)
 
 
 def _root_from(world: World, group: GroupInfo, d: Disagreement) -> _Root:
@@ -349,7 +387,7 @@ def _missing_detail(world: World, group: GroupInfo, seq: int, culprits: list[int
         peer_t = _time_of(world, group.name, seq, waiters)
         mine = pg.tail[-1].created_ns if pg is not None and pg.tail else 0
         step = _step_interval(world, group.name, waiters)
-        if peer_t and mine and peer_t > mine:
+        if peer_t and mine and peer_t - mine > max(1e9, 20 * step * 1e9):
             gap = (peer_t - mine) / 1e9
             quiet = f" Its last collective was created {gap:.2f} s before the others entered #{seq}"
             quiet += f" (they usually issue one every {step:.3f} s)." if step else "."
@@ -584,6 +622,7 @@ def _rank_groups(
     world: World, groups: dict[str, GroupInfo], root: _Root | None, missing: list[int]
 ) -> list[RankGroup]:
     keyed: dict[tuple[tuple[str, int, int, str], ...], list[int]] = {}
+    culprits = set(root.culprits) if root else set()
     for r, t in world.traces.items():
         key = tuple(
             (
@@ -594,13 +633,12 @@ def _rank_groups(
             )
             for name, pg in sorted(t.pgs.items())
         )
-        keyed.setdefault(key, []).append(r)
+        keyed.setdefault((*key, ("culprit", int(r in culprits), 0, "")), []).append(r)
     out = []
-    culprits = set(root.culprits) if root else set()
     for key, ranks in sorted(keyed.items(), key=lambda kv: min(kv[1])):
         ranks.sort()
         t = world.traces[ranks[0]]
-        enq = {k[0]: k[1] for k in key}
+        enq = {k[0]: k[1] for k in key if k[0] != "culprit"}
         done = {name: pg.last_completed for name, pg in t.pgs.items() if pg.status_known}
         flight = {}
         for name, pg in t.pgs.items():
@@ -683,7 +721,10 @@ def _evidence(world: World, root: _Root) -> list[Evidence]:
         src = [(sig, ranks) for (sig, _), ranks in by_sig.items()]
     for sig, ranks in src:
         det = world.details.get(sig) if sig is not None else None
-        states = sorted({_state_name(world, r, g.name, root.seq) for r in ranks} - {""})
+        if root.d is not None and root.d.p2p:
+            states = [_p2p_state(world, ranks[0], g.name, sig)]
+        else:
+            states = sorted({_state_name(world, r, g.name, root.seq) for r in ranks} - {""})
         views.append(
             EntryView(
                 ranks=ranks,
@@ -703,6 +744,18 @@ def _evidence(world: World, root: _Root) -> list[Evidence]:
             process_group=g.name, seq=root.seq, views=views, note=f"membership from {g.membership_source}"
         )
     ]
+
+
+def _p2p_state(world: World, rank: int, group: str, sig: int | None) -> str:
+    t = world.traces.get(rank)
+    if t is None:
+        return "no dump"
+    if sig is None:
+        return "never posted it"
+    for e in reversed(t.p2p):
+        if e.pg == group and e.sig == sig:
+            return STATE_NAMES.get(e.state, "")
+    return ""
 
 
 def _state_name(world: World, rank: int, group: str, seq: int) -> str:

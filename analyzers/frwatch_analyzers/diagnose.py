@@ -312,6 +312,12 @@ def _root_from(world: World, group: GroupInfo, d: Disagreement) -> _Root:
     culprits = d.odd
     silent = _went_on(world, group, d)
     tie = " (as many ranks on each side: which side is wrong is a guess)" if d.tie else ""
+    if (
+        d.tie
+        and d.category == Category.missing_rank
+        and all(_moved_on(world, r, group.name) for r in culprits if r in world.traces)
+    ):
+        tie = ""
     if d.category == Category.missing_rank:
         detail = _missing_detail(world, group, d.seq, culprits, ref.ranks)
         headline = (
@@ -342,6 +348,11 @@ def _root_from(world: World, group: GroupInfo, d: Disagreement) -> _Root:
         )
     else:
         detail = f"The ranks stopped agreeing at #{d.seq} of {pg_label}; later disagreements follow from it."
+    if group.no_dump and d.category in (Category.size_mismatch, Category.dtype_mismatch):
+        detail += (
+            f" {ranks_text(group.no_dump)} left no dump: a byte-size mismatch makes gloo abort the receiving "
+            "process (SIGABRT) before it can dump; NCCL may instead hang or corrupt memory."
+        )
     return _Root(group, d, d.category, culprits, headline, f"{headline}. {detail}", d.seq, op, silent=silent)
 
 
@@ -381,6 +392,13 @@ def _missing_detail(world: World, group: GroupInfo, seq: int, culprits: list[int
         if t is None:
             parts.append(_no_dump_text(world, r, waiters, seq))
             continue
+        moved = _moved_on(world, r, group.name)
+        if moved:
+            parts.append(
+                f"rank {r} never called it: it moved on to {moved} instead, so it took another path "
+                f"(a skipped call or a rank-dependent branch), it is not stuck."
+            )
+            continue
         pg = t.pgs.get(group.name)
         last = pg.seqs[-1] if pg is not None and len(pg.seqs) else None
         quiet = ""
@@ -399,6 +417,22 @@ def _missing_detail(world: World, group: GroupInfo, seq: int, culprits: list[int
             f"{ended}"
         )
     return " ".join(parts)
+
+
+def _moved_on(world: World, rank: int, here: str) -> str:
+    """Where a rank went after its last entry in ``here``: a later entry in another group, if any."""
+    t = world.traces[rank]
+    pg_here = t.pgs.get(here)
+    here_rid = pg_here.tail[-1].record_id if pg_here is not None and pg_here.tail else -1
+    act = _last_activity(t)
+    if act is None:
+        return ""
+    pg, seq = act
+    if pg.name == here or pg.tail[-1].record_id <= here_rid:
+        return ""
+    return f"{_op_of(world, pg, seq)} in pg {pg.name}" + (
+        f" ({pg.desc})" if pg.desc and pg.desc != "undefined" else ""
+    )
 
 
 def _no_dump_text(world: World, rank: int, waiters: list[int], seq: int) -> str:
@@ -459,6 +493,7 @@ def _frontier_root(world: World, groups: dict[str, GroupInfo]) -> _Root | None:
         ]
         if g.no_dump and waiting:
             op = _op_at(world, g, s)
+            waiting = [r for r in g.dumped if _at(world, r, g.name, s)]
             detail = " ".join(_no_dump_text(world, r, waiting, s) for r in g.no_dump)
             headline = (
                 f"{ranks_text(g.no_dump)} left no dump while {ranks_text(waiting)} wait in {op_short(op)} #{s} "

@@ -143,3 +143,85 @@ def test_a_batch_job_and_its_status(api_client: client.ApiClient, kubectl, k8s_n
     assert batch.read_namespaced_job("frwatch-analyze-x", k8s_namespace).status.succeeded == 1
     out = kubectl("get", "jobs", "-n", k8s_namespace).stdout.splitlines()
     assert out[1].split()[:3] == ["frwatch-analyze-x", "Complete", "1/1"]
+
+
+POLICY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "required": ["bucket"],
+            "properties": {
+                "bucket": {"type": "string", "minLength": 3},
+                "bufferSize": {"type": "integer", "minimum": 0, "default": 2000},
+                "remediation": {
+                    "type": "object",
+                    "default": {},
+                    "properties": {
+                        "mode": {"type": "string", "enum": ["off", "dry-run", "on"], "default": "dry-run"}
+                    },
+                },
+                "deadline": {"x-kubernetes-int-or-string": True},
+            },
+        },
+        "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def policies(api_client: client.ApiClient) -> client.CustomObjectsApi:
+    body = crd("schema.frwatch.io", "policies", "Policy", "Namespaced")
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = POLICY_SCHEMA
+    body["spec"]["versions"][0]["subresources"] = {"status": {}}
+    client.ApiextensionsV1Api(api_client).create_custom_resource_definition(body)
+    return client.CustomObjectsApi(api_client)
+
+
+def policy(name: str, **spec: object) -> dict:
+    return {"apiVersion": "schema.frwatch.io/v1", "kind": "Policy", "metadata": {"name": name}, "spec": spec}
+
+
+def test_schema_defaults_are_applied(policies: client.CustomObjectsApi, k8s_namespace: str) -> None:
+    created = policies.create_namespaced_custom_object(
+        "schema.frwatch.io", "v1", k8s_namespace, "policies", policy("p", bucket="frwatch", deadline="5m")
+    )
+    assert created["spec"] == {
+        "bucket": "frwatch",
+        "bufferSize": 2000,
+        "remediation": {"mode": "dry-run"},
+        "deadline": "5m",
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"bucket": "frwatch", "bufferSize": "big"}, "spec.bufferSize"),
+        ({"bucket": "frwatch", "bufferSize": -1}, "spec.bufferSize"),
+        ({"bucket": "frwatch", "remediation": {"mode": "always"}}, "spec.remediation.mode"),
+        ({"bufferSize": 1}, "spec.bucket"),
+        ({"bucket": "x"}, "spec.bucket"),
+        ({"bucket": "frwatch", "deadline": 1.5}, "spec.deadline"),
+    ],
+)
+def test_schema_violations_are_422(
+    policies: client.CustomObjectsApi, k8s_namespace: str, spec: dict, field: str
+) -> None:
+    with pytest.raises(ApiException) as err:
+        policies.create_namespaced_custom_object(
+            "schema.frwatch.io", "v1", k8s_namespace, "policies", policy("p", **spec)
+        )
+    assert err.value.status == 422
+    assert f'"field": "{field}"' in err.value.body
+
+
+def test_status_writes_are_validated_too(policies: client.CustomObjectsApi, k8s_namespace: str) -> None:
+    args = ("schema.frwatch.io", "v1", k8s_namespace, "policies")
+    policies.create_namespaced_custom_object(*args, policy("p", bucket="frwatch"))
+    with pytest.raises(ApiException) as err:
+        policies.patch_namespaced_custom_object_status(*args, "p", {"status": {"phase": 3}})
+    assert err.value.status == 422
+    assert policies.patch_namespaced_custom_object_status(*args, "p", {"status": {"phase": "Detected"}})[
+        "status"
+    ] == {"phase": "Detected"}

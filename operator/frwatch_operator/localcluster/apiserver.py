@@ -204,6 +204,11 @@ class ApiServer:
         return _json(doc)
 
     async def _body(self, request: web.Request) -> Any:
+        if request.headers.get("Content-Type", "").startswith("application/vnd.kubernetes.protobuf"):
+            raise ApiError.unsupported_media_type(
+                "the frwatch API emulator reads JSON only, not protobuf: create built-in objects from a file "
+                "(kubectl create -f / kubectl apply -f) instead of kubectl's imperative `create <kind>`"
+            )
         raw = await request.read()
         if not raw.strip():
             return None

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_operator.localcluster import patching, resources
+from frwatch_operator.localcluster import patching, resources, schemas
 from frwatch_operator.localcluster.errors import ApiError
 from frwatch_operator.localcluster.resources import ResourceType
 from frwatch_operator.localcluster.validation import validate_metadata
@@ -293,7 +293,7 @@ class Store:
         elif "status" in rt.subresources:
             obj.pop("status", None)
         if rt.custom:
-            obj = resources.prune_custom_object(obj, rt.schema)
+            obj = self._apply_schema(rt, obj)
         if rt.storage_name == resources.CRD_STORAGE:
             causes = resources.validate_crd(obj)
             if causes:
@@ -315,6 +315,12 @@ class Store:
                     )
                 ],
             }
+        return obj
+
+    def _apply_schema(self, rt: ResourceType, obj: Obj) -> Obj:
+        obj, causes = schemas.apply_schema(obj, rt.schema)
+        if causes:
+            raise ApiError.invalid(rt.kind, _meta(obj).get("name", ""), causes, rt.group)
         return obj
 
     def replace(
@@ -450,7 +456,7 @@ class Store:
         if causes:
             raise ApiError.invalid(rt.kind, name, causes, rt.group)
         if rt.custom:
-            new = resources.prune_custom_object(new, rt.schema)
+            new = self._apply_schema(rt, new)
         new = {**new, "apiVersion": current["apiVersion"], "kind": current["kind"]}
         meta = new["metadata"]
         if rt.has_generation and _spec_part(rt, new) != _spec_part(rt, current):

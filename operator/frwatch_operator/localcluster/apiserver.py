@@ -487,7 +487,7 @@ def start_apiserver(
     host: str = "127.0.0.1",
     port: int = 0,
     bookmark_interval: float = BOOKMARK_INTERVAL,
-    history_limit: int = 100_000,
+    history_limit: int = 20_000,
 ) -> ApiServerHandle:
     """Start the emulator in a background thread; ``port=0`` picks a free one (see ``handle.url``).
 

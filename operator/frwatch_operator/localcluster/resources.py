@@ -60,10 +60,6 @@ class ResourceType:
         return self.kind.lower()
 
     @property
-    def group_version(self) -> str:
-        return self.api_version
-
-    @property
     def storage_name(self) -> str:
         return self.storage or (f"{self.plural}.{self.group}" if self.group else self.plural)
 

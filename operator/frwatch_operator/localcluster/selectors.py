@@ -102,15 +102,6 @@ def parse_label_selector(text: str | None) -> tuple[Requirement, ...]:
     return tuple(requirements)
 
 
-def selector_from_dict(selector: Mapping[str, Any]) -> tuple[Requirement, ...]:
-    """A ``metav1.LabelSelector`` (matchLabels + matchExpressions) as requirements."""
-    reqs = [Requirement(k, "=", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()]
-    ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
-    for expr in selector.get("matchExpressions") or []:
-        reqs.append(Requirement(expr["key"], ops[expr["operator"]], tuple(expr.get("values") or ())))
-    return tuple(reqs)
-
-
 def labels_match(requirements: tuple[Requirement, ...], obj: Obj) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return all(req.matches(labels) for req in requirements)

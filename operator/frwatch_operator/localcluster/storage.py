@@ -115,7 +115,7 @@ def _spec_part(rt: ResourceType, obj: Obj) -> Obj:
 
 
 class Store:
-    def __init__(self, history_limit: int = 100_000) -> None:
+    def __init__(self, history_limit: int = 20_000) -> None:
         self._types: dict[tuple[str, str, str], ResourceType] = {}
         self._by_storage: dict[str, ResourceType] = {}
         self._objects: dict[str, dict[Key, Obj]] = {}

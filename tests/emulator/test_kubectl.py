@@ -71,8 +71,27 @@ def test_crd_resources_print_their_printer_columns(
         kubectl("get", "ptj", "-n", k8s_namespace, "-o", "name").stdout.strip()
         == "pytorchjob.kubeflow.org/llama"
     )
+    job = custom.get_namespaced_custom_object(*args, "llama")
+    client.CoreV1Api(custom.api_client).create_namespaced_event(
+        k8s_namespace,
+        {
+            "metadata": {"name": "llama.verdict"},
+            "type": "Warning",
+            "reason": "Diagnosed",
+            "message": "rank 3 skipped all_reduce #41",
+            "source": {"component": "frwatch"},
+            "involvedObject": {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "name": "llama",
+                "namespace": k8s_namespace,
+                "uid": job["metadata"]["uid"],
+            },
+        },
+    )
     described = kubectl("describe", "pytorchjob", "llama", "-n", k8s_namespace).stdout
     assert "frwatch.io/category: desync" in described
+    assert "Diagnosed" in described and "rank 3 skipped all_reduce #41" in described
 
 
 def test_cordon_and_uncordon_a_node(kubectl, core: client.CoreV1Api) -> None:

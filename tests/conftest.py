@@ -13,13 +13,30 @@ os.environ["KUBECACHEDIR"] = os.path.join(os.path.dirname(os.environ["KUBECONFIG
 # --- end of the import-time emulator block ----------------------------------------------------------
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from fixtures.seaweed import SeaweedFS
     from frwatch_operator.localcluster.apiserver import ApiServerHandle
     from frwatch_operator.localcluster.storage import Store
+
+# --- capture: a real SeaweedFS S3 store (tests/fixtures/seaweed.py) --------------------------------------
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """A real SeaweedFS for the session: ``.endpoint``, ``.bucket``, ``.access_key``, ``.secret_key``,
+    ``.settings()`` (S3Settings), ``.env()`` (for subprocesses), ``.down()`` (S3 out, then back)."""
+    from fixtures.seaweed import SeaweedFS
+
+    store = SeaweedFS(Path(tmp_path_factory.mktemp("seaweed")))
+    store.start()
+    try:
+        yield store
+    finally:
+        store.stop()
+
 
 # --- emulator: the Kubernetes API emulator over real HTTP (frwatch_operator.localcluster) -------------
 @pytest.fixture(scope="session")

@@ -9,29 +9,53 @@ from typing import Any
 from frwatch_operator import constants as c
 
 
-def job(name: str = "llama", ns: str = "team", *, capture: str | None = "enabled", labels: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None, uid: str | None = None) -> dict[str, Any]:
+def job(
+    name: str = "llama",
+    ns: str = "team",
+    *,
+    capture: str | None = "enabled",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
     ann = dict(annotations or {})
     if capture is not None:
         ann[c.ANN_CAPTURE] = capture
     return {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": ns, "uid": uid or str(uuid.uuid4()),
-                     "labels": dict(labels or {}), "annotations": ann},
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": uid or str(uuid.uuid4()),
+            "labels": dict(labels or {}),
+            "annotations": ann,
+        },
     }
 
 
-def policy(name: str, ns: str = "team", *, spec: Any = None, created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+def policy(
+    name: str, ns: str = "team", *, spec: Any = None, created: str = "2026-01-01T00:00:00Z"
+) -> dict[str, Any]:
     return {
-        "apiVersion": "frwatch.io/v1alpha1", "kind": "CapturePolicy",
+        "apiVersion": "frwatch.io/v1alpha1",
+        "kind": "CapturePolicy",
         "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
         "spec": {} if spec is None else spec,
     }
 
 
-def pod(job_name: str = "llama", ns: str = "team", *, index: int = 0, env: list[dict[str, Any]] | None = None,
-        containers: int = 1, init: list[dict[str, Any]] | None = None, labels: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def pod(
+    job_name: str = "llama",
+    ns: str = "team",
+    *,
+    index: int = 0,
+    env: list[dict[str, Any]] | None = None,
+    containers: int = 1,
+    init: list[dict[str, Any]] | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     conts = []
     for i in range(containers):
         cont: dict[str, Any] = {"name": "pytorch" if i == 0 else f"side{i}", "image": "trainer:1"}
@@ -39,9 +63,14 @@ def pod(job_name: str = "llama", ns: str = "team", *, index: int = 0, env: list[
             cont["env"] = copy.deepcopy(env)
         conts.append(cont)
     meta: dict[str, Any] = {
-        "name": f"{job_name}-worker-{index}", "namespace": ns,
-        "labels": {c.KF_LABEL_JOB_NAME: job_name, c.KF_LABEL_REPLICA_TYPE: "worker",
-                   c.KF_LABEL_REPLICA_INDEX: str(index), **(labels or {})},
+        "name": f"{job_name}-worker-{index}",
+        "namespace": ns,
+        "labels": {
+            c.KF_LABEL_JOB_NAME: job_name,
+            c.KF_LABEL_REPLICA_TYPE: "worker",
+            c.KF_LABEL_REPLICA_INDEX: str(index),
+            **(labels or {}),
+        },
     }
     if annotations is not None:
         meta["annotations"] = dict(annotations)
@@ -51,16 +80,22 @@ def pod(job_name: str = "llama", ns: str = "team", *, index: int = 0, env: list[
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def review(obj: Any, ns: str = "team", *, operation: str = "CREATE", uid: str | None = None) -> dict[str, Any]:
+def review(
+    obj: Any, ns: str = "team", *, operation: str = "CREATE", uid: str | None = None
+) -> dict[str, Any]:
     return {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
         "request": {
             "uid": uid or str(uuid.uuid4()),
             "kind": {"group": "", "version": "v1", "kind": "Pod"},
             "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": ns, "operation": operation,
+            "namespace": ns,
+            "operation": operation,
             "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
-            "object": obj, "oldObject": None, "dryRun": False,
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
         },
     }
 

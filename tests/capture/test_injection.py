@@ -52,12 +52,17 @@ def test_agent_is_a_native_sidecar_with_volume_identity_and_store():
     assert env[c.ENV_POD_NAME] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["AWS_ACCESS_KEY_ID"]["secretKeyRef"]["optional"] is True
     volumes = {v["name"]: v for v in out["spec"]["volumes"]}
-    assert "emptyDir" in volumes[c.DUMP_VOLUME] and volumes[c.AGENT_TOKEN_VOLUME]["secret"]["optional"] is True
+    assert (
+        "emptyDir" in volumes[c.DUMP_VOLUME] and volumes[c.AGENT_TOKEN_VOLUME]["secret"]["optional"] is True
+    )
     assert out["metadata"]["annotations"][c.ANN_INJECTED]
 
 
 def test_user_values_are_kept_and_mirrored_to_the_other_name():
-    user = [{"name": c.ENV_FR_BUFFER_SIZE_OLD, "value": "5000"}, {"name": c.ENV_NCCL_DUMP_ON_TIMEOUT, "value": "1"}]
+    user = [
+        {"name": c.ENV_FR_BUFFER_SIZE_OLD, "value": "5000"},
+        {"name": c.ENV_NCCL_DUMP_ON_TIMEOUT, "value": "1"},
+    ]
     out, warnings = injected(pod(env=user))
     env = env_of(out["spec"]["containers"][0])
     assert env[c.ENV_FR_BUFFER_SIZE_OLD] == "5000" and env[c.ENV_FR_BUFFER_SIZE] == "5000"
@@ -65,13 +70,16 @@ def test_user_values_are_kept_and_mirrored_to_the_other_name():
     assert names.count(c.ENV_NCCL_DUMP_ON_TIMEOUT) == 1 and warnings == []
 
 
-@pytest.mark.parametrize(("name", "value", "needle"), [
-    (c.ENV_FR_BUFFER_SIZE, "0", "turns the Flight Recorder off"),
-    (c.ENV_FR_BUFFER_SIZE_OLD, "0", "turns the Flight Recorder off"),
-    (c.ENV_NCCL_ASYNC_ERROR_HANDLING, "1", "pytorch#121055"),
-    (c.ENV_NCCL_DUMP_ON_TIMEOUT, "0", "will not dump"),
-    (c.ENV_FR_DUMP_TEMP_FILE, "/tmp/mine_", "outside the shared dump folder"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        (c.ENV_FR_BUFFER_SIZE, "0", "turns the Flight Recorder off"),
+        (c.ENV_FR_BUFFER_SIZE_OLD, "0", "turns the Flight Recorder off"),
+        (c.ENV_NCCL_ASYNC_ERROR_HANDLING, "1", "pytorch#121055"),
+        (c.ENV_NCCL_DUMP_ON_TIMEOUT, "0", "will not dump"),
+        (c.ENV_FR_DUMP_TEMP_FILE, "/tmp/mine_", "outside the shared dump folder"),
+    ],
+)
 def test_user_values_that_lose_the_dump_are_kept_but_warned(name, value, needle):
     out, warnings = injected(pod(env=[{"name": name, "value": value}]))
     assert env_of(out["spec"]["containers"][0])[name] == value
@@ -99,7 +107,7 @@ def test_annotations_and_lists_absent_or_present_both_patch_cleanly():
     p = pod()
     p["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
     out, _ = injected(p)
-    assert [v["name"] for v in out["spec"]["volumes"]][0] == "data"
+    assert out["spec"]["volumes"][0]["name"] == "data"
 
 
 def test_input_is_not_mutated():
@@ -109,13 +117,16 @@ def test_input_is_not_mutated():
     assert p == before
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda p: p["spec"].__setitem__("containers", "pytorch"),
-    lambda p: p["spec"].__setitem__("containers", []),
-    lambda p: p["spec"]["containers"][0].__setitem__("env", {"A": "1"}),
-    lambda p: p.__setitem__("spec", None),
-    lambda p: p["metadata"].__setitem__("annotations", ["x"]),
-])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda p: p["spec"].__setitem__("containers", "pytorch"),
+        lambda p: p["spec"].__setitem__("containers", []),
+        lambda p: p["spec"]["containers"][0].__setitem__("env", {"A": "1"}),
+        lambda p: p.__setitem__("spec", None),
+        lambda p: p["metadata"].__setitem__("annotations", ["x"]),
+    ],
+)
 def test_malformed_pods_raise_injection_error(mangle):
     p = pod()
     mangle(p)

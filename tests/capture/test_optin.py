@@ -37,16 +37,26 @@ def test_disabled_annotation_wins_over_a_selecting_policy():
 
 
 def test_policy_selects_by_match_labels_and_expressions_and_overrides_settings():
-    p = policy("big", spec={
-        "jobSelector": {"matchLabels": {"team": "llm"},
-                        "matchExpressions": [{"key": "size", "operator": "In", "values": ["xl", "xxl"]}]},
-        "bufferSize": 5000, "bucket": "llm-dumps", "collectionDeadlineSeconds": 300,
-    })
+    p = policy(
+        "big",
+        spec={
+            "jobSelector": {
+                "matchLabels": {"team": "llm"},
+                "matchExpressions": [{"key": "size", "operator": "In", "values": ["xl", "xxl"]}],
+            },
+            "bufferSize": 5000,
+            "bucket": "llm-dumps",
+            "collectionDeadlineSeconds": 300,
+        },
+    )
     hit = resolve(job(capture=None, labels={"team": "llm", "size": "xl"}), [p], CFG)
     assert hit.outcome is OptIn.ENABLED and hit.policy == "big"
     assert hit.settings is not None
     assert (hit.settings.buffer_size, hit.settings.bucket, hit.settings.collection_deadline_seconds) == (
-        5000, "llm-dumps", 300)
+        5000,
+        "llm-dumps",
+        300,
+    )
     assert hit.settings.prefix == CFG.s3.prefix
     miss = resolve(job(capture=None, labels={"team": "llm", "size": "s"}), [p], CFG)
     assert miss.outcome is OptIn.DISABLED
@@ -91,9 +101,16 @@ def test_policy_cannot_widen_remediation():
     cfg = Config(remediation=RemediationSettings(enabled=False, dry_run=True, max_nodes_per_incident=2))
     p = policy("yolo", spec={"remediation": {"enabled": True, "dryRun": False, "maxNodesPerIncident": 50}})
     s = resolve(job(), [p], cfg).settings
-    assert s is not None and not s.remediation_enabled and s.remediation_dry_run and s.max_nodes_per_incident == 2
+    assert (
+        s is not None
+        and not s.remediation_enabled
+        and s.remediation_dry_run
+        and s.max_nodes_per_incident == 2
+    )
     on = Config(remediation=RemediationSettings(enabled=True, dry_run=False, max_nodes_per_incident=5))
-    narrowed = resolve(job(), [policy("careful", spec={"remediation": {"dryRun": True, "maxNodesPerIncident": 1}})], on)
+    narrowed = resolve(
+        job(), [policy("careful", spec={"remediation": {"dryRun": True, "maxNodesPerIncident": 1}})], on
+    )
     assert narrowed.settings is not None
     assert narrowed.settings.remediation_enabled and narrowed.settings.remediation_dry_run
     assert narrowed.settings.max_nodes_per_incident == 1
@@ -109,8 +126,15 @@ def test_config_defaults_are_safe():
 
 
 def test_config_reads_nested_env_and_aws_credentials():
-    cfg = load_config({"FRWATCH_S3_BUCKET": "b", "FRWATCH_FR_BUFFER_SIZE": "10", "AWS_ACCESS_KEY_ID": "k",
-                       "FRWATCH_AGENT_RESOURCES": '{"requests": {"cpu": "1"}}', "FRWATCH_REMEDIATION_ENABLED": "true"})
+    cfg = load_config(
+        {
+            "FRWATCH_S3_BUCKET": "b",
+            "FRWATCH_FR_BUFFER_SIZE": "10",
+            "AWS_ACCESS_KEY_ID": "k",
+            "FRWATCH_AGENT_RESOURCES": '{"requests": {"cpu": "1"}}',
+            "FRWATCH_REMEDIATION_ENABLED": "true",
+        }
+    )
     assert cfg.s3.bucket == "b" and cfg.fr.buffer_size == 10 and cfg.remediation.enabled
     assert cfg.s3.access_key_id is not None and cfg.s3.access_key_id.get_secret_value() == "k"
     assert cfg.agent.resources.requests == {"cpu": "1"}
@@ -125,9 +149,16 @@ def test_config_error_names_the_variable():
 
 def test_injected_env_constants_are_the_config_loader_names():
     names = env_names()
-    for const, path in [(c.ENV_POD_NAME, "pod.name"), (c.ENV_POD_NAMESPACE, "pod.namespace"),
-                        (c.ENV_POD_UID, "pod.uid"), (c.ENV_NODE_NAME, "pod.node"), (c.ENV_DUMP_DIR, "fr.dump_dir"),
-                        (c.ENV_JOB_KIND, "job.kind"), (c.ENV_JOB_NAME, "job.name"), (c.ENV_JOB_UID, "job.uid"),
-                        (c.ENV_JOB_ATTEMPT, "job.attempt")]:
+    for const, path in [
+        (c.ENV_POD_NAME, "pod.name"),
+        (c.ENV_POD_NAMESPACE, "pod.namespace"),
+        (c.ENV_POD_UID, "pod.uid"),
+        (c.ENV_NODE_NAME, "pod.node"),
+        (c.ENV_DUMP_DIR, "fr.dump_dir"),
+        (c.ENV_JOB_KIND, "job.kind"),
+        (c.ENV_JOB_NAME, "job.name"),
+        (c.ENV_JOB_UID, "job.uid"),
+        (c.ENV_JOB_ATTEMPT, "job.attempt"),
+    ]:
         assert names[const] == path
     assert env_name("s3", "bucket") == "FRWATCH_S3_BUCKET"

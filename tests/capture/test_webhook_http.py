@@ -81,7 +81,9 @@ def index() -> JobIndex:
 
 @pytest.fixture
 def server(index: JobIndex):
-    config = Config(webhook=WebhookSettings(addr="127.0.0.1", port=free_port(), insecure=True, job_wait_seconds=0.2))
+    config = Config(
+        webhook=WebhookSettings(addr="127.0.0.1", port=free_port(), insecure=True, job_wait_seconds=0.2)
+    )
     with WebhookThread(index, config) as srv:
         yield srv
 
@@ -105,16 +107,31 @@ def test_opted_in_pod_is_injected_and_uid_echoed(server):
 
 
 def test_opted_out_pod_is_untouched(server):
-    for p in (pod("plain"), pod("unknown-job"), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
-                                                 "spec": {"containers": [{"name": "c", "image": "i"}]}}):
+    for p in (
+        pod("plain"),
+        pod("unknown-job"),
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "x"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        },
+    ):
         resp = server.post(review(p))
         assert resp["response"]["allowed"] is True
         assert "patch" not in resp["response"] and "warnings" not in resp["response"]
 
 
 def test_user_value_kept_with_warning(server):
-    req = review(pod("llama", env=[{"name": c.ENV_FR_BUFFER_SIZE, "value": "0"},
-                                   {"name": c.ENV_NCCL_ASYNC_ERROR_HANDLING, "value": "1"}]))
+    req = review(
+        pod(
+            "llama",
+            env=[
+                {"name": c.ENV_FR_BUFFER_SIZE, "value": "0"},
+                {"name": c.ENV_NCCL_ASYNC_ERROR_HANDLING, "value": "1"},
+            ],
+        )
+    )
     resp = server.post(req)
     out = patched(req["request"]["object"], resp)
     env = env_of(out["spec"]["containers"][0])
@@ -151,8 +168,13 @@ def test_malformed_bodies_never_block_pod_creation(server):
     bad_pod = pod("llama")
     bad_pod["spec"]["containers"] = "pytorch"
     resp = server.post(review(bad_pod, uid="u2"))
-    assert resp["response"] == {"uid": "u2", "allowed": True, "warnings": [
-        "frwatch: pod admitted without Flight Recorder capture: spec.containers is not a non-empty list of objects"]}
+    assert resp["response"] == {
+        "uid": "u2",
+        "allowed": True,
+        "warnings": [
+            "frwatch: pod admitted without Flight Recorder capture: spec.containers is not a non-empty list of objects"
+        ],
+    }
 
 
 def test_non_create_operations_are_ignored(server):

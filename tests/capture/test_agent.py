@@ -1,0 +1,269 @@
+"""The agent as a real process over a real folder, uploading real torch dumps to a real SeaweedFS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frwatch_analyzers.layout import AttemptKey
+from frwatch_operator import constants as c
+from frwatch_operator.s3store import S3Store
+
+HERE = Path(__file__).parent
+PREFIX = c.DUMP_FILE_PREFIX
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(scope="module")
+def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Real FR dumps from 2 real torch gloo ranks: {'rank0.pickle': ..., 'rank1.json': ...}."""
+    out = tmp_path_factory.mktemp("fr")
+    subprocess.run(
+        [sys.executable, str(HERE / "fr_dumps.py"), str(out), "2"],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    return {p.name: p.read_bytes() for p in out.iterdir()}
+
+
+class AgentProcess:
+    def __init__(self, proc: subprocess.Popen[str], port: int, root: str, dump_dir: Path, log: Path) -> None:
+        self.proc, self.port, self.root, self.dump_dir, self.log = proc, port, root, dump_dir, log
+
+    def request(self, method: str, path: str, token: str | None = None, body: Any = None) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=data, headers=headers, method=method
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw.startswith(b"{") else raw.decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def start_agent(s3, tmp_path: Path) -> Iterator[Callable[..., AgentProcess]]:
+    started: list[AgentProcess] = []
+
+    def start(**env_overrides: str) -> AgentProcess:
+        dump_dir = tmp_path / "dumps"
+        dump_dir.mkdir(exist_ok=True)
+        token_file = tmp_path / "token"
+        token_file.write_text(TOKEN + "\n")
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))},
+            **s3.env(),
+            "FRWATCH_S3_PREFIX": "frwatch",
+            "FRWATCH_POD_NAME": "llama-worker-0", "FRWATCH_POD_NAMESPACE": "team", "FRWATCH_POD_NODE": "node-a",
+            "FRWATCH_POD_UID": "pod-uid", "FRWATCH_JOB_NAME": "llama", "FRWATCH_JOB_UID": str(uuid.uuid4()),
+            "FRWATCH_JOB_ATTEMPT": "0", "FRWATCH_FR_DUMP_DIR": str(dump_dir),
+            "FRWATCH_AGENT_CONTROL_ADDR": "127.0.0.1", "FRWATCH_AGENT_CONTROL_PORT": "0",
+            "FRWATCH_AGENT_TOKEN_PATH": str(token_file), "FRWATCH_AGENT_STABLE_SECONDS": "0.3",
+            "FRWATCH_AGENT_SCAN_INTERVAL_SECONDS": "0.1", "FRWATCH_AGENT_UPLOAD_BACKOFF_INITIAL_SECONDS": "0.2",
+            "FRWATCH_AGENT_UPLOAD_BACKOFF_MAX_SECONDS": "1", "FRWATCH_AGENT_DRAIN_SECONDS": "10",
+            **env_overrides,
+        }  # fmt: skip
+        log = tmp_path / f"agent{len(started)}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "frwatch_operator.cli", "agent"],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=log.open("w"),
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, f"agent exited before listening:\n{log.read_text()}"
+        hello = json.loads(line)
+        agent = AgentProcess(proc, int(hello["port"]), hello["root"], dump_dir, log)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        if agent.proc.poll() is None:
+            agent.proc.kill()
+            agent.proc.wait()
+
+
+def store_of(s3) -> S3Store:
+    return S3Store(s3.settings())
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or cond}")
+
+
+def write_direct(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
+def write_by_rename(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+@pytest.mark.slow
+def test_real_dumps_land_in_the_layout_with_the_pod_record(start_agent, s3, real_dumps):
+    agent = start_agent()
+    store = store_of(s3)
+    write_direct(agent.dump_dir / f"{PREFIX}0", real_dumps["rank0.pickle"])
+    write_by_rename(agent.dump_dir / f"{PREFIX}1", real_dumps["rank1.json"])
+    key = agent.root
+    wait_for(
+        lambda: store.exists(f"{key}/ranks/0.pickle") and store.exists(f"{key}/ranks/1.json"), what="uploads"
+    )
+    assert store.get(f"{key}/ranks/0.pickle") == real_dumps["rank0.pickle"]
+    assert store.get(f"{key}/ranks/1.json") == real_dumps["rank1.json"]
+    assert key.startswith("frwatch/team/llama/") and key.endswith("/0")
+    record = wait_for(
+        lambda: (r := json.loads(store.get(f"{key}/pods/llama-worker-0.json")))["ranks"] == [0, 1] and r,
+        what="pod record",
+    )
+    assert record["node"] == "node-a" and record["dumps"]["0"][0]["key"] == f"{key}/ranks/0.pickle"
+    assert (agent.dump_dir / f"{PREFIX}0").exists(), "the local file is kept"
+    assert not store.list(f"{key}/ranks-later/")
+    assert agent.stop() == 0
+
+
+@pytest.mark.slow
+def test_s3_down_while_dumps_appear_then_back_nothing_lost(start_agent, s3, real_dumps):
+    agent = start_agent()
+    store = store_of(s3)
+    with s3.down():
+        write_direct(agent.dump_dir / f"{PREFIX}0", real_dumps["rank0.pickle"])
+        write_direct(agent.dump_dir / f"{PREFIX}1", real_dumps["rank1.pickle"])
+        wait_for(
+            lambda: "pending" in agent.log.read_text() or "failed" in agent.log.read_text(), 20, "retries"
+        )
+        time.sleep(1.5)
+        status, body = agent.request("GET", "/status", TOKEN)
+        assert (
+            status == 200
+            and {p["rank"] for p in body["pending"]} == {0, 1}
+            and body["pending"][0]["tries"] >= 1
+        )
+    key = agent.root
+    wait_for(
+        lambda: store.exists(f"{key}/ranks/0.pickle") and store.exists(f"{key}/ranks/1.pickle"), 30, "uploads"
+    )
+    assert store.get(f"{key}/ranks/1.pickle") == real_dumps["rank1.pickle"]
+    wait_for(lambda: agent.request("GET", "/status", TOKEN)[1]["pending"] == [], 10, "empty queue")
+    assert agent.stop() == 0
+
+
+@pytest.mark.slow
+def test_half_written_dump_is_never_uploaded(start_agent, s3, real_dumps):
+    agent = start_agent()
+    store = store_of(s3)
+    data = real_dumps["rank0.pickle"]
+    path = agent.dump_dir / f"{PREFIX}0"
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+        f.flush()
+        time.sleep(2.0)  # far past stable_seconds (0.3 s): the size holds still, but it does not parse
+        assert not store.list(f"{agent.root}/ranks/"), "a half-written dump was uploaded"
+        f.write(data[len(data) // 2 :])
+    wait_for(lambda: store.exists(f"{agent.root}/ranks/0.pickle"), what="upload")
+    assert store.get(f"{agent.root}/ranks/0.pickle") == data
+    assert agent.stop() == 0
+
+
+@pytest.mark.slow
+def test_a_later_different_dump_of_a_rank_is_kept_too(start_agent, s3, real_dumps):
+    agent = start_agent()
+    store = store_of(s3)
+    path = agent.dump_dir / f"{PREFIX}0"
+    write_direct(path, real_dumps["rank0.pickle"])
+    wait_for(lambda: store.exists(f"{agent.root}/ranks/0.pickle"), what="first")
+    write_by_rename(path, real_dumps["rank0.json"])
+    later = wait_for(lambda: store.list(f"{agent.root}/ranks-later/"), what="later dump")
+    assert store.get(later[0]) == real_dumps["rank0.json"]
+    assert store.get(f"{agent.root}/ranks/0.pickle") == real_dumps["rank0.pickle"]
+    assert agent.stop() == 0
+
+
+@pytest.mark.slow
+def test_dump_on_demand_through_the_pipe_with_auth(start_agent, s3, real_dumps):
+    agent = start_agent()
+    store = store_of(s3)
+    pipe = agent.dump_dir / f"{PREFIX}0.pipe"
+    os.mkfifo(pipe)
+    asked = threading.Event()
+
+    def rank_watchdog() -> None:  # what an NCCL rank's watchdog does with TORCH_NCCL_DEBUG_INFO_PIPE_FILE
+        with open(pipe, "rb") as f:
+            if f.read(1):
+                asked.set()
+                write_direct(agent.dump_dir / f"{PREFIX}0", real_dumps["rank0.pickle"])
+
+    reader = threading.Thread(target=rank_watchdog, daemon=True)
+    reader.start()
+    wait_for(lambda: agent.request("GET", "/healthz")[0] == 200, what="healthz")
+    assert agent.request("POST", "/dump", "wrong-token")[0] == 401
+    assert agent.request("POST", "/dump")[0] == 401
+    assert agent.request("GET", "/status", "wrong")[0] == 401
+    time.sleep(0.3)
+    assert not asked.is_set(), "a refused request reached the rank"
+    status, body = agent.request("POST", "/dump", TOKEN, {"ranks": [0, 1]})
+    assert status == 200 and body["asked"] == [0] and "no pipe" in body["failed"]["1"]
+    assert asked.wait(5)
+    wait_for(lambda: store.exists(f"{agent.root}/ranks/0.pickle"), what="on-demand dump upload")
+    # a pipe nobody reads (the rank is gone): reported, never blocks
+    os.mkfifo(agent.dump_dir / f"{PREFIX}3.pipe")
+    status, body = agent.request("POST", "/dump", TOKEN)
+    assert status == 200 and "no reader" in body["failed"]["3"]
+    assert agent.stop() == 0
+
+
+def test_no_token_file_refuses_every_control_call(start_agent, tmp_path):
+    agent = start_agent(FRWATCH_AGENT_TOKEN_PATH=str(tmp_path / "absent"))
+    assert agent.request("POST", "/dump", "")[0] == 503
+    assert agent.request("POST", "/dump", "anything")[0] == 503
+    assert agent.stop() == 0
+
+
+def test_agent_without_identity_exits_2(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRWATCH_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "frwatch_operator.cli", "agent"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "FRWATCH_JOB_UID" in proc.stderr
+
+
+def test_attempt_key_is_the_analyzer_layout():
+    key = AttemptKey("frwatch", "team", "llama", "u", "0")
+    assert key.rank(3, "json") == "frwatch/team/llama/u/0/ranks/3.json"

@@ -88,3 +88,18 @@ INCIDENT_PLURAL: Final = "incidents"
 INCIDENT_KIND: Final = "Incident"
 POLICY_PLURAL: Final = "capturepolicies"
 POLICY_KIND: Final = "CapturePolicy"
+
+# --- the env a Kubeflow PyTorchJob gives each rank's container (read by the training workload) --------------
+ENV_RANK: Final = "RANK"  #: node rank; with one process per pod, the global rank
+ENV_WORLD_SIZE: Final = "WORLD_SIZE"  #: number of pods (= ranks with one process per pod)
+ENV_MASTER_ADDR: Final = "MASTER_ADDR"
+ENV_MASTER_PORT: Final = "MASTER_PORT"
+ENV_LOCAL_RANK: Final = "LOCAL_RANK"  #: set by torchrun inside a pod
+ENV_PET_NODE_RANK: Final = "PET_NODE_RANK"
+ENV_PET_NPROC_PER_NODE: Final = "PET_NPROC_PER_NODE"
+ENV_PET_NNODES: Final = "PET_NNODES"
+#: gloo's interface choice; the local launcher pins it to loopback.
+ENV_GLOO_SOCKET_IFNAME: Final = "GLOO_SOCKET_IFNAME"
+#: Dropped next to the dumps by the first rank of the test/demo workload whose collective fails: it asks the
+#: ranks sharing the folder to dump (gloo's stand-in for NCCL's dump-on-timeout signal). Not evidence.
+WORKLOAD_DUMP_FLAG_FILE: Final = ".frwatch_dump_requested"

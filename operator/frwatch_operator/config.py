@@ -125,6 +125,15 @@ class AnalyzerSettings(_Section):
         description="Container resources (JSON in the env var).",
     )
     deadline_seconds: int = Field(default=900, ge=10, description="activeDeadlineSeconds of the Job.")
+    backoff_limit: int = Field(
+        default=1, ge=0, le=10, description="backoffLimit of the Job: pod retries (a lost node, an S3 hiccup)."
+    )
+    ttl_seconds_after_finished: int = Field(
+        default=3600,
+        ge=0,
+        description="ttlSecondsAfterFinished: the finished Job and its pod are deleted after this many seconds "
+        "(the verdict stays in S3; the operator reads the outcome long before).",
+    )
 
 
 class RemediationSettings(_Section):
@@ -153,6 +162,15 @@ class RemediationSettings(_Section):
         gt=0,
         le=1,
         description="More suspects than this share of the job's nodes means fabric/software: never cordon.",
+    )
+    breaker_namespace: str = Field(
+        default="frwatch-system",
+        description="Namespace of the breaker's ConfigMap (the operator's own; RBAC: get/create/update there).",
+    )
+    breaker_configmap: str = Field(
+        default="frwatch-remediation-breaker",
+        description="ConfigMap holding the circuit breaker's state, so a restarted operator keeps it. "
+        "A person resets a tripped breaker by setting its data.status to CLOSED.",
     )
 
 

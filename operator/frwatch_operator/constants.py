@@ -36,6 +36,29 @@ ANN_CORDON_INCIDENT: Final = PREFIX + "cordon-incident"
 ANN_CORDON_EVIDENCE: Final = PREFIX + "cordon-evidence"
 #: A node labelled frwatch.io/remediation=disabled is never cordoned.
 LABEL_NODE_OPT_OUT: Final = PREFIX + "remediation"
+#: The value of LABEL_NODE_OPT_OUT that opts a node out of cordoning.
+REMEDIATION_DISABLED: Final = "disabled"
+#: The value of ANN_CORDONED_BY on a node frwatch cordoned (a person's cordon carries no such annotation).
+CORDONED_BY_FRWATCH: Final = "frwatch"
+
+# --- the analyzer batch/v1 Job (verdictloop) -------------------------------------------------------------
+#: Label on the analyzer Job and its pods: the Incident's name (hashed when longer than a label value may be).
+LABEL_INCIDENT: Final = PREFIX + "incident"
+LABEL_APP_NAME: Final = "app.kubernetes.io/name"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+#: Set by the Job controller on the pods of a Job (Kubernetes >= 1.27; older: "job-name").
+LABEL_BATCH_JOB_NAME: Final = "batch.kubernetes.io/job-name"
+ANALYZER_CONTAINER: Final = "analyzer"
+#: Where the analyzer writes its one-line summary (the container's terminationMessagePath).
+ANALYZER_TERMINATION_LOG: Final = "/dev/termination-log"
+#: The S3 variables the analyzer reads (its CLI and boto3); credentials come from a Secret's keys of these names.
+ENV_AWS_ENDPOINT_URL: Final = "AWS_ENDPOINT_URL"
+ENV_AWS_REGION: Final = "AWS_REGION"
+ENV_AWS_ACCESS_KEY_ID: Final = "AWS_ACCESS_KEY_ID"
+ENV_AWS_SECRET_ACCESS_KEY: Final = "AWS_SECRET_ACCESS_KEY"
+#: source.component / reportingComponent of every Event frwatch posts (the "From" column of kubectl describe).
+EVENT_COMPONENT: Final = "frwatch-operator"
 
 # --- Kubeflow training-operator labels (PyTorchJob kubeflow.org/v1) ----------------------------------------
 KF_GROUP: Final = "kubeflow.org"

@@ -28,7 +28,7 @@ TOKEN = "s3cret-token"
 
 
 @pytest.fixture(scope="module")
-def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+def torch_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """Real FR dumps from 2 real torch gloo ranks: {'rank0.pickle': ..., 'rank1.json': ...}."""
     out = tmp_path_factory.mktemp("fr")
     subprocess.run(
@@ -133,17 +133,17 @@ def write_by_rename(path: Path, data: bytes) -> None:
 
 
 @pytest.mark.slow
-def test_real_dumps_land_in_the_layout_with_the_pod_record(start_agent, s3, real_dumps):
+def test_real_dumps_land_in_the_layout_with_the_pod_record(start_agent, s3, torch_dumps):
     agent = start_agent()
     store = store_of(s3)
-    write_direct(agent.dump_dir / f"{PREFIX}0", real_dumps["rank0.pickle"])
-    write_by_rename(agent.dump_dir / f"{PREFIX}1", real_dumps["rank1.json"])
+    write_direct(agent.dump_dir / f"{PREFIX}0", torch_dumps["rank0.pickle"])
+    write_by_rename(agent.dump_dir / f"{PREFIX}1", torch_dumps["rank1.json"])
     key = agent.root
     wait_for(
         lambda: store.exists(f"{key}/ranks/0.pickle") and store.exists(f"{key}/ranks/1.json"), what="uploads"
     )
-    assert store.get(f"{key}/ranks/0.pickle") == real_dumps["rank0.pickle"]
-    assert store.get(f"{key}/ranks/1.json") == real_dumps["rank1.json"]
+    assert store.get(f"{key}/ranks/0.pickle") == torch_dumps["rank0.pickle"]
+    assert store.get(f"{key}/ranks/1.json") == torch_dumps["rank1.json"]
     assert key.startswith("frwatch/team/llama/") and key.endswith("/0")
     record = wait_for(
         lambda: (r := json.loads(store.get(f"{key}/pods/llama-worker-0.json")))["ranks"] == [0, 1] and r,
@@ -156,12 +156,12 @@ def test_real_dumps_land_in_the_layout_with_the_pod_record(start_agent, s3, real
 
 
 @pytest.mark.slow
-def test_s3_down_while_dumps_appear_then_back_nothing_lost(start_agent, s3, real_dumps):
+def test_s3_down_while_dumps_appear_then_back_nothing_lost(start_agent, s3, torch_dumps):
     agent = start_agent()
     store = store_of(s3)
     with s3.down():
-        write_direct(agent.dump_dir / f"{PREFIX}0", real_dumps["rank0.pickle"])
-        write_direct(agent.dump_dir / f"{PREFIX}1", real_dumps["rank1.pickle"])
+        write_direct(agent.dump_dir / f"{PREFIX}0", torch_dumps["rank0.pickle"])
+        write_direct(agent.dump_dir / f"{PREFIX}1", torch_dumps["rank1.pickle"])
         wait_for(
             lambda: "pending" in agent.log.read_text() or "failed" in agent.log.read_text(), 20, "retries"
         )
@@ -176,16 +176,16 @@ def test_s3_down_while_dumps_appear_then_back_nothing_lost(start_agent, s3, real
     wait_for(
         lambda: store.exists(f"{key}/ranks/0.pickle") and store.exists(f"{key}/ranks/1.pickle"), 30, "uploads"
     )
-    assert store.get(f"{key}/ranks/1.pickle") == real_dumps["rank1.pickle"]
+    assert store.get(f"{key}/ranks/1.pickle") == torch_dumps["rank1.pickle"]
     wait_for(lambda: agent.request("GET", "/status", TOKEN)[1]["pending"] == [], 10, "empty queue")
     assert agent.stop() == 0
 
 
 @pytest.mark.slow
-def test_half_written_dump_is_never_uploaded(start_agent, s3, real_dumps):
+def test_half_written_dump_is_never_uploaded(start_agent, s3, torch_dumps):
     agent = start_agent()
     store = store_of(s3)
-    data = real_dumps["rank0.pickle"]
+    data = torch_dumps["rank0.pickle"]
     path = agent.dump_dir / f"{PREFIX}0"
     with open(path, "wb") as f:
         f.write(data[: len(data) // 2])
@@ -199,21 +199,21 @@ def test_half_written_dump_is_never_uploaded(start_agent, s3, real_dumps):
 
 
 @pytest.mark.slow
-def test_a_later_different_dump_of_a_rank_is_kept_too(start_agent, s3, real_dumps):
+def test_a_later_different_dump_of_a_rank_is_kept_too(start_agent, s3, torch_dumps):
     agent = start_agent()
     store = store_of(s3)
     path = agent.dump_dir / f"{PREFIX}0"
-    write_direct(path, real_dumps["rank0.pickle"])
+    write_direct(path, torch_dumps["rank0.pickle"])
     wait_for(lambda: store.exists(f"{agent.root}/ranks/0.pickle"), what="first")
-    write_by_rename(path, real_dumps["rank0.json"])
+    write_by_rename(path, torch_dumps["rank0.json"])
     later = wait_for(lambda: store.list(f"{agent.root}/ranks-later/"), what="later dump")
-    assert store.get(later[0]) == real_dumps["rank0.json"]
-    assert store.get(f"{agent.root}/ranks/0.pickle") == real_dumps["rank0.pickle"]
+    assert store.get(later[0]) == torch_dumps["rank0.json"]
+    assert store.get(f"{agent.root}/ranks/0.pickle") == torch_dumps["rank0.pickle"]
     assert agent.stop() == 0
 
 
 @pytest.mark.slow
-def test_dump_on_demand_through_the_pipe_with_auth(start_agent, s3, real_dumps):
+def test_dump_on_demand_through_the_pipe_with_auth(start_agent, s3, torch_dumps):
     agent = start_agent()
     store = store_of(s3)
     pipe = agent.dump_dir / f"{PREFIX}0.pipe"
@@ -224,7 +224,7 @@ def test_dump_on_demand_through_the_pipe_with_auth(start_agent, s3, real_dumps):
         with open(pipe, "rb") as f:
             if f.read(1):
                 asked.set()
-                write_direct(agent.dump_dir / f"{PREFIX}0", real_dumps["rank0.pickle"])
+                write_direct(agent.dump_dir / f"{PREFIX}0", torch_dumps["rank0.pickle"])
 
     reader = threading.Thread(target=rank_watchdog, daemon=True)
     reader.start()

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from fixtures.seaweed import SeaweedFS
     from frwatch_operator.localcluster.apiserver import ApiServerHandle
     from frwatch_operator.localcluster.storage import Store
+    from realdumps import RealDumps
 
 # --- capture: a real SeaweedFS S3 store (tests/fixtures/seaweed.py) --------------------------------------
 @pytest.fixture(scope="session")
@@ -70,3 +71,20 @@ def k8s_namespace(k8s_api: ApiServerHandle, request: pytest.FixtureRequest) -> s
 
     k8s_api.call(create)
     return name
+
+
+# --- workloads: real Flight Recorder dumps from real torch gloo ranks (tests/realdumps.py) -----------------
+@pytest.fixture(scope="session")
+def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealDumps]:
+    """``real_dumps("skip") -> Path``: the dump folder of a scenario of
+    ``frwatch_operator.workloads`` (4 real gloo ranks), made once per session, two scenarios at a time at
+    most. ``.run(scenario)`` gives the whole LocalJobResult (exit codes, signals, logs); extra workload
+    arguments make a variant (``real_dumps("skip", "--json-ranks", "3")``); ``.load(path)`` reads a dump
+    without trusting it."""
+    from realdumps import RealDumps
+
+    dumps = RealDumps(Path(tmp_path_factory.mktemp("real_dumps")))
+    try:
+        yield dumps
+    finally:
+        dumps.close()

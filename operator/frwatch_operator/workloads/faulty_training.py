@@ -53,11 +53,8 @@ from frwatch_operator.workloads.scenarios import (
     Scenario,
 )
 
-# torch's import warns when numpy is absent; the workload needs no numpy. FR reads its buffer size when the
-# first process group is created, so the default is set before torch is imported.
+# torch's import warns when numpy is absent; the workload needs no numpy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-if ENV_FR_BUFFER_SIZE not in os.environ and ENV_FR_BUFFER_SIZE_OLD not in os.environ:
-    os.environ[ENV_FR_BUFFER_SIZE] = "2000"
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -435,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     silence_core_dumps()
     keep_inductor_unloaded()
+    if ENV_FR_BUFFER_SIZE not in os.environ and ENV_FR_BUFFER_SIZE_OLD not in os.environ:
+        os.environ[ENV_FR_BUFFER_SIZE] = "2000"  # FR reads it when the first process group is created
     # Rendezvous and gloo's pair connections get a long timeout (ranks of a loaded machine start seconds
     # apart); collectives then get the short one, as a job's watchdog timeout would be.
     dist.init_process_group(

@@ -57,8 +57,6 @@ ENV_AWS_ENDPOINT_URL: Final = "AWS_ENDPOINT_URL"
 ENV_AWS_REGION: Final = "AWS_REGION"
 ENV_AWS_ACCESS_KEY_ID: Final = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_ACCESS_KEY: Final = "AWS_SECRET_ACCESS_KEY"
-#: source.component / reportingComponent of every Event frwatch posts (the "From" column of kubectl describe).
-EVENT_COMPONENT: Final = "frwatch-operator"
 
 # --- Kubeflow training-operator labels (PyTorchJob kubeflow.org/v1) ----------------------------------------
 KF_GROUP: Final = "kubeflow.org"

@@ -357,3 +357,14 @@ def test_a_dump_appears_under_its_final_name_only_whole(tmp_path: Path) -> None:
     target = tmp_path / "sub" / "nccl_trace_rank_7"
     write_atomically(target, b"\x80\x02}q\x00.")
     assert target.read_bytes() == b"\x80\x02}q\x00." and os.listdir(target.parent) == ["nccl_trace_rank_7"]
+
+
+@pytest.mark.slow
+def test_ranks_with_their_own_dump_folders_learn_of_the_failure_through_the_tcpstore(tmp_path: Path) -> None:
+    """As pods with their own dump volume: no shared flag file, yet the stuck rank dumps on the signal."""
+    result = run_local_job("cpu_stuck", 2, tmp_path, timeout_s=3.0, separate_dirs=True, deadline_s=40.0)
+    assert endings(result) == {0: "exit 1", 1: "SIGABRT"}
+    assert result.dumps == {r: tmp_path / f"rank{r}" / f"nccl_trace_rank_{r}" for r in (0, 1)}
+    assert "dump_reason=watchdog" in result.outcome(0).summary
+    assert "dump_reason=peer asked" in result.outcome(1).summary
+    assert last(load_dump(result.dumps[1]))["collective_seq_id"] == 3

@@ -163,17 +163,21 @@ def run_local_job(
     timeout_s: float = 4.0,
     extra_args: Sequence[str] = (),
     deadline_s: float = 60.0,
+    separate_dirs: bool = False,
     python: str = sys.executable,
 ) -> LocalJobResult:
     """Run `scenario` with `world_size` rank processes; their dumps land in `dump_dir` (created if absent).
 
+    `separate_dirs`: each rank dumps into its own `dump_dir/rank<R>/`, as pods with their own dump volume
+    do; the ranks then learn of a failure through the job's TCPStore only (no shared flag file).
     Returns when every rank has ended, or at `deadline_s`, when the ranks still running (and anything they
     started) are killed with SIGKILL and marked `killed_at_deadline`.
     """
     scenario = Scenario(scenario)
     dump_dir = Path(dump_dir)
-    dump_dir.mkdir(parents=True, exist_ok=True)
-    dump_prefix = str(dump_dir / DUMP_FILE_PREFIX)
+    rank_dirs = [dump_dir / f"rank{r}" if separate_dirs else dump_dir for r in range(world_size)]
+    for folder in {dump_dir, *rank_dirs}:
+        folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     args = ["--scenario", scenario.value, "--timeout-s", str(timeout_s)]
     if culprit is not None:
@@ -187,7 +191,11 @@ def run_local_job(
             log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
             logs.append(log)
             env = rank_environ(
-                os.environ, rank=rank, world_size=world_size, port=port, dump_prefix=dump_prefix
+                os.environ,
+                rank=rank,
+                world_size=world_size,
+                port=port,
+                dump_prefix=str(rank_dirs[rank] / DUMP_FILE_PREFIX),
             )
             procs.append(
                 subprocess.Popen(
@@ -215,7 +223,7 @@ def run_local_job(
         for rank, (proc, log) in enumerate(zip(procs, logs, strict=True)):
             log.seek(0)
             code = proc.returncode
-            path = Path(f"{dump_prefix}{rank}")
+            path = rank_dirs[rank] / f"{DUMP_FILE_PREFIX}{rank}"
             outcomes.append(
                 RankOutcome(
                     rank=rank,
@@ -233,10 +241,9 @@ def run_local_job(
                 proc.wait()
         for log in logs:
             log.close()
-    with contextlib.suppress(OSError):
-        (
-            dump_dir / WORKLOAD_DUMP_FLAG_FILE
-        ).unlink()  # the job's signal, not evidence: keep the folder to dumps
+    for folder in set(rank_dirs):  # the job's signal, not evidence: keep the folders to dumps
+        with contextlib.suppress(OSError):
+            (folder / WORKLOAD_DUMP_FLAG_FILE).unlink()
     return LocalJobResult(
         scenario=scenario.value,
         world_size=world_size,
@@ -258,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--culprit", type=int, default=None)
     parser.add_argument("--timeout-s", type=float, default=4.0, help="the ranks' gloo timeout")
     parser.add_argument("--deadline-s", type=float, default=60.0, help="kill what still runs after this")
+    parser.add_argument("--separate-dirs", action="store_true", help="a dump folder per rank, as per pod")
     parser.add_argument("--verbose", action="store_true", help="print every rank's full log")
     parser.add_argument("extra", nargs="*", help="more workload arguments, after --")
     ns = parser.parse_args(argv)
@@ -271,6 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout_s=ns.timeout_s,
         extra_args=ns.extra,
         deadline_s=ns.deadline_s,
+        separate_dirs=ns.separate_dirs,
     )
     print(result.describe())
     if ns.verbose:

@@ -58,6 +58,7 @@ class GroupInfo:
     disagreements: list[Disagreement] = field(default_factory=list)
     total_disagreements: int = 0
     benign_call_sites: bool = False  # every disagreement is call-site-only and sequences stay aligned
+    call_sites_compared: bool = True  # False when some members' dumps carry no frames
 
 
 def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, GroupInfo]:
@@ -118,7 +119,7 @@ class _Cluster:
     by_seq: dict[int, int]
 
 
-def _clusters(group: GroupInfo, traces: dict[int, RankTrace]) -> list[_Cluster]:
+def _clusters(group: GroupInfo, traces: dict[int, RankTrace], plain: bool) -> list[_Cluster]:
     by_key: dict[tuple[bytes, int], _Cluster] = {}
     empty: list[int] = []
     for r in group.dumped:
@@ -126,7 +127,7 @@ def _clusters(group: GroupInfo, traces: dict[int, RankTrace]) -> list[_Cluster]:
         if pg is None or not len(pg.seqs):
             empty.append(r)
             continue
-        key = (pg.seq_digest, pg.last_enqueued)
+        key = (pg.plain_digest if plain else pg.seq_digest, pg.last_enqueued)
         c = by_key.get(key)
         if c is None:
             by_key[key] = _Cluster([r], pg, pg.seqs[0], pg.last_enqueued, {})
@@ -135,7 +136,7 @@ def _clusters(group: GroupInfo, traces: dict[int, RankTrace]) -> list[_Cluster]:
     clusters = list(by_key.values())
     for c in clusters:
         assert c.pg is not None
-        c.by_seq = dict(zip(c.pg.seqs, c.pg.sigs, strict=True))
+        c.by_seq = dict(zip(c.pg.seqs, c.pg.plain if plain else c.pg.sigs, strict=True))
     if empty:
         # a member that dumped but holds nothing of this group: it never enqueued anything here
         clusters.append(_Cluster(empty, None, 0, -1, {}))
@@ -144,7 +145,10 @@ def _clusters(group: GroupInfo, traces: dict[int, RankTrace]) -> list[_Cluster]:
 
 def compare_group(group: GroupInfo, traces: dict[int, RankTrace], details: dict[int, EntrySig]) -> None:
     """Fill ``group.disagreements``: every sequence number where the dumped members differ."""
-    clusters = _clusters(group, traces)
+    # dumps without frames (JSON) next to dumps with frames: compare without call sites
+    framed = {traces[r].has_frames for r in group.dumped}
+    group.call_sites_compared = framed == {True}
+    clusters = _clusters(group, traces, plain=not group.call_sites_compared)
     if len(clusters) <= 1:
         return
     seqs: set[int] = set()

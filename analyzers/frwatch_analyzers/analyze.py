@@ -89,7 +89,12 @@ def merge(raw: list[RankTrace]) -> tuple[dict[int, RankTrace], dict[int, EntrySi
             if shared is None:
                 canonical[key] = pg
             else:
-                pg.seqs, pg.sigs, pg.created = shared.seqs, shared.sigs, shared.created
+                pg.seqs, pg.sigs, pg.plain, pg.created = (
+                    shared.seqs,
+                    shared.sigs,
+                    shared.plain,
+                    shared.created,
+                )
         traces[t.rank] = t
     return traces, details, problems
 

@@ -387,7 +387,18 @@ def _missing_detail(world: World, group: GroupInfo, seq: int, culprits: list[int
         t = world.traces.get(r)
         if r in blocked:
             g, s = blocked[r]
-            parts.append(f"rank {r} is blocked inside pg {g} #{s}, so it never reached #{seq} here.")
+            passed = [w for w in waiters if w in world.traces and _passed(world.traces[w], g, s)]
+            if passed:
+                parts.append(
+                    f"rank {r} is blocked inside pg {g} #{s}, which {ranks_text(passed)} already passed, "
+                    f"so it never reached #{seq} here."
+                )
+            else:
+                parts.append(
+                    f"rank {r} never called it: it moved on to {_moved_on(world, r, group.name) or f'pg {g} #{s}'} "
+                    f"(it skipped the call or took another branch) and now waits there for ranks that are still "
+                    f"here: a cross-group deadlock caused by the skip."
+                )
             continue
         if t is None:
             parts.append(_no_dump_text(world, r, waiters, seq))
@@ -417,6 +428,11 @@ def _missing_detail(world: World, group: GroupInfo, seq: int, culprits: list[int
             f"{ended}"
         )
     return " ".join(parts)
+
+
+def _passed(t: RankTrace, group: str, seq: int) -> bool:
+    pg = t.pgs.get(group)
+    return pg is not None and pg.last_enqueued > seq
 
 
 def _moved_on(world: World, rank: int, here: str) -> str:

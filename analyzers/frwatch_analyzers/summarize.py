@@ -61,6 +61,7 @@ class PgTrace:
     desc: str
     seqs: array[int]  # sorted collective_seq_ids the rank holds (its ring-buffer window)
     sigs: array[int]  # signature digest per seq
+    plain: array[int]  # the same without the call site: compared when some ranks' dumps have no frames (JSON)
     created: array[int]  # time_created_ns per seq (0 unknown)
     tail: list[TailEntry]
     config_ranks: list[int] | None  # from pg_config when it is sane, else None
@@ -70,6 +71,7 @@ class PgTrace:
     status_known: bool
     first_record_id: int = -1
     seq_digest: bytes = b""  # digest of (seqs, sigs): ranks with equal digests behaved identically
+    plain_digest: bytes = b""  # digest of (seqs, plain)
 
 
 @dataclass
@@ -176,6 +178,7 @@ class Summarizer:
 
     def __init__(self) -> None:
         self._emitted: set[int] = set()
+        self._plain_of: dict[int, int] = {}  # signature -> the same without call site
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
         entries: list[Any] = dump.get("entries") or []
@@ -270,6 +273,7 @@ class Summarizer:
                 combined = _digest((prev[1], sig))
                 if combined not in local:
                     local[combined] = _combine(local[prev[1]], local[sig])
+                    self._plain_of[combined] = _plain(local[combined], local)
                 prev[1] = combined
                 prev[2] = e
             else:
@@ -305,9 +309,8 @@ class Summarizer:
         pgid_to_name.setdefault(str(e.get("pg_id")), name)
         return name
 
-    @staticmethod
     def _new_sig(
-        e: dict[str, Any], op: str, site: tuple[tuple[str, str, int], ...], local: dict[int, EntrySig]
+        self, e: dict[str, Any], op: str, site: tuple[tuple[str, str, int], ...], local: dict[int, EntrySig]
     ) -> int:
         in_dtypes = e.get("input_dtypes")
         out_dtypes = e.get("output_dtypes")
@@ -321,10 +324,11 @@ class Summarizer:
         )
         sig = _digest(esig)
         local[sig] = esig
+        self._plain_of[sig] = _plain(esig, local)
         return sig
 
-    @staticmethod
     def _build_pgs(
+        self,
         dump: dict[str, Any],
         per_pg: dict[str, list[list[Any]]],
         pg_desc: dict[str, str],
@@ -351,6 +355,8 @@ class Summarizer:
             rows = sorted(per_pg.get(name, []), key=lambda r: r[0])
             seqs = array("q", (r[0] for r in rows))
             sigs = array("q", (r[1] for r in rows))
+            plain_of = self._plain_of
+            plain = array("q", (plain_of[r[1]] for r in rows))
             created = array("q", (_as_int(r[2].get("time_created_ns"), 0) for r in rows))
             tail = []
             for seq, sig, e in rows[-TAIL:]:
@@ -377,11 +383,13 @@ class Summarizer:
             else:
                 enq, started, completed, known = last_seq, -1, _derived_completed(tail), False
             digest = hashlib.blake2b(seqs.tobytes() + sigs.tobytes(), digest_size=16).digest()
+            plain_digest = hashlib.blake2b(seqs.tobytes() + plain.tobytes(), digest_size=16).digest()
             out[name] = PgTrace(
                 name=name,
                 desc=pg_desc.get(name, ""),
                 seqs=seqs,
                 sigs=sigs,
+                plain=plain,
                 created=created,
                 tail=tail,
                 config_ranks=config_ranks.get(name),
@@ -391,6 +399,7 @@ class Summarizer:
                 status_known=known,
                 first_record_id=_first_rid(rows),
                 seq_digest=digest,
+                plain_digest=plain_digest,
             )
         return out
 
@@ -405,6 +414,17 @@ def _derived_completed(tail: list[TailEntry]) -> int:
         if t.state == STATE_CODES["completed"] or t.retired:
             done = max(done, t.seq)
     return done
+
+
+def _plain(sig: EntrySig, local: dict[int, EntrySig]) -> int:
+    if not sig.call_site:
+        return _digest(sig)
+    bare = EntrySig(
+        sig.op, sig.input_sizes, sig.input_dtypes, sig.output_sizes, sig.output_dtypes, (), sig.parts
+    )
+    digest = _digest(bare)
+    local.setdefault(digest, bare)
+    return digest
 
 
 def _combine(first: EntrySig, part: EntrySig) -> EntrySig:

@@ -260,7 +260,7 @@ class Summarizer:
                             created_ns=_as_int(e.get("time_created_ns"), 0),
                         )
                     )
-                    continue
+                continue  # p2p ops (and a p2p batch's closing entry) have no collective sequence number
             seq = e.get("collective_seq_id")
             if type(seq) is not int:
                 seq = _as_int(seq)

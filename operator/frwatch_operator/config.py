@@ -114,6 +114,30 @@ class CollectionSettings(_Section):
     )
 
 
+class OperatorSettings(_Section):
+    """The operator process: which namespaces it watches and how it drives open Incidents."""
+
+    namespaces: str = Field(
+        default="",
+        description="Comma-separated namespaces (or kopf glob patterns) to watch; empty: the whole cluster.",
+    )
+    incident_poll_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds between two passes over an open Incident (list S3, ask agents, update status).",
+    )
+    ask_agents_after_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="Seconds after detection before live agents are asked to dump the ranks still missing "
+        "(ranks normally dump by themselves first).",
+    )
+    agent_timeout_seconds: float = Field(
+        default=2.0, gt=0, description="Seconds to wait for one agent's control endpoint to answer."
+    )
+
+
 class AnalyzerSettings(_Section):
     """The analyzer batch/v1 Job."""
 
@@ -254,6 +278,7 @@ class Config(BaseModel):
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
     fr: FlightRecorderSettings = Field(default_factory=FlightRecorderSettings)
     collection: CollectionSettings = Field(default_factory=CollectionSettings)
+    operator: OperatorSettings = Field(default_factory=OperatorSettings)
     analyzer: AnalyzerSettings = Field(default_factory=AnalyzerSettings)
     remediation: RemediationSettings = Field(default_factory=RemediationSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)

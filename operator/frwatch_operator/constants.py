@@ -124,3 +124,14 @@ ENV_GLOO_SOCKET_IFNAME: Final = "GLOO_SOCKET_IFNAME"
 #: Dropped next to the dumps by the first rank of the test/demo workload whose collective fails: it asks the
 #: ranks sharing the folder to dump (gloo's stand-in for NCCL's dump-on-timeout signal). Not evidence.
 WORKLOAD_DUMP_FLAG_FILE: Final = ".frwatch_dump_requested"
+
+# --- detection and collection (the operator) -----------------------------------------------------------------
+#: On an Incident: the job it belongs to and the attempt (label values, for `kubectl get incidents -l ...`).
+LABEL_INCIDENT_JOB: Final = PREFIX + "job-name"
+LABEL_INCIDENT_ATTEMPT: Final = PREFIX + "job-attempt"
+#: Where kopf keeps its handler progress and diff-base (annotations under this prefix, never in status).
+KOPF_PERSISTENCE_PREFIX: Final = GROUP
+#: Component name on the Events frwatch posts (``source.component``, ``reportingComponent``).
+EVENT_COMPONENT: Final = "frwatch"
+#: Key of the agent control token in the Secret ``agent.token_secret`` of the job's namespace.
+AGENT_TOKEN_KEY: Final = "token"  # noqa: S105 - a key name, not a secret

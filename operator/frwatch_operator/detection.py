@@ -1,0 +1,221 @@
+"""Pod status -> what the operator knows about a pod, and whether it shows a training failure. Pure.
+
+A failure signal is one of: a training container (any regular container except the frwatch agent)
+terminated with a non-zero exit code, or was OOMKilled; a training container restarted after such an
+end (``lastState.terminated``); the pod was evicted, or failed as a whole. A container that ended with
+exit code 0, a pending pod, or a deleted pod alone is not a failure.
+
+The attempt a pod belongs to is the one it was created in (the webhook wrote it into the agent's
+environment, or the JobSet ``restart-attempt`` label): old pods replayed after an operator restart map to
+their old attempt, never to a new one. A pod frwatch did not inject has no attempt (``None``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from frwatch_analyzers.manifest import ContainerEnd
+from frwatch_operator import constants as c
+
+#: Exit codes above this are "killed by signal (code - 128)" (the shell's and the kubelet's convention).
+SIGNAL_EXIT_BASE = 128
+
+
+class FailureKind(StrEnum):
+    """How a pod showed the failure (CamelCase: used in Event reasons and messages)."""
+
+    EXITED = "ContainerFailed"  #: a training container ended with a non-zero exit code
+    OOM_KILLED = "OOMKilled"  #: a training container was killed for memory
+    RESTARTED = "ContainerRestarted"  #: a training container restarted after a failure
+    EVICTED = "Evicted"  #: the kubelet evicted the pod
+    POD_FAILED = "PodFailed"  #: the pod's phase is Failed with no container detail
+
+
+@dataclass(frozen=True)
+class FailureSignal:
+    """One failure seen on one pod."""
+
+    kind: FailureKind
+    pod: str
+    container: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+
+    def describe(self) -> str:
+        """One phrase a person reads, e.g. "pod llama-worker-1: container pytorch exited 1 (Error)"."""
+        what = f"pod {self.pod}"
+        if self.kind is FailureKind.EVICTED:
+            return f"{what} was evicted" + (f": {self.message}" if self.message else "")
+        if self.kind is FailureKind.POD_FAILED:
+            return f"{what} failed" + (f" ({self.reason}: {self.message})" if self.reason else "")
+        verb = "restarted after it exited" if self.kind is FailureKind.RESTARTED else "exited"
+        code = "" if self.exit_code is None else f" {self.exit_code}"
+        sig = _signal_note(self.exit_code)
+        why = f" ({self.reason}{sig})" if self.reason else (f" ({sig.lstrip(', ')})" if sig else "")
+        return f"{what}: container {self.container} {verb}{code}{why}"
+
+
+def _signal_note(exit_code: int | None) -> str:
+    if exit_code is not None and exit_code > SIGNAL_EXIT_BASE:
+        return f", signal {exit_code - SIGNAL_EXIT_BASE}"
+    return ""
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What the operator knows of one pod of a job attempt (also what the manifest records)."""
+
+    name: str
+    namespace: str
+    uid: str = ""
+    job: str = ""
+    attempt: str | None = None
+    node: str = ""
+    phase: str = ""
+    pod_ip: str = ""
+    control_port: int | None = None
+    ranks: tuple[int, ...] = ()
+    ended: tuple[ContainerEnd, ...] = ()
+    deleted: bool = False
+    failure: FailureSignal | None = None
+    reason: str = ""  #: pod-level status.reason (e.g. Evicted)
+    message: str = ""  #: pod-level status.message
+    running_containers: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def agent_live(self) -> bool:
+        """The agent sidecar runs and can be reached (its control endpoint may answer)."""
+        return (
+            not self.deleted
+            and bool(self.pod_ip)
+            and self.control_port is not None
+            and c.AGENT_CONTAINER in self.running_containers
+        )
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _agent(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    spec = _map(pod.get("spec"))
+    for container in _list(spec.get("initContainers")) + _list(spec.get("containers")):
+        if container.get("name") == c.AGENT_CONTAINER:
+            return container
+    return None
+
+
+def attempt_of(pod: Mapping[str, Any]) -> str | None:
+    """The attempt the pod was created in: the JobSet restart-attempt label, else the attempt the webhook
+    gave its agent (``FRWATCH_JOB_ATTEMPT``); None for a pod frwatch did not inject."""
+    labels = _map(_map(pod.get("metadata")).get("labels"))
+    if labels.get(c.LABEL_JOBSET_RESTART_ATTEMPT) is not None:
+        return str(labels[c.LABEL_JOBSET_RESTART_ATTEMPT])
+    agent = _agent(pod)
+    if agent is None:
+        return None
+    for env in _list(agent.get("env")):
+        if env.get("name") == c.ENV_JOB_ATTEMPT and isinstance(env.get("value"), str):
+            return str(env["value"])
+    return None
+
+
+def control_port_of(pod: Mapping[str, Any]) -> int | None:
+    """The agent's control port (the container port named ``frwatch-ctl``)."""
+    agent = _agent(pod)
+    for port in _list(agent.get("ports")) if agent is not None else []:
+        if port.get("name") == c.AGENT_CONTROL_PORT_NAME and isinstance(port.get("containerPort"), int):
+            return int(port["containerPort"])
+    return None
+
+
+def _end_of(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool] | None:
+    """The container's terminated record and whether it is the current state (False: lastState)."""
+    term = _map(_map(status.get("state")).get("terminated"))
+    if term:
+        return term, True
+    last = _map(_map(status.get("lastState")).get("terminated"))
+    if last:
+        return last, False
+    return None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def pod_facts(pod: Mapping[str, Any], *, ranks: tuple[int, ...] = (), deleted: bool = False) -> PodFacts:
+    """Decode a pod body (``ranks``: its global ranks from the job kind's layout, when known)."""
+    meta = _map(pod.get("metadata"))
+    spec = _map(pod.get("spec"))
+    status = _map(pod.get("status"))
+    name = str(meta.get("name") or "")
+    ended: list[ContainerEnd] = []
+    running: set[str] = set()
+    failure: FailureSignal | None = None
+    for cs in _list(status.get("initContainerStatuses")):
+        if "running" in _map(cs.get("state")):
+            running.add(str(cs.get("name") or ""))
+    for cs in _list(status.get("containerStatuses")):
+        cname = str(cs.get("name") or "")
+        if cname == c.AGENT_CONTAINER:
+            if "running" in _map(cs.get("state")):
+                running.add(cname)
+            continue
+        if "running" in _map(cs.get("state")):
+            running.add(cname)
+        restarts = _int(cs.get("restartCount")) or 0
+        end = _end_of(cs)
+        if end is None:
+            continue
+        term, current = end
+        code = _int(term.get("exitCode"))
+        reason = str(term.get("reason") or "")
+        sig = _int(term.get("signal"))
+        ended.append(
+            ContainerEnd(container=cname, exit_code=code, reason=reason, signal=sig, restart_count=restarts)
+        )
+        if failure is None and (code not in (None, 0) or reason == "OOMKilled"):
+            if reason == "OOMKilled":
+                kind = FailureKind.OOM_KILLED
+            else:
+                kind = FailureKind.EXITED if current else FailureKind.RESTARTED
+            failure = FailureSignal(kind, name, cname, code, reason, str(term.get("message") or "")[:200])
+    pod_reason = str(status.get("reason") or "")
+    pod_message = str(status.get("message") or "")
+    phase = str(status.get("phase") or "")
+    if pod_reason == "Evicted":
+        failure = FailureSignal(FailureKind.EVICTED, name, reason=pod_reason, message=pod_message[:200])
+    elif failure is None and phase == "Failed":
+        failure = FailureSignal(FailureKind.POD_FAILED, name, reason=pod_reason, message=pod_message[:200])
+    return PodFacts(
+        name=name,
+        namespace=str(meta.get("namespace") or ""),
+        uid=str(meta.get("uid") or ""),
+        job=str(_map(meta.get("labels")).get(c.KF_LABEL_JOB_NAME) or ""),
+        attempt=attempt_of(pod),
+        node=str(spec.get("nodeName") or ""),
+        phase=phase,
+        pod_ip=str(status.get("podIP") or ""),
+        control_port=control_port_of(pod),
+        ranks=ranks,
+        ended=tuple(ended),
+        deleted=deleted,
+        failure=failure,
+        reason=pod_reason,
+        message=pod_message,
+        running_containers=frozenset(running),
+    )
+
+
+def detect(pod: Mapping[str, Any]) -> FailureSignal | None:
+    """The failure a pod shows, if any."""
+    return pod_facts(pod).failure

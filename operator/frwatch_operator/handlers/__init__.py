@@ -1,0 +1,73 @@
+"""kopf handlers of the operator: thin functions that decode an event, call the pure domain code and the
+adapters. Each module has a ``register(registry, deps)``; :func:`register_all` wires every one of them.
+
+``jobs``: PyTorchJobs into the job index (opt-in, Events for a malformed opt-in); ``policies``:
+CapturePolicies into the same index; ``pods``: failures of opted-in jobs' pods -> one Incident per job
+attempt; ``incidents``: each open Incident driven by phase from its persisted status; plus the admission
+webhook (``frwatch_operator.webhook``) fed by the same index.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import kopf
+
+from frwatch_operator.config import Config
+from frwatch_operator.errors import FatalError, RetryableError
+from frwatch_operator.kube import Kube
+from frwatch_operator.observations import Observations
+from frwatch_operator.s3store import S3Store
+from frwatch_operator.webhook import JobIndex
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Deps:
+    """What the handlers share: built once in ``frwatch_operator.main``."""
+
+    config: Config
+    index: JobIndex
+    seen: Observations
+    kube: Kube
+    s3: S3Store
+
+
+def translate_errors(fn: F) -> F:
+    """frwatch's errors -> kopf's: RetryableError -> TemporaryError(delay), FatalError -> PermanentError."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RetryableError as exc:
+            raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
+        except FatalError as exc:
+            raise kopf.PermanentError(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def register_all(registry: kopf.OperatorRegistry, deps: Deps) -> None:
+    from frwatch_operator.handlers import admission, incidents, jobs, pods, policies
+
+    admission.register(registry, deps)
+    jobs.register(registry, deps)
+    policies.register(registry, deps)
+    pods.register(registry, deps)
+    incidents.register(registry, deps)
+    _register_verdict_loop(registry, deps)
+
+
+def _register_verdict_loop(registry: kopf.OperatorRegistry, deps: Deps) -> None:
+    """The verdict loop's handlers (issue 4), when that package provides them."""
+    try:
+        module = importlib.import_module("frwatch_operator.verdictloop.handler")
+    except ImportError:
+        return
+    module.register(registry, deps)

@@ -1,0 +1,372 @@
+"""Each open Incident, driven by phase from its persisted status (a kopf timer, one pass per interval).
+
+``Detected`` (or no status yet) -> ``Collecting``: the deadline and the expected ranks are fixed in status.
+``Collecting``: list the attempt's root in the store; done when every rank's dump is there, or at the
+deadline; meanwhile ask live agents for missing ranks (once per pod, after ``ask_agents_after_seconds``).
+Done: write ``pods/<pod>.json`` for pods without an agent record, write ``manifest.json`` (once: a
+manifest already in the store is read back, never rewritten), then status ``Analyzing`` and an Event on
+the job, then hand over to the verdict loop (``frwatch_operator.analysis_handoff``).
+
+Everything is derived from the status and the store, so a restarted operator resumes where it was; the
+timer stops (and kopf drops its finalizer) once the Incident is handed over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from frwatch_analyzers.layout import AttemptKey, split_s3_url
+from frwatch_analyzers.manifest import Manifest
+from frwatch_operator import constants as c
+from frwatch_operator import notices
+from frwatch_operator.agentclient import ask_to_dump
+from frwatch_operator.analysis_handoff import CONDITION, NOT_WIRED, AnalysisRequest, find_start_analysis
+from frwatch_operator.collection import (
+    StoredPodRecord,
+    assess,
+    build_manifest,
+    operator_pod_record,
+    parse_pod_record,
+    ranks_to_ask,
+    read_listing,
+)
+from frwatch_operator.detection import PodFacts, pod_facts
+from frwatch_operator.errors import FatalError, NotFoundError
+from frwatch_operator.handlers import Deps, translate_errors
+from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT, rfc3339
+from frwatch_operator.jobkinds import JobKind, kind_of
+from frwatch_operator.kube import ObjectRef
+from frwatch_operator.optin import CaptureSettings, defaults
+from frwatch_operator.resources import Condition, IncidentCounts, IncidentPhase, IncidentSpec, IncidentStatus
+
+logger = logging.getLogger(__name__)
+_OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
+
+
+@dataclass
+class _Memory:
+    """Per-Incident memory of this process (a cache: losing it repeats a read or a request, no write)."""
+
+    records: dict[str, StoredPodRecord] = field(default_factory=dict)
+    record_ranks: frozenset[int] = frozenset()
+    asked: dict[str, str] = field(default_factory=dict)  #: pod -> what asking its agent did
+
+
+_memory: dict[str, _Memory] = {}
+_memory_lock = threading.Lock()
+
+
+def _mem(uid: str) -> _Memory:
+    with _memory_lock:
+        return _memory.setdefault(uid, _Memory())
+
+
+def _parse_time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class _Incident:
+    namespace: str
+    name: str
+    uid: str
+    created: str
+    spec: IncidentSpec
+    status: IncidentStatus
+    kind: JobKind
+    bucket: str
+    key: AttemptKey
+
+    @property
+    def job_ref(self) -> ObjectRef:
+        j = self.spec.job_ref
+        return ObjectRef(j.api_version, j.kind, self.namespace, j.name, j.uid)
+
+
+def decode(body: Mapping[str, Any]) -> _Incident:
+    """The Incident as typed data; FatalError when it cannot be driven (say what is wrong)."""
+    meta = body.get("metadata") or {}
+    ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    try:
+        spec = IncidentSpec.model_validate(body.get("spec") or {})
+        status = IncidentStatus.model_validate(
+            {k: v for k, v in (body.get("status") or {}).items() if k in IncidentStatus.model_fields
+             or k in {f.alias for f in IncidentStatus.model_fields.values()}}
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise FatalError(f"Incident {ns}/{name} is malformed: {exc.errors()[0]['msg']}") from exc
+    kind = kind_of(spec.job_ref.kind)
+    if kind is None:
+        raise FatalError(f"Incident {ns}/{name}: job kind {spec.job_ref.kind!r} is not supported")
+    try:
+        bucket, root = split_s3_url(spec.storage_url)
+    except ValueError as exc:
+        raise FatalError(f"Incident {ns}/{name}: spec.storageUrl: {exc}") from exc
+    tail = f"{ns}/{spec.job_ref.name}/{spec.job_ref.uid}/{spec.attempt}"
+    if not (root == tail or root.endswith("/" + tail)):
+        raise FatalError(
+            f"Incident {ns}/{name}: spec.storageUrl {spec.storage_url} is not this attempt's root"
+        )
+    key = AttemptKey(root[: -len(tail)].strip("/"), ns, spec.job_ref.name, spec.job_ref.uid, spec.attempt)
+    return _Incident(ns, name, str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""),
+                     spec, status, kind, bucket, key)  # fmt: skip
+
+
+def _settings(deps: Deps, inc: _Incident) -> CaptureSettings:
+    decision = deps.index.decide(inc.namespace, inc.spec.job_ref.name, deps.config)
+    return decision.settings if decision is not None and decision.settings else defaults(deps.config)
+
+
+def _condition(kind: str, status: bool, reason: str, message: str, now: datetime) -> Condition:
+    return Condition(
+        type=kind, status="True" if status else "False", reason=reason, message=message,
+        last_transition_time=rfc3339(now),
+    )  # fmt: skip
+
+
+def _write_status(deps: Deps, inc: _Incident, status: IncidentStatus) -> IncidentStatus:
+    deps.kube.patch_incident_status(inc.namespace, inc.name, status.wire())
+    return status
+
+
+def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
+    """Detected -> Collecting: fix the detection time, the deadline and the expected ranks in status."""
+    s = inc.status
+    detected = _parse_time(s.detected_at) or _parse_time(inc.created) or now
+    deadline = _parse_time(s.collection_deadline) or detected + timedelta(
+        seconds=_settings(deps, inc).collection_deadline_seconds
+    )
+    expected = s.counts.expected_ranks
+    if expected is None:
+        layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
+        expected = layout.world_size
+    status = s.model_copy(
+        update={
+            "phase": IncidentPhase.COLLECTING,
+            "detected_at": rfc3339(detected),
+            "collection_deadline": rfc3339(deadline),
+            "counts": IncidentCounts(expected_ranks=expected, dumped_ranks=s.counts.dumped_ranks,
+                                     missing_ranks=s.counts.missing_ranks),
+            "message": f"collecting dumps until {rfc3339(deadline)}",
+        }
+    )  # fmt: skip
+    return _write_status(deps, inc, status)
+
+
+def _pod_records(
+    deps: Deps, inc: _Incident, pod_keys: Mapping[str, str], dumped: frozenset[int]
+) -> dict[str, StoredPodRecord]:
+    """The agents' pod records, re-read only when new dumps arrived (a record grows with its dumps)."""
+    mem = _mem(inc.uid)
+    if dumped != mem.record_ranks or set(pod_keys) - set(mem.records):
+        records: dict[str, StoredPodRecord] = {}
+        for pod, key in pod_keys.items():
+            try:
+                parsed = parse_pod_record(deps.s3.get(key, bucket=inc.bucket))
+            except NotFoundError:
+                continue
+            if parsed is not None:
+                records[pod] = parsed
+        mem.records, mem.record_ranks = records, dumped
+    return dict(mem.records)
+
+
+def _pods(deps: Deps, inc: _Incident, live: bool) -> list[PodFacts]:
+    """The attempt's pods as seen by the watch (deleted ones included), refreshed from the API if ``live``."""
+    seen = {p.name: p for p in deps.seen.pods(inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)}
+    if live:
+        layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
+        selector = f"{inc.kind.pod_job_label}={inc.spec.job_ref.name}"
+        listed = [
+            pod_facts(p, ranks=inc.kind.ranks_of(p, layout))
+            for p in deps.kube.list_pods(inc.namespace, selector)
+        ]
+        names = set()
+        for facts in listed:
+            if facts.attempt == inc.spec.attempt:
+                seen[facts.name] = facts
+                names.add(facts.name)
+        for name, facts in list(seen.items()):
+            if name not in names and not facts.deleted:
+                seen[name] = dataclasses.replace(facts, deleted=True, running_containers=frozenset())
+    return sorted(seen.values(), key=lambda p: p.name)
+
+
+def _ask_agents(
+    deps: Deps, inc: _Incident, missing: frozenset[int], records: Mapping[str, StoredPodRecord]
+) -> None:
+    mem = _mem(inc.uid)
+    pods = _pods(deps, inc, live=True)
+    wanted = {p: r for p, r in ranks_to_ask(missing, pods, records).items() if p not in mem.asked}
+    if not wanted:
+        return
+    token = deps.kube.secret_value(inc.namespace, deps.config.agent.token_secret, c.AGENT_TOKEN_KEY)
+    by_name = {p.name: p for p in pods}
+    for pod, ranks in wanted.items():
+        facts = by_name[pod]
+        assert facts.control_port is not None
+        result = ask_to_dump(
+            facts.pod_ip, facts.control_port, token, ranks, deps.config.operator.agent_timeout_seconds
+        )
+        mem.asked[pod] = result.summary()
+        logger.info("incident %s/%s: asked agent of pod %s for ranks %s: %s",
+                    inc.namespace, inc.name, pod, list(ranks), mem.asked[pod])  # fmt: skip
+
+
+def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
+    """One pass of Collecting; returns the status written (Analyzing when collection ended)."""
+    keys = deps.s3.list(inc.key.root + "/", bucket=inc.bucket)
+    listing = read_listing(inc.key, keys)
+    dumped = frozenset(listing.rank_keys)
+    records = _pod_records(deps, inc, listing.pod_keys, dumped)
+    deadline = _parse_time(status.collection_deadline) or now
+    expected = status.counts.expected_ranks
+    progress = assess(expected, dumped, now, deadline)
+    if listing.manifest_key is None and not progress.done:
+        detected = _parse_time(status.detected_at) or now
+        if (
+            progress.missing
+            and (now - detected).total_seconds() >= deps.config.operator.ask_agents_after_seconds
+        ):
+            _ask_agents(deps, inc, progress.missing, records)
+        counts = IncidentCounts(
+            expected_ranks=expected, dumped_ranks=len(dumped),
+            missing_ranks=len(progress.missing) if expected is not None else None,
+        )  # fmt: skip
+        if counts != status.counts:
+            return _write_status(deps, inc, status.model_copy(update={"counts": counts}))
+        return status
+    manifest = _manifest(deps, inc, status, listing, records, progress.deadline_reached, now)
+    return _collected(deps, inc, status, manifest, now)
+
+
+def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: Any,
+              records: Mapping[str, StoredPodRecord], deadline_reached: bool, now: datetime) -> Manifest:  # fmt: skip
+    """Write the manifest once. One already in the store (an earlier pass wrote it and died) is read back."""
+    if listing.manifest_key is not None:
+        try:
+            return Manifest.model_validate_json(deps.s3.get(listing.manifest_key, bucket=inc.bucket))
+        except ValidationError as exc:
+            raise FatalError(f"s3://{inc.bucket}/{listing.manifest_key} is not a manifest: {exc}") from exc
+    pods = _pods(deps, inc, live=True)
+    manifest = build_manifest(
+        inc.key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=records,
+        asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now), deadline_reached=deadline_reached,
+    )  # fmt: skip
+    for pod in manifest.pods:
+        if pod.pod not in listing.pod_keys:
+            deps.s3.put(inc.key.pod(pod.pod), operator_pod_record(pod, inc.key), bucket=inc.bucket,
+                        content_type="application/json")  # fmt: skip
+    if deps.s3.exists(inc.key.manifest, bucket=inc.bucket):  # written since the listing: keep the first
+        return Manifest.model_validate_json(deps.s3.get(inc.key.manifest, bucket=inc.bucket))
+    deps.s3.put(inc.key.manifest, manifest.model_dump_json(indent=1).encode(), bucket=inc.bucket,
+                content_type="application/json")  # fmt: skip
+    logger.warning("incident %s/%s: manifest written to s3://%s/%s (%d/%s ranks dumped)", inc.namespace, inc.name,
+                   inc.bucket, inc.key.manifest, sum(r.dumped for r in manifest.ranks), manifest.world_size)  # fmt: skip
+    return manifest
+
+
+def _collected(
+    deps: Deps, inc: _Incident, status: IncidentStatus, manifest: Manifest, now: datetime
+) -> IncidentStatus:
+    dumped = sum(r.dumped for r in manifest.ranks)
+    missing = len(manifest.ranks) - dumped
+    reason = "DeadlineReached" if manifest.deadline_reached else "AllRanksDumped"
+    message = f"{dumped} of {len(manifest.ranks)} ranks dumped" + (
+        f"; {missing} missing (see manifest.json)" if missing else ""
+    )
+    wired = find_start_analysis() is not None
+    conditions = [x for x in status.conditions if x.type not in ("Collected", CONDITION)]
+    conditions.append(_condition("Collected", True, reason, message, now))
+    if not wired:  # said in the same write: nobody will take the incident from here
+        conditions.append(_condition(CONDITION, False, "NotWired", NOT_WIRED, now))
+    new = status.model_copy(
+        update={
+            "phase": IncidentPhase.ANALYZING,
+            "collected_at": manifest.collection_ended or rfc3339(now),
+            "counts": IncidentCounts(expected_ranks=manifest.world_size, dumped_ranks=dumped, missing_ranks=missing),
+            "conditions": conditions,
+            "message": f"collected: {message}" if wired else NOT_WIRED,
+        }
+    )  # fmt: skip
+    _write_status(deps, inc, new)
+    url = f"s3://{inc.bucket}/{inc.key.root}"
+    deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url, wired))
+    deps.seen.forget_attempt(inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
+    return new
+
+
+def hand_off(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
+    """Analyzing: call the verdict loop's start_analysis once (record the hand-off in a condition)."""
+    start_analysis = find_start_analysis()
+    conditions = [x for x in status.conditions if x.type != CONDITION]
+    if start_analysis is None:
+        conditions.append(_condition(CONDITION, False, "NotWired", NOT_WIRED, now))
+        return _write_status(
+            deps, inc, status.model_copy(update={"conditions": conditions, "message": NOT_WIRED})
+        )
+    request = AnalysisRequest(
+        namespace=inc.namespace, incident=inc.name, incident_uid=inc.uid, job=inc.spec.job_ref,
+        attempt=inc.spec.attempt, storage_url=inc.spec.storage_url,
+        manifest_url=f"s3://{inc.bucket}/{inc.key.manifest}", settings=_settings(deps, inc),
+    )  # fmt: skip
+    step = start_analysis(request, deps.config)
+    # the verdict loop answers with a status merge patch (its Step); ours and its conditions go together
+    patch = dict(getattr(step, "status", None) or {})
+    theirs = [Condition.model_validate(x) for x in patch.pop("conditions", None) or []]
+    kept = [x for x in conditions if x.type not in {t.type for t in theirs}]
+    handed = _condition(CONDITION, True, "Requested", "the verdict loop took the incident", now)
+    new = status.model_copy(update={"conditions": [*kept, *theirs, handed]})
+    deps.kube.patch_incident_status(inc.namespace, inc.name, {**new.wire(), **patch})
+    return IncidentStatus.model_validate({**new.wire(), **patch})
+
+
+def drive(deps: Deps, body: Mapping[str, Any], now: datetime | None = None) -> IncidentStatus:
+    """One pass over one Incident, from whatever phase its status says."""
+    now = now or datetime.now(UTC)
+    inc = decode(body)
+    status = inc.status
+    if status.phase.value in _OPEN and (
+        status.phase is IncidentPhase.DETECTED or not status.collection_deadline
+    ):
+        status = start(deps, inc, now)
+    if status.phase is IncidentPhase.COLLECTING:
+        status = collect(deps, inc, status, now)
+    if status.phase is IncidentPhase.ANALYZING and not any(x.type == CONDITION for x in status.conditions):
+        status = hand_off(deps, inc, status, now)
+        with _memory_lock:
+            _memory.pop(inc.uid, None)
+    return status
+
+
+def active(status: Mapping[str, Any], **_: Any) -> bool:
+    """Whether the Incident still needs this driver (kopf timer filter)."""
+    phase = str((status or {}).get("phase") or "")
+    if phase in _OPEN:
+        return True
+    conditions = (status or {}).get("conditions") or []
+    return phase == IncidentPhase.ANALYZING.value and not any(
+        isinstance(x, Mapping) and x.get("type") == CONDITION for x in conditions
+    )
+
+
+def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
+    @kopf.timer(
+        c.GROUP, c.VERSION, c.INCIDENT_PLURAL, id="frwatch-incident", interval=deps.config.operator.incident_poll_seconds,
+        when=active, registry=registry,
+    )  # fmt: skip
+    @translate_errors
+    def incident_timer(body: kopf.Body, **_: Any) -> None:
+        drive(deps, body)

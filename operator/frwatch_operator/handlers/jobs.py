@@ -1,0 +1,51 @@
+"""PyTorchJobs -> the job index (read by the webhook and detection), their rank layout, and an Event when
+the opt-in is malformed (the job is then left untouched) or capture turns on. No finalizers."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from frwatch_operator import notices
+from frwatch_operator.handlers import Deps
+from frwatch_operator.jobkinds import PYTORCHJOB
+from frwatch_operator.kube import ObjectRef
+from frwatch_operator.optin import OptIn
+
+logger = logging.getLogger(__name__)
+
+
+def on_job(deps: Deps, event_type: str | None, body: dict[str, Any]) -> None:
+    meta = body.get("metadata") or {}
+    ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    if event_type == "DELETED":
+        deps.index.delete_job(ns, name)
+        deps.seen.forget_job(ns, name)
+        return
+    deps.index.upsert_job(body)
+    deps.seen.set_layout(ns, name, PYTORCHJOB.layout(body))
+    decision = deps.index.decide(ns, name, deps.config)
+    if decision is None or decision.outcome is OptIn.DISABLED:
+        return
+    notice = (
+        notices.capture_untouched(decision.reason)
+        if decision.outcome is OptIn.UNTOUCHED
+        else notices.capture_enabled(decision.reason)
+    )
+    if decision.outcome is OptIn.UNTOUCHED:
+        logger.warning("job %s/%s left untouched: %s", ns, name, decision.reason)
+    ref = ObjectRef.of(
+        {"apiVersion": f"{PYTORCHJOB.group}/{PYTORCHJOB.version}", "kind": PYTORCHJOB.kind, **body}
+    )
+    if deps.seen.first_time(f"{ref.uid}/{notice.reason}/{notice.message}"):
+        deps.kube.post_event(ref, notice)
+
+
+def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
+    @kopf.on.event(
+        PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural, id="frwatch-jobs", registry=registry
+    )
+    def job_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        on_job(deps, type, dict(body))

@@ -1,0 +1,124 @@
+"""``frwatch operator``: the kopf operator (detection, collection) and its admission webhook, in one process.
+
+Configuration is the environment (``frwatch_operator.config``), loaded once here. It watches the whole
+cluster, or the namespaces in ``FRWATCH_OPERATOR_NAMESPACES`` (comma-separated). The webhook is served by
+kopf (``settings.admission.server``): TLS from ``FRWATCH_WEBHOOK_CERT_FILE``/``FRWATCH_WEBHOOK_KEY_FILE``
+(unset: kopf self-signs), or plain HTTP with ``FRWATCH_WEBHOOK_INSECURE=true`` (tests and local runs).
+Logs are JSON lines on stderr. Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 2 on a bad configuration.
+
+kopf settings: handler progress and diff-bases in annotations under ``frwatch.io`` (never in status);
+finalizers only where a handler needs one (the Incident timer: kopf drops it once the Incident is handed
+over); kopf posts its own Events only at WARNING and above; standalone (one replica, no peering).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import structlog
+
+from frwatch_operator import constants as c
+from frwatch_operator.config import Config, load_config
+from frwatch_operator.errors import FatalError
+
+logger = logging.getLogger("frwatch.operator")
+
+
+def setup_logging(level: str) -> None:
+    """JSON lines on stderr for frwatch's and kopf's loggers (structlog over the standard library)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.JSONRenderer(),
+            ],
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso"),
+                structlog.processors.format_exc_info,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("botocore", "urllib3", "aiohttp.access", "kubernetes.client.rest"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def namespaces_of(config: Config) -> list[str]:
+    """The namespaces to watch; [] means the whole cluster."""
+    return [n.strip() for n in config.operator.namespaces.split(",") if n.strip()]
+
+
+def kopf_settings(config: Config) -> object:
+    """kopf's settings for frwatch (see the module docstring)."""
+    import kopf
+
+    from frwatch_operator.webhook import webhook_server
+
+    settings = kopf.OperatorSettings()
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.KOPF_PERSISTENCE_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=c.KOPF_PERSISTENCE_PREFIX, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{c.PREFIX}incident-driver"
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.admission.server = webhook_server(config)
+    settings.admission.managed = None  # the chart registers the MutatingWebhookConfiguration
+    return settings
+
+
+def run(config: Config) -> None:
+    """Build the operator from ``config`` and run it until SIGTERM/SIGINT."""
+    import kopf
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    from frwatch_operator.handlers import Deps, register_all
+    from frwatch_operator.kube import Kube
+    from frwatch_operator.observations import Observations
+    from frwatch_operator.s3store import S3Store
+    from frwatch_operator.webhook import JobIndex
+
+    try:
+        kube_config.load_incluster_config()
+    except kube_config.ConfigException:
+        kube_config.load_kube_config()
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry)(kopf.login_via_client)
+    deps = Deps(config, JobIndex(), Observations(), Kube(client.ApiClient()), S3Store(config.s3))
+    register_all(registry, deps)
+    namespaces = namespaces_of(config)
+    logger.info("frwatch operator starting: %s", ", ".join(namespaces) or "cluster-wide")
+    kopf.run(
+        registry=registry,
+        settings=kopf_settings(config),  # type: ignore[arg-type]
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="frwatch operator", description=(__doc__ or "").split("\n")[0])
+    parser.parse_args(argv)
+    try:
+        config = load_config(os.environ)
+    except FatalError as exc:
+        print(f"frwatch operator: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(config.log_level)
+    run(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

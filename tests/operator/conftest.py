@@ -1,0 +1,92 @@
+"""Fixtures of the operator tests: CRDs in the emulator, real dumps from real torch ranks, the operator."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from harness import ROOT, TOKEN, Cluster, OperatorProcess, free_port
+
+from frwatch_operator.s3store import S3Store
+
+CRD_FILES = [ROOT / "crds" / "incident.yaml", ROOT / "crds" / "capturepolicy.yaml",
+             ROOT / "tests" / "emulator" / "pytorchjob-crd.yaml"]  # fmt: skip
+#: Short, so that the deadline tests stay fast; a CapturePolicy can set another per job.
+DEADLINE_SECONDS = 6
+
+
+@pytest.fixture(scope="session")
+def op_api(k8s_api: Any) -> client.ApiClient:
+    api = config.new_client_from_config()
+    ext = client.ApiextensionsV1Api(api)
+    have = {crd.metadata.name for crd in ext.list_custom_resource_definition().items}
+    for path in CRD_FILES:
+        crd = yaml.safe_load(path.read_text())
+        if crd["metadata"]["name"] not in have:
+            ext.create_custom_resource_definition(crd)
+    return api
+
+
+@pytest.fixture
+def cluster(op_api: client.ApiClient, k8s_namespace: str) -> Cluster:
+    core = client.CoreV1Api(op_api)
+    core.create_namespaced_secret(
+        k8s_namespace, {"metadata": {"name": "frwatch-agent-token"}, "stringData": {"token": TOKEN}}
+    )
+    return Cluster(op_api, k8s_namespace)
+
+
+@pytest.fixture
+def store(s3: Any) -> S3Store:
+    return S3Store(s3.settings())
+
+
+@pytest.fixture(scope="session")
+def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[int, bytes]:
+    """Real Flight Recorder dumps of a real 3-rank torch gloo job whose rank 2 crashed (no dump from it):
+    {0: bytes, 1: bytes}. The workloads module's local launcher, the same code the demo runs."""
+    from frwatch_operator.workloads.local_launch import run_local_job
+
+    result = run_local_job(
+        "crash", 3, tmp_path_factory.mktemp("crash-dumps"), culprit=2, timeout_s=3.0, deadline_s=90
+    )
+    dumps = {rank: path.read_bytes() for rank, path in result.dumps.items()}
+    assert set(dumps) == {0, 1}, result.describe()
+    return dumps
+
+
+OperatorFactory = Callable[..., OperatorProcess]
+
+
+@pytest.fixture
+def start_operator(s3: Any, cluster: Cluster, tmp_path: Path) -> Iterator[OperatorFactory]:
+    """Start `frwatch operator` (a subprocess) watching the test's namespace; extra env overrides."""
+    started: list[OperatorProcess] = []
+
+    def start(**env: str) -> OperatorProcess:
+        port = free_port()
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))}
+        full = {
+            **base, **s3.env(),
+            "FRWATCH_S3_PREFIX": "frwatch", "FRWATCH_OPERATOR_NAMESPACES": cluster.namespace,
+            "FRWATCH_WEBHOOK_INSECURE": "true", "FRWATCH_WEBHOOK_ADDR": "127.0.0.1", "FRWATCH_WEBHOOK_PORT": str(port),
+            "FRWATCH_WEBHOOK_JOB_WAIT_SECONDS": "2", "FRWATCH_COLLECTION_DEADLINE_SECONDS": str(DEADLINE_SECONDS),
+            "FRWATCH_OPERATOR_INCIDENT_POLL_SECONDS": "0.5", "FRWATCH_OPERATOR_ASK_AGENTS_AFTER_SECONDS": "1",
+            "FRWATCH_LOG_LEVEL": "INFO", **env,
+        }  # fmt: skip
+        op = OperatorProcess(full, tmp_path / f"operator{len(started)}.log", port)
+        started.append(op)
+        return op.start()
+
+    yield start
+    for op in started:
+        op.stop()

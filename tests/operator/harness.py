@@ -1,0 +1,330 @@
+"""What the operator tests stand on: the real `frwatch operator` as a subprocess, a job and its pods created
+through the API (admitted by the operator's own webhook over real HTTP, as the API server would), a
+kubelet played by the test (pod statuses patched through the API), and the agent's real upload code."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from frwatch_analyzers.layout import AttemptKey
+from frwatch_operator import constants as c
+from frwatch_operator.agent.uploader import Dump, PodRecord, Uploader, parse_dump
+from frwatch_operator.injection import apply_ops
+from frwatch_operator.s3store import S3Store
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUP, VERSION = c.GROUP, c.VERSION
+TOKEN = "operator-test-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0, every: float = 0.1) -> Any:
+    end = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < end:
+        try:
+            last = check()
+        except ApiException as exc:
+            last = exc
+            if exc.status != 404:
+                raise
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+# --- the operator process ----------------------------------------------------------------------------------
+@dataclass
+class OperatorProcess:
+    env: dict[str, str]
+    log_path: Path
+    webhook_port: int
+    proc: subprocess.Popen[bytes] | None = None
+    logs: list[str] = field(default_factory=list)
+
+    def start(self, timeout: float = 30.0) -> OperatorProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "frwatch_operator.cli", "operator"], env=self.env, stdout=log, stderr=log,
+            start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.log()[-3000:]}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.webhook_port), 0.2),
+            ):
+                return self
+            time.sleep(0.1)
+        raise AssertionError(f"operator's webhook never listened:\n{self.log()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no goodbye (a crash or an OOM kill)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait(timeout=5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def log_records(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log().splitlines():
+            with contextlib.suppress(ValueError):
+                obj = json.loads(line)
+                if isinstance(obj, dict):
+                    out.append(obj)
+        return out
+
+    def admit(self, pod: dict[str, Any], namespace: str) -> dict[str, Any]:
+        """Send the pod through the operator's mutating webhook (a real AdmissionReview over HTTP, as the
+        API server does on Pod CREATE) and return the pod with the patch applied."""
+        review = {
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
+                "namespace": namespace, "object": pod, "userInfo": {"username": "test"}, "dryRun": False,
+            },
+        }  # fmt: skip
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.webhook_port}/frwatch-inject", data=json.dumps(review).encode(),
+            headers={"Content-Type": "application/json"}, method="POST",
+        )  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            answer = json.loads(resp.read())["response"]
+        assert answer["allowed"] is True
+        if "patch" not in answer:
+            return pod
+        return apply_ops(json.loads(json.dumps(pod)), json.loads(base64.b64decode(answer["patch"])))
+
+
+# --- jobs and pods, through the API ---------------------------------------------------------------------------
+@dataclass
+class Cluster:
+    """The test's hands on the emulator: creating jobs and pods, and playing the kubelet."""
+
+    api: client.ApiClient
+    namespace: str
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def create_job(self, name: str, world: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        """A PyTorchJob with one master and ``world - 1`` workers, one process per pod."""
+        body = {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "annotations": annotations if annotations is not None
+                         else {c.ANN_CAPTURE: c.CAPTURE_ENABLED}},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": _template()},
+                **({"Worker": {"replicas": world - 1, "restartPolicy": "OnFailure", "template": _template()}}
+                   if world > 1 else {}),
+            }},
+        }  # fmt: skip
+        return dict(
+            self.custom.create_namespaced_custom_object(
+                "kubeflow.org", "v1", self.namespace, "pytorchjobs", body
+            )
+        )
+
+    def job(self, name: str) -> dict[str, Any]:
+        return dict(
+            self.custom.get_namespaced_custom_object(
+                "kubeflow.org", "v1", self.namespace, "pytorchjobs", name
+            )
+        )
+
+    def pod_body(self, job: dict[str, Any], rank: int) -> dict[str, Any]:
+        """The pod the training-operator would create for node rank ``rank`` (master 0, worker i -> i+1)."""
+        jname = job["metadata"]["name"]
+        rtype, index = ("master", 0) if rank == 0 else ("worker", rank - 1)
+        labels = {
+            c.KF_LABEL_JOB_NAME: jname, c.KF_LABEL_REPLICA_TYPE: rtype, c.KF_LABEL_REPLICA_INDEX: str(index),
+            c.KF_LABEL_OPERATOR_NAME: "pytorchjob-controller",
+        }  # fmt: skip
+        if rank == 0:
+            labels[c.KF_LABEL_JOB_ROLE] = "master"
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{jname}-{rtype}-{index}", "namespace": self.namespace, "labels": labels},
+            "spec": {**_template()["spec"], "nodeName": f"node-{rank}"},
+        }  # fmt: skip
+
+    def create_pods(self, op: OperatorProcess, job: dict[str, Any], world: int) -> list[str]:
+        names = []
+        for rank in range(world):
+            pod = op.admit(self.pod_body(job, rank), self.namespace)
+            created = self.core.create_namespaced_pod(self.namespace, pod)
+            names.append(created.metadata.name)
+        return names
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return dict(self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, self.namespace)))
+
+    # --- the kubelet's part ---
+    def set_status(self, name: str, status: dict[str, Any]) -> None:
+        self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})
+
+    def running(self, name: str, agent_port: int | None = None) -> None:
+        now = _now()
+        statuses = [{"name": "pytorch", "ready": True, "restartCount": 0, "image": "trainer",
+                     "imageID": "", "state": {"running": {"startedAt": now}}}]  # fmt: skip
+        init = [{"name": c.AGENT_CONTAINER, "ready": True, "restartCount": 0, "image": "frwatch",
+                 "imageID": "", "started": True, "state": {"running": {"startedAt": now}}}]  # fmt: skip
+        self.set_status(name, {"phase": "Running", "podIP": "127.0.0.1", "hostIP": "127.0.0.1",
+                               "containerStatuses": statuses, "initContainerStatuses": init})  # fmt: skip
+
+    def exited(self, name: str, exit_code: int, reason: str = "Error") -> None:
+        now = _now()
+        statuses = [{"name": "pytorch", "ready": False, "restartCount": 0, "image": "trainer", "imageID": "",
+                     "state": {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": now,
+                                              "finishedAt": now}}}]  # fmt: skip
+        self.set_status(name, {"phase": "Failed", "containerStatuses": statuses})
+
+    def evicted(self, name: str, message: str) -> None:
+        self.set_status(name, {"phase": "Failed", "reason": "Evicted", "message": message})
+
+    def delete_pod(self, name: str) -> None:
+        self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+
+    # --- incidents and events ---
+    def incidents(self) -> list[dict[str, Any]]:
+        return list(
+            self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, c.INCIDENT_PLURAL)[
+                "items"
+            ]
+        )
+
+    def incident(self, phase: str | None = None, timeout: float = 20.0) -> dict[str, Any]:
+        def one() -> dict[str, Any] | None:
+            items = self.incidents()
+            assert len(items) <= 1, f"more than one Incident: {[i['metadata']['name'] for i in items]}"
+            if items and (phase is None or (items[0].get("status") or {}).get("phase") == phase):
+                return items[0]
+            return None
+
+        return eventually(one, f"an Incident in phase {phase}", timeout)  # type: ignore[no-any-return]
+
+    def events(self, name: str) -> list[Any]:
+        return list(
+            self.core.list_namespaced_event(
+                self.namespace, field_selector=f"involvedObject.name={name}"
+            ).items
+        )
+
+
+def _template() -> dict[str, Any]:
+    return {
+        "spec": {"containers": [{"name": "pytorch", "image": "trainer:1", "command": ["python", "train.py"]}]}
+    }
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# --- the agent's part: real upload code ------------------------------------------------------------------------
+def upload_as_agent(
+    store: S3Store, job: dict[str, Any], pod: str, node: str, dumps: dict[int, bytes], attempt: str = "0"
+) -> AttemptKey:
+    """Upload ``dumps`` (rank -> real dump bytes) the way the pod's agent does: the agent's own Uploader
+    (layout keys, ETag check, pods/<pod>.json record)."""
+    meta = job["metadata"]
+    key = AttemptKey("frwatch", meta["namespace"], meta["name"], meta["uid"], attempt)
+    record = PodRecord(pod=pod, namespace=meta["namespace"], node=node, uid="", job=meta["name"],
+                       job_uid=meta["uid"], attempt=attempt, agent_started_at=time.time())  # fmt: skip
+    uploader = Uploader(store, key, record, bucket=store.default_bucket)
+    for rank, data in dumps.items():
+        fmt = parse_dump(data)
+        assert fmt is not None, "not a real dump"
+        uploader.submit(Dump(rank, Path(f"/dumps/{c.DUMP_FILE_PREFIX}{rank}"), data, fmt, "sha"))
+    uploader.step(time.monotonic())
+    assert uploader.idle, uploader.status()
+    return key
+
+
+# --- the real agent process ---------------------------------------------------------------------------------
+@dataclass
+class AgentProcess:
+    proc: subprocess.Popen[str]
+    dump_dir: Path
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_agent(s3_env: dict[str, str], job: dict[str, Any], pod: str, node: str, workdir: Path,
+                control_port: int, attempt: str = "0") -> AgentProcess:  # fmt: skip
+    """`frwatch agent` for one pod, with the environment the webhook injects (identity, store, token)."""
+    dump_dir = workdir / f"dumps-{pod}"
+    dump_dir.mkdir(parents=True, exist_ok=True)
+    token = workdir / "agent-token"
+    token.write_text(TOKEN + "\n")
+    meta = job["metadata"]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))}, **s3_env,
+        "FRWATCH_S3_PREFIX": "frwatch", "FRWATCH_POD_NAME": pod, "FRWATCH_POD_NAMESPACE": meta["namespace"],
+        "FRWATCH_POD_NODE": node, "FRWATCH_POD_UID": "", "FRWATCH_JOB_NAME": meta["name"],
+        "FRWATCH_JOB_UID": meta["uid"], "FRWATCH_JOB_ATTEMPT": attempt, "FRWATCH_FR_DUMP_DIR": str(dump_dir),
+        "FRWATCH_AGENT_CONTROL_ADDR": "127.0.0.1", "FRWATCH_AGENT_CONTROL_PORT": str(control_port),
+        "FRWATCH_AGENT_TOKEN_PATH": str(token), "FRWATCH_AGENT_STABLE_SECONDS": "0.2",
+        "FRWATCH_AGENT_SCAN_INTERVAL_SECONDS": "0.1", "FRWATCH_AGENT_UPLOAD_BACKOFF_INITIAL_SECONDS": "0.2",
+        "FRWATCH_AGENT_UPLOAD_BACKOFF_MAX_SECONDS": "1", "FRWATCH_AGENT_DRAIN_SECONDS": "5",
+    }  # fmt: skip
+    log = workdir / f"agent-{pod}.log"
+    proc = subprocess.Popen([sys.executable, "-m", "frwatch_operator.cli", "agent"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=log.open("w"))  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, f"agent exited before listening:\n{log.read_text()}"
+    return AgentProcess(proc, dump_dir, log)

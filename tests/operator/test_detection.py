@@ -1,0 +1,87 @@
+"""Detection: a training container's failure opens exactly one Incident for the job attempt, within seconds."""
+
+from __future__ import annotations
+
+import time
+
+from harness import Cluster, eventually
+
+from frwatch_operator import constants as c
+
+
+def test_a_container_exit_opens_an_incident_and_moves_the_job_to_the_next_attempt(
+    cluster: Cluster, start_operator
+):
+    op = start_operator()
+    job = cluster.create_job("llama", world=2)
+    pods = cluster.create_pods(op, job, 2)
+    assert all(c.ANN_INJECTED in cluster.pod(p)["metadata"]["annotations"] for p in pods)
+    for p in pods:
+        cluster.running(p)
+
+    t0 = time.monotonic()
+    cluster.exited(pods[1], exit_code=1)
+    incident = cluster.incident()
+    latency = time.monotonic() - t0
+    print(f"detection latency: {latency:.2f}s")
+
+    assert incident["spec"]["jobRef"]["uid"] == job["metadata"]["uid"]
+    assert incident["spec"]["attempt"] == "0"
+    assert f"pod {pods[1]}: container pytorch exited 1" in incident["spec"]["trigger"]
+    assert incident["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    eventually(
+        lambda: cluster.job("llama")["metadata"]["annotations"].get(c.ANN_ATTEMPT) == "1", "attempt bumped"
+    )
+    events = eventually(
+        lambda: [e for e in cluster.events("llama") if e.reason == "IncidentOpened"],
+        "an IncidentOpened Event",
+    )
+    assert incident["metadata"]["name"] in events[0].message
+    assert "attempt 1" in events[0].message
+
+    # a pod created by the restart belongs to the next attempt
+    restarted = op.admit(cluster.pod_body(cluster.job("llama"), 1), cluster.namespace)
+    agent = next(x for x in restarted["spec"]["initContainers"] if x["name"] == c.AGENT_CONTAINER)
+    assert {"name": c.ENV_JOB_ATTEMPT, "value": "1"} in agent["env"]
+
+
+def test_the_same_failure_reported_many_times_opens_one_incident(cluster: Cluster, start_operator):
+    op = start_operator()
+    job = cluster.create_job("gpt", world=3)
+    pods = cluster.create_pods(op, job, 3)
+    for p in pods:
+        cluster.running(p)
+    # every pod fails, each status is reported several times (duplicated watch events)
+    for _ in range(3):
+        for i, p in enumerate(pods):
+            cluster.exited(p, exit_code=1 + i, reason="Error")
+    cluster.evicted(pods[2], "The node was low on resource: memory.")
+    cluster.incident()
+    time.sleep(2)  # let every duplicated event reach the operator
+    assert len(cluster.incidents()) == 1
+    assert cluster.job("gpt")["metadata"]["annotations"][c.ANN_ATTEMPT] == "1"
+    opened = [e for e in cluster.events("gpt") if e.reason == "IncidentOpened"]
+    assert len(opened) == 1
+
+
+def test_a_malformed_opt_in_leaves_the_job_untouched_and_says_why(cluster: Cluster, start_operator):
+    op = start_operator()
+    job = cluster.create_job("bert", world=2, annotations={c.ANN_CAPTURE: "yes please"})
+    before = cluster.job("bert")["metadata"]
+    events = eventually(
+        lambda: [e for e in cluster.events("bert") if e.reason == "CaptureConfigInvalid"],
+        "a CaptureConfigInvalid Event",
+    )
+    assert events[0].type == "Warning"
+    assert "'yes please'" in events[0].message and "enabled" in events[0].message
+    assert events[0].involved_object.uid == job["metadata"]["uid"]
+
+    pod = op.admit(cluster.pod_body(job, 0), cluster.namespace)
+    assert c.ANN_INJECTED not in (pod["metadata"].get("annotations") or {})
+    name = cluster.core.create_namespaced_pod(cluster.namespace, pod).metadata.name
+    cluster.exited(name, exit_code=1)
+    time.sleep(2)
+    assert cluster.incidents() == []
+    after = cluster.job("bert")["metadata"]
+    assert after["annotations"] == before["annotations"]
+    assert after.get("finalizers") in (None, [])

@@ -11,8 +11,9 @@ As a process: ``python -m frwatch_operator.localcluster.apiserver --port 6443 --
 
 It serves built-in kinds (core/v1, batch/v1, apps/v1, coordination, rbac, admissionregistration,
 events.k8s.io) and whatever CRDs are created, with GET/LIST/WATCH/CREATE/PUT/PATCH/DELETE, label and
-field selectors, server-side Tables for kubectl, and Status errors. No authentication, no admission
-webhooks, no scheduling, no controllers: the local cluster adds those it needs.
+field selectors, server-side Tables for kubectl, and Status errors. No authentication, no scheduling,
+no controllers: the local cluster adds those it needs. Admission on CREATE is a hook
+(``ApiServer.admission_hooks``): ``localcluster/admission.py`` calls mutating webhooks through it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +43,9 @@ from frwatch_operator.localcluster.watching import WatchFilter
 
 Obj = dict[str, Any]
 T = TypeVar("T")
+#: An admission step on CREATE (the local cluster's mutating webhooks, ``localcluster/admission.py``):
+#: ``(type, namespace, body, dry_run) -> (body to store, warnings)``; raises ``ApiError`` to deny.
+AdmissionHook = Callable[[ResourceType, str, Obj, bool], Awaitable[tuple[Obj, list[str]]]]
 
 _TRUE = frozenset({"1", "t", "T", "true", "True", "TRUE"})
 #: a watch without timeoutSeconds ends after this many seconds (the real server: 30-60 min)
@@ -101,6 +105,8 @@ class ApiServer:
         self._changed = asyncio.Event()
         self._stopping = asyncio.Event()
         self.store.add_listener(self._notify)
+        #: run in order on every CREATE before it is stored (empty: no admission, as before)
+        self.admission_hooks: list[AdmissionHook] = []
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
 
@@ -152,8 +158,12 @@ class ApiServer:
             obj = self.store.get(rt, namespace or "", route.name)
             return self._object_response(request, rt, obj)
         if method == "POST" and route.name is None:
-            obj = self.store.create(rt, namespace or "", await self._body(request), dry_run=dry_run)
-            return _json(obj, 201)
+            body, warnings = await self._admit(rt, namespace or "", await self._body(request), dry_run)
+            obj = self.store.create(rt, namespace or "", body, dry_run=dry_run)
+            response = _json(obj, 201)
+            for warning in warnings:  # as the real server relays admission warnings
+                response.headers.add("Warning", '299 - "' + warning.replace('"', "'") + '"')
+            return response
         if method == "PUT" and route.name is not None:
             obj = self.store.replace(
                 rt, namespace or "", route.name, await self._body(request), route.subresource, dry_run=dry_run
@@ -174,6 +184,15 @@ class ApiServer:
         if method == "DELETE":
             return await self._delete(request, rt, namespace, route.name, dry_run)
         raise ApiError.method_not_allowed()
+
+    async def _admit(self, rt: ResourceType, namespace: str, body: Any, dry_run: bool) -> tuple[Any, list[str]]:
+        warnings: list[str] = []
+        if not isinstance(body, dict):
+            return body, warnings  # the store answers the 400
+        for hook in self.admission_hooks:
+            body, said = await hook(rt, namespace, body, dry_run)
+            warnings += said
+        return body, warnings
 
     def _discovery(self, path: str, request: web.Request) -> web.StreamResponse | None:
         types = self.store.types()

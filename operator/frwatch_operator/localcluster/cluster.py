@@ -1,0 +1,505 @@
+"""The local cluster: everything frwatch runs on, started and stopped by one call.
+
+    with LocalCluster() as cluster:                 # or LocalCluster(...).start() ... .stop()
+        cluster.kubectl("apply", "-f", "job.yaml")
+        cluster.kubeconfig                          # for kubectl, the kubernetes client, kopf
+
+From a shell::
+
+    python -m frwatch_operator.localcluster.cluster up      # prints `export KUBECONFIG=...`; Ctrl-C stops
+    python -m frwatch_operator.localcluster.cluster down    # stops the one `up` started (another shell)
+
+What runs (every process's output in ``cluster.logs_dir``):
+
+* the Kubernetes API emulator (HTTP, loopback) with mutating admission webhooks (``admission.py``);
+* SeaweedFS (``objectstore.py``), its keys in the Secret ``frwatch-s3`` of each prepared namespace;
+* CRDs: PyTorchJob (``crds/pytorchjob.yaml``) and frwatch's own (``<checkout>/crds/*.yaml``, if any);
+* nodes ``node-a``, ``node-b`` (default) run by the stand-in kubelet and scheduler (``kubelet.py``), the
+  Job controller (``jobcontroller.py``) and the training operator (``training_operator.py``), in a
+  background thread of this process;
+* the real frwatch operator (``frwatch operator``) as a subprocess, configured by env: the emulator
+  (``KUBECONFIG``), S3, a plain-HTTP webhook on a free loopback port that a
+  ``MutatingWebhookConfiguration`` (``frwatch-local``) points at. Skipped, with the reason in
+  ``cluster.operator_status``, while ``frwatch_operator.main`` does not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from frwatch_operator import constants as c
+from frwatch_operator.localcluster.admission import install_webhook_admission
+from frwatch_operator.localcluster.apiserver import ApiServerHandle, start_apiserver
+from frwatch_operator.localcluster.client import Api, ApiStatusError, ns_path
+from frwatch_operator.localcluster.jobcontroller import JobController
+from frwatch_operator.localcluster.kubelet import Kubelet, NodeSpec
+from frwatch_operator.localcluster.objectstore import ObjectStore
+from frwatch_operator.localcluster.training_operator import TrainingOperator
+
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).resolve().parent
+#: frwatch's own CRDs in a checkout (operator/frwatch_operator/localcluster -> <checkout>/crds)
+CHECKOUT_CRDS = HERE.parents[2] / "crds"
+DEFAULT_NODES = ("node-a", "node-b")
+STATE_FILE = Path("/tmp/frwatch-localcluster/current.json")
+MWC_NAME = "frwatch-local"
+S3_SECRET = "frwatch-s3"  # noqa: S105 - a Secret's name
+TOKEN_SECRET = "frwatch-agent-token"  # noqa: S105 - a Secret's name
+#: the agent binds its control endpoint to the pod IP the kubelet gives each pod (pods share the host)
+POD_IP_ENV = ("FRWATCH_AGENT_CONTROL_ADDR",)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def operator_available() -> bool:
+    """Whether ``frwatch operator`` exists in this checkout (its module ``frwatch_operator.main``)."""
+    return importlib.util.find_spec("frwatch_operator.main") is not None
+
+
+class _LoopThread:
+    """An asyncio loop in a daemon thread, for the stand-in controllers and helper servers."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="frwatch-localcluster", daemon=True)
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        self.loop.close()
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 60) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        async def create() -> None:
+            task = asyncio.get_running_loop().create_task(coro, name=name)
+            task.add_done_callback(_log_end)
+            self.tasks.append(task)
+
+        self.call(create())
+
+    def stop(self) -> None:
+        async def cancel() -> None:
+            for task in self.tasks:
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            self.call(cancel(), timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+def _log_end(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("local cluster task %s died: %r", task.get_name(), task.exception())
+
+
+class LocalCluster:
+    """The emulator, SeaweedFS, nodes with the stand-ins, CRDs and (when it exists) the frwatch operator."""
+
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        nodes: Sequence[str | NodeSpec] = DEFAULT_NODES,
+        *,
+        start_operator: bool = True,
+        operator_env: Mapping[str, str] | None = None,
+        namespaces: Sequence[str] = ("default",),
+        keep_workdir: bool = False,
+    ) -> None:
+        """``operator_env``: extra ``FRWATCH_*`` settings for the operator (e.g. remediation);
+        ``namespaces``: prepared at start (``prepare_namespace``); ``keep_workdir``: leave logs behind."""
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="frwatch-localcluster-"))
+        self.logs_dir = self.workdir / "logs"
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.nodes = list(nodes)
+        self.start_operator = start_operator
+        self.operator_env = dict(operator_env or {})
+        self.namespaces = list(namespaces)
+        self.keep_workdir = keep_workdir
+        self.agent_token = secrets.token_hex(16)
+        self.webhook_port = free_port()
+        self.apiserver: ApiServerHandle | None = None
+        self.store: ObjectStore | None = None
+        self.kubelet: Kubelet | None = None
+        self.operator: subprocess.Popen[bytes] | None = None
+        self.operator_status = "not started"
+        self._loop: _LoopThread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self.apiserver is None:
+            raise RuntimeError("the local cluster is not started")
+        return self.apiserver.url
+
+    def start(self) -> LocalCluster:
+        started = time.monotonic()
+        try:
+            self.logs_dir.mkdir(parents=True, exist_ok=True)
+            self.apiserver = start_apiserver()
+            self.apiserver.write_kubeconfig(self.kubeconfig)
+            install_webhook_admission(self.apiserver)
+            self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
+            self.store.start()
+            self._loop = _LoopThread()
+            self._loop.call(self._install_crds())
+            for namespace in self.namespaces:
+                self.prepare_namespace(namespace)
+            self.kubelet = Kubelet(
+                self.url,
+                self.nodes,
+                self.workdir / "nodes",
+                logs_dir=self.logs_dir / "pods",
+                pod_ip_env=POD_IP_ENV,
+            )
+            jobs = JobController(self.url)
+            training = TrainingOperator(self.url)
+            self._loop.spawn(self.kubelet.run(), "kubelet")
+            self._loop.spawn(jobs.run(), "job-controller")
+            self._loop.spawn(training.run(), "training-operator")
+            self._loop.call(_wait_all([self.kubelet.ready, jobs.ready, training.ready], 30))
+            if self.start_operator:
+                self._start_operator()
+            else:
+                self.operator_status = "not started (start_operator=False)"
+        except BaseException:
+            self.stop()
+            raise
+        logger.info("local cluster up in %.1fs at %s", time.monotonic() - started, self.url)
+        return self
+
+    def stop(self) -> None:
+        if self.operator is not None:
+            _stop_process(self.operator, 10)
+            self.operator = None
+        if self._loop is not None:
+            self._loop.stop()
+            self._loop = None
+        if self.apiserver is not None:
+            self.apiserver.stop()
+            self.apiserver = None
+        if self.store is not None:
+            self.store.stop()
+            self.store = None
+        if self._own_workdir and not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- set-up --------------------------------------------------------------------------------------
+
+    async def _install_crds(self) -> None:
+        files = [HERE / "crds" / "pytorchjob.yaml"]
+        if CHECKOUT_CRDS.is_dir():
+            files += sorted(CHECKOUT_CRDS.glob("*.yaml"))
+        async with Api(self.url) as api:
+            for path in files:
+                for doc in yaml.safe_load_all(path.read_text()):
+                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                        await _create_or_keep(
+                            api, ns_path("apiextensions.k8s.io", "v1", "customresourcedefinitions"), doc
+                        )
+
+    def prepare_namespace(self, namespace: str) -> None:
+        """Create ``namespace`` (if absent) with the Secrets frwatch's agent reads there: S3 keys
+        (``frwatch-s3``) and the control token (``frwatch-agent-token``)."""
+        assert self.store is not None and self._loop is not None
+
+        def b64(text: str) -> str:
+            return base64.b64encode(text.encode()).decode()
+
+        async def run() -> None:
+            async with Api(self.url) as api:
+                await _create_or_keep(
+                    api,
+                    "/api/v1/namespaces",
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                )
+                assert self.store is not None
+                for name, data in (
+                    (
+                        S3_SECRET,
+                        {
+                            "AWS_ACCESS_KEY_ID": self.store.access_key,
+                            "AWS_SECRET_ACCESS_KEY": self.store.secret_key,
+                        },
+                    ),
+                    (TOKEN_SECRET, {"token": self.agent_token}),
+                ):
+                    body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                            "metadata": {"name": name, "namespace": namespace},
+                            "data": {k: b64(v) for k, v in data.items()}}  # fmt: skip
+                    await _create_or_keep(api, ns_path("", "v1", "secrets", namespace), body)
+
+        self._loop.call(run())
+
+    def frwatch_env(self) -> dict[str, str]:
+        """The operator's configuration (``FRWATCH_*``, ``AWS_*``, ``KUBECONFIG``) for this cluster."""
+        assert self.store is not None
+        return {
+            "KUBECONFIG": str(self.kubeconfig),
+            **self.store.env(),
+            "FRWATCH_S3_CREDENTIALS_SECRET": S3_SECRET,
+            "FRWATCH_AGENT_TOKEN_SECRET": TOKEN_SECRET,
+            "FRWATCH_WEBHOOK_ADDR": "127.0.0.1",
+            "FRWATCH_WEBHOOK_PORT": str(self.webhook_port),
+            "FRWATCH_WEBHOOK_INSECURE": "true",
+            "FRWATCH_WEBHOOK_HOST": "127.0.0.1",
+            "FRWATCH_WEBHOOK_JOB_WAIT_SECONDS": "2",
+            "FRWATCH_AGENT_STABLE_SECONDS": "0.3",
+            "FRWATCH_AGENT_DRAIN_SECONDS": "5",
+            **self.operator_env,
+        }
+
+    def register_webhook(self, url: str, name: str = MWC_NAME) -> None:
+        """A MutatingWebhookConfiguration that sends pod CREATEs of Kubeflow jobs to ``url``
+        (the operator's webhook, or a standalone one), failing open as frwatch's chart does."""
+        assert self._loop is not None
+        body = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "inject.frwatch.io",
+                "clientConfig": {"url": url},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+                "objectSelector": {"matchExpressions": [{"key": c.KF_LABEL_JOB_NAME, "operator": "Exists"}]},
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 10,
+            }],
+        }  # fmt: skip
+
+        async def run() -> None:
+            async with Api(self.url) as api:
+                path = ns_path("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+                if await api.get(f"{path}/{name}") is not None:
+                    await api.delete(f"{path}/{name}")
+                await api.create(path, body)
+
+        self._loop.call(run())
+
+    def serve_webhook(self, serve: Callable[[], contextlib.AbstractAsyncContextManager[str]]) -> str:
+        """Run a webhook server (e.g. ``lambda: webhook.serve(index, config)``) in the cluster's loop until
+        the cluster stops, and register it; returns its URL. For runs without the operator."""
+        assert self._loop is not None
+        ready: asyncio.Future[str] = self._loop.loop.create_future()
+
+        async def hold() -> None:
+            async with serve() as url:
+                ready.set_result(url)
+                await asyncio.Event().wait()
+
+        self._loop.spawn(hold(), "webhook")
+
+        async def wait() -> str:
+            return await asyncio.wait_for(ready, 30)
+
+        url = str(self._loop.call(wait()))
+        self.register_webhook(f"{url}/inject")
+        return url
+
+    def _start_operator(self) -> None:
+        if not operator_available():
+            self.operator_status = (
+                "skipped: `frwatch operator` does not exist yet (no module frwatch_operator.main); "
+                "the cluster runs without it"
+            )
+            logger.warning("local cluster: %s", self.operator_status)
+            return
+        frwatch = Path(sys.executable).parent / "frwatch"
+        env = {**_base_env(), **self.frwatch_env()}
+        log = open(self.logs_dir / "frwatch-operator.log", "ab")  # noqa: SIM115 - handed to the child
+        self.operator = subprocess.Popen(
+            [str(frwatch), "operator"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.operator.poll() is not None:
+                tail = (self.logs_dir / "frwatch-operator.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"`frwatch operator` exited with {self.operator.returncode}:\n{tail}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.webhook_port), timeout=0.5),
+            ):
+                break
+            time.sleep(0.2)
+        else:
+            raise RuntimeError(
+                f"`frwatch operator` did not open its webhook port {self.webhook_port} within 60 s"
+            )
+        from frwatch_operator.webhook import HANDLER_ID
+
+        self.register_webhook(f"http://127.0.0.1:{self.webhook_port}/{HANDLER_ID}")
+        self.operator_status = f"running (pid {self.operator.pid})"
+
+    # -- for users and tests -------------------------------------------------------------------------
+
+    def kubectl(
+        self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 30
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster (``--kubeconfig``); raises with its stderr on failure when ``check``."""
+        proc = subprocess.run(
+            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args], input=stdin, capture_output=True,
+            text=True, timeout=timeout, env={**os.environ, "KUBECACHEDIR": str(self.workdir / "kubectl-cache")},
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def api(self) -> contextlib.AbstractAsyncContextManager[Api]:
+        """An async client of the cluster (``async with cluster.api() as api``)."""
+        return Api(self.url)
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 120) -> Any:
+        """Run a coroutine in the cluster's loop (e.g. one using ``cluster.api()``) and return its result."""
+        assert self._loop is not None
+        return self._loop.call(coro, timeout=timeout)
+
+
+async def _wait_all(events: Sequence[asyncio.Event], timeout: float) -> None:
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in events)), timeout)
+
+
+async def _create_or_keep(api: Api, path: str, body: dict[str, Any]) -> None:
+    try:
+        await api.create(path, body)
+    except ApiStatusError as exc:
+        if exc.code != 409:
+            raise
+
+
+def _base_env() -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
+    return {k: os.environ[k] for k in keep if k in os.environ}
+
+
+def _stop_process(proc: subprocess.Popen[bytes], grace: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+# -- `python -m frwatch_operator.localcluster.cluster up|down` -------------------------------------------
+
+
+def _up(args: argparse.Namespace) -> int:
+    workdir = Path(args.workdir) if args.workdir else None
+    cluster = LocalCluster(
+        workdir,
+        [n for n in args.nodes.split(",") if n],
+        start_operator=not args.no_operator,
+        keep_workdir=True,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    cluster.start()
+    STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
+    STATE_FILE.write_text(
+        json.dumps({"pid": os.getpid(), "workdir": str(cluster.workdir), "url": cluster.url})
+    )
+    print(
+        f"frwatch local cluster up: API {cluster.url}, S3 {cluster.store.endpoint if cluster.store else '-'}"
+    )
+    print(f"  nodes: {', '.join(n if isinstance(n, str) else n.name for n in cluster.nodes)}")
+    print(f"  operator: {cluster.operator_status}")
+    print(f"  logs: {cluster.logs_dir}")
+    print(f"  export KUBECONFIG={cluster.kubeconfig}")
+    print("  stop: Ctrl-C, or `python -m frwatch_operator.localcluster.cluster down`", flush=True)
+    try:
+        stop.wait()
+    finally:
+        cluster.stop()
+        STATE_FILE.unlink(missing_ok=True)
+        print("frwatch local cluster stopped", flush=True)
+    return 0
+
+
+def _down(_args: argparse.Namespace) -> int:
+    try:
+        state = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        print(f"no local cluster is up (no state file at {STATE_FILE})", file=sys.stderr)
+        return 1
+    pid = int(state["pid"])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        STATE_FILE.unlink(missing_ok=True)
+        print(f"the local cluster's process {pid} is gone; state cleared", file=sys.stderr)
+        return 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            print(f"local cluster (pid {pid}) stopped; logs kept in {state['workdir']}/logs")
+            return 0
+        time.sleep(0.2)
+    print(f"the local cluster (pid {pid}) did not stop within 60 s", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m frwatch_operator.localcluster.cluster", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the local cluster in the foreground (Ctrl-C stops it)")
+    up.add_argument("--workdir", help="folder for state and logs (default: a new temporary folder, kept)")
+    up.add_argument("--nodes", default=",".join(DEFAULT_NODES), help="comma-separated node names")
+    up.add_argument("--no-operator", action="store_true", help="do not start `frwatch operator`")
+    sub.add_parser("down", help="stop the cluster `up` started")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return _up(args) if args.command == "up" else _down(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

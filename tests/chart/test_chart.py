@@ -21,17 +21,29 @@ from frwatch_operator.webhook import HANDLER_ID
 VARIANTS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "cert-manager, own issuer": {
-        "webhook": {"tls": {"mode": "certManager", "certManager": {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}}
+        "webhook": {
+            "tls": {
+                "mode": "certManager",
+                "certManager": {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}},
+            }
+        }
     },
     "cert-manager, self-signed": {"webhook": {"tls": {"mode": "certManager"}}},
     "operator-managed TLS": {"webhook": {"tls": {"mode": "operator"}}},
-    "HA + monitoring": {"replicaCount": 2, "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
+    "HA + monitoring": {
+        "replicaCount": 2,
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    },
     "remediation on": {"remediation": {"enabled": True, "dryRun": False, "maxNodesPerIncident": 1}},
     "no metrics": {"metrics": {"enabled": False}},
     "s3 secret, digest, custom everything": {
         "image": {"repository": "registry.example/frwatch", "digest": "sha256:" + "a" * 64},
         "imagePullSecrets": [{"name": "regcred"}],
-        "s3": {"endpointUrl": "http://minio.storage:9000", "existingSecret": "frwatch-s3-creds", "bucket": "dumps"},
+        "s3": {
+            "endpointUrl": "http://minio.storage:9000",
+            "existingSecret": "frwatch-s3-creds",
+            "bucket": "dumps",
+        },
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/frwatch"}},
         "webhook": {"namespaceLabels": {"frwatch.io/capture": "enabled"}, "excludeNamespaces": ["infra"]},
         "operator": {
@@ -40,7 +52,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "extraEnv": [{"name": "TZ", "value": "UTC"}],
             "priorityClassName": "system-cluster-critical",
         },
-        "analyzer": {"image": "registry.example/frwatch-analyzer:1", "resources": {"limits": {"memory": "16Gi"}}},
+        "analyzer": {
+            "image": "registry.example/frwatch-analyzer:1",
+            "resources": {"limits": {"memory": "16Gi"}},
+        },
         "logLevel": "DEBUG",
     },
 }
@@ -50,7 +65,9 @@ FOREIGN_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_chart_lints_clean(variant: str) -> None:
-    report = helm.lint(CHART, VARIANTS[variant], namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}", strict=True)
+    report = helm.lint(
+        CHART, VARIANTS[variant], namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}", strict=True
+    )
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert not report["errors"] and not problems, report
 
@@ -141,7 +158,9 @@ def test_operator_env_is_a_valid_frwatch_config(variant: str) -> None:
     env = _env(render(VARIANTS[variant]))
     known = set(env_names())
     ours = {k for k in env if k.startswith("FRWATCH_")}
-    assert ours - known <= PENDING_CONFIG, f"the chart sets variables frwatch never reads: {ours - known - PENDING_CONFIG}"
+    assert ours - known <= PENDING_CONFIG, (
+        f"the chart sets variables frwatch never reads: {ours - known - PENDING_CONFIG}"
+    )
     literal = {k: v for k, v in env.items() if isinstance(v, str) and k in known}
     config = load_config(literal)  # raises FatalError naming the variable when a value is malformed
     assert config.webhook.host == f"frwatch-webhook.{NAMESPACE}.svc"
@@ -163,7 +182,9 @@ def test_safe_defaults_remediation_off_and_dry_run() -> None:
 def test_s3_credentials_come_from_the_existing_secret() -> None:
     assert "AWS_ACCESS_KEY_ID" not in _env(render())
     env = _env(render(VARIANTS["s3 secret, digest, custom everything"]))
-    assert env["AWS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "frwatch-s3-creds", "key": "AWS_ACCESS_KEY_ID"}}
+    assert env["AWS_ACCESS_KEY_ID"] == {
+        "secretKeyRef": {"name": "frwatch-s3-creds", "key": "AWS_ACCESS_KEY_ID"}
+    }
     assert env["AWS_SECRET_ACCESS_KEY"] == {
         "secretKeyRef": {"name": "frwatch-s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}
     }
@@ -186,7 +207,13 @@ def test_webhook_can_never_block_a_pod(variant: str) -> None:
     assert hook["reinvocationPolicy"] == "Never"
     assert 1 <= hook["timeoutSeconds"] <= 10
     assert hook["rules"] == [
-        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "Namespaced"}
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "operations": ["CREATE"],
+            "scope": "Namespaced",
+        }
     ]
     assert hook["objectSelector"] == {
         "matchExpressions": [{"key": "training.kubeflow.org/job-name", "operator": "Exists"}]
@@ -201,7 +228,9 @@ def test_webhook_can_never_block_a_pod(variant: str) -> None:
 def test_webhook_service_reaches_the_operator_port() -> None:
     docs = render()
     svc = one(docs, "Service", "-webhook")
-    assert svc["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}]
+    assert svc["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}
+    ]
     ports = {p["name"]: p["containerPort"] for p in _container(docs)["ports"]}
     assert ports["webhook"] == int(_env(docs)["FRWATCH_WEBHOOK_PORT"])
     deployment = one(docs, "Deployment")

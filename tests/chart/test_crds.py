@@ -20,7 +20,9 @@ from frwatch_operator.resources import CapturePolicySpec, IncidentSpec, Incident
 def test_crd_files_are_what_the_models_generate() -> None:
     generated = gen_crds().generated()
     for name, text in generated.items():
-        assert (CRDS / name).read_text() == text, f"crds/{name} is stale: run .venv/bin/python scripts/gen_crds.py"
+        assert (CRDS / name).read_text() == text, (
+            f"crds/{name} is stale: run .venv/bin/python scripts/gen_crds.py"
+        )
 
 
 def test_chart_crds_are_byte_identical_to_top_level_crds() -> None:
@@ -123,7 +125,11 @@ def test_crd_names_printer_columns_and_subresources() -> None:
     assert version["subresources"] == {"status": {}}
     cols = [col["name"] for col in version["additionalPrinterColumns"] if not col.get("priority")]
     assert cols == ["Job", "Phase", "Category", "Suspects", "Age"]
-    pcols = [col["name"] for col in pol["spec"]["versions"][0]["additionalPrinterColumns"] if not col.get("priority")]
+    pcols = [
+        col["name"]
+        for col in pol["spec"]["versions"][0]["additionalPrinterColumns"]
+        if not col.get("priority")
+    ]
     assert pcols == ["Selector", "Age"]
 
 
@@ -196,7 +202,9 @@ BAD_POLICIES = {
     "unknown operator": _set(GOOD_POLICY, "spec.jobSelector.matchExpressions.0.operator", "Has"),
     "In without values (CEL)": _set(GOOD_POLICY, "spec.jobSelector.matchExpressions.0.values", []),
     "Exists with values (CEL)": _set(
-        GOOD_POLICY, "spec.jobSelector.matchExpressions.1", {"key": "x", "operator": "Exists", "values": ["y"]}
+        GOOD_POLICY,
+        "spec.jobSelector.matchExpressions.1",
+        {"key": "x", "operator": "Exists", "values": ["y"]},
     ),
     "analyzer deadline too short": _set(GOOD_POLICY, "spec.analyzer.deadlineSeconds", 1),
     "negative node cap": _set(GOOD_POLICY, "spec.remediation.maxNodesPerIncident", -1),

@@ -1,0 +1,312 @@
+"""The rendered RBAC covers every API call the operator makes and no more.
+
+Calls are derived from the code: the kopf handlers the operator registers (their resources; watching
+handlers list+watch, timers also patch for their finalizer and progress), kopf's own calls (CRD scanning,
+Events), and every kubernetes-client call in the operator's modules (read from the source, not guessed).
+The checker (``frwatch_operator.localcluster.rbac``) is tested on hand-made audit logs, and the audit
+proxy (``localcluster.audit``) on real HTTP against the emulator; the operator's end-to-end tests can
+record the real operator's calls with the proxy and check them with the same function::
+
+    from frwatch_operator.localcluster.audit import start_audit_proxy
+    from frwatch_operator.localcluster.rbac import check, grants_for
+    coverage = check(proxy.entries_for("frwatch-operator"), grants_for(rendered_docs, "frwatch", "frwatch-system"))
+    assert not coverage.denied, coverage.explain()
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chart_helpers import NAMESPACE, ROOT, render
+
+from frwatch_operator import constants as c
+from frwatch_operator.config import Config
+from frwatch_operator.localcluster.audit import AuditEntry, audit_entry
+from frwatch_operator.localcluster.rbac import Coverage, check, grants_for
+
+SA = "frwatch"
+OPERATOR_SRC = ROOT / "operator" / "frwatch_operator"
+#: Modules that are not the operator (the emulator, test workloads, the agent: it talks to S3 only).
+NOT_OPERATOR = ("localcluster", "workloads", "demo", "agent")
+#: Any namespace a training job may live in (a call there needs a cluster-wide grant).
+JOB_NS = "some-team"
+
+
+def call(
+    verb: str, group: str, resource: str, namespace: str = "", name: str = "", sub: str = ""
+) -> AuditEntry:
+    return AuditEntry("op", "static", verb, group, "v1", resource, sub, namespace, name, "", 200)
+
+
+# --- deriving the calls from the code -------------------------------------------------------------------
+
+
+def kopf_calls() -> list[AuditEntry]:
+    """What kopf does for the operator's registry and settings (main.run: clusterwide, standalone)."""
+    import kopf
+    from kubernetes import client
+
+    from frwatch_operator.handlers import Deps, register_all
+    from frwatch_operator.kube import Kube
+    from frwatch_operator.observations import Observations
+    from frwatch_operator.webhook import JobIndex
+
+    registry = kopf.OperatorRegistry()
+    register_all(registry, Deps(Config(), JobIndex(), Observations(), Kube(client.ApiClient()), None))  # type: ignore[arg-type]
+    calls = [call("list", "apiextensions.k8s.io", "customresourcedefinitions"),
+             call("watch", "apiextensions.k8s.io", "customresourcedefinitions"),
+             call("create", "", "events", JOB_NS)]  # fmt: skip
+    for handler in registry._watching.get_all_handlers():
+        s = handler.selector
+        calls += [call(v, s.group, s.any_name) for v in ("list", "watch")]
+    for handler in registry._spawning.get_all_handlers() + registry._changing.get_all_handlers():
+        s = handler.selector
+        calls += [call(v, s.group, s.any_name) for v in ("list", "watch")]
+        calls.append(call("patch", s.group, s.any_name, JOB_NS, "x"))  # finalizer, progress annotations
+    return calls
+
+
+_CLIENT_METHOD = re.compile(
+    r"^(?P<verb>read|get|list|create|patch|replace|delete)_(?P<ns>namespaced_)?(?P<kind>[a-z_]+?)(?P<status>_status)?$"
+)
+_VERB = {"read": "get", "replace": "update"}
+_PLURAL = {"config_map": "configmaps", "custom_object": "?"}
+_GROUP_OF_API = {"core": "", "batch": "batch"}
+
+
+def client_calls() -> list[AuditEntry]:
+    """Every ``<x>.core|batch|custom.<method>(...)`` call in the operator's modules, as RBAC sees it."""
+    config = Config()
+    calls: list[AuditEntry] = []
+    for path in sorted(OPERATOR_SRC.rglob("*.py")):
+        if any(part in NOT_OPERATOR for part in path.relative_to(OPERATOR_SRC).parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            owner = node.func.value
+            if not (isinstance(owner, ast.Attribute) and owner.attr in ("core", "batch", "custom")):
+                continue
+            m = _CLIENT_METHOD.match(node.func.attr)
+            assert m, f"{path.name}: {node.func.attr}: a client call this test cannot classify; teach it"
+            verb = _VERB.get(m["verb"], m["verb"])
+            namespace = "" if m["verb"] == "list" and not m["ns"] else JOB_NS
+            sub = "status" if m["status"] else ""
+            if owner.attr == "custom":
+                text = ast.unparse(node)
+                if "INCIDENT_PLURAL" in text:
+                    group, resource = c.GROUP, c.INCIDENT_PLURAL
+                elif "POLICY_PLURAL" in text:
+                    group, resource = c.GROUP, c.POLICY_PLURAL
+                else:  # the training job (kind.group/kind.plural, _job_args(...)): every supported job kind
+                    group, resource = c.KF_GROUP, c.KF_PLURAL
+            else:
+                group = _GROUP_OF_API[owner.attr]
+                kind = m["kind"]
+                resource = _PLURAL.get(kind, kind + "s")
+            name = "" if verb in ("list", "create") else "x"
+            if resource == "configmaps":  # the breaker's ConfigMap, in the release namespace
+                namespace = NAMESPACE
+                name = "" if verb == "create" else config.remediation.breaker_configmap
+            if resource == "secrets":  # the agent's token, in the job's namespace
+                name = config.agent.token_secret
+            if resource == "nodes":
+                namespace = ""
+            calls.append(call(verb, group, resource, namespace, name, sub))
+    return calls
+
+
+#: Grants a call the code makes only through kopf's machinery, not visible as a client call or handler:
+#: the analyzer Job's ownerReference with blockOwnerDeletion (verdictloop.incident.owner_reference).
+OWNER_REFERENCE_CALLS = [call("update", c.GROUP, c.INCIDENT_PLURAL, JOB_NS, "x", "finalizers")]
+
+
+def operator_calls() -> list[AuditEntry]:
+    calls = kopf_calls() + client_calls()
+    assert any(e.resource == "incidents" and e.verb == "create" for e in calls), "derivation found no calls"
+    text = (OPERATOR_SRC / "verdictloop" / "incident.py").read_text()
+    if '"blockOwnerDeletion": True' in text:
+        calls += OWNER_REFERENCE_CALLS
+    return calls
+
+
+def _coverage(values: dict[str, Any]) -> Coverage:
+    return check(operator_calls(), grants_for(render(values), SA, NAMESPACE))
+
+
+def test_rbac_with_cordoning_on_is_exactly_what_the_code_calls() -> None:
+    coverage = _coverage({"remediation": {"enabled": True, "dryRun": False}})
+    assert coverage.exact, coverage.explain()
+
+
+def test_default_rbac_cannot_cordon_and_allows_everything_else() -> None:
+    """Dry-run by default: the one call refused is the cordon itself (patch nodes)."""
+    coverage = _coverage({})
+    assert [(e.verb, e.resource) for e in coverage.denied] == [("patch", "nodes")], coverage.explain()
+    assert not coverage.unused and not coverage.wildcards, coverage.explain()
+
+
+def test_the_derivation_sees_the_operators_calls() -> None:
+    calls = {(e.verb, e.api_group, e.resource_path) for e in operator_calls()}
+    assert {
+        ("watch", "", "pods"),
+        ("create", c.GROUP, "incidents"),
+        ("patch", c.GROUP, "incidents/status"),
+        ("patch", c.KF_GROUP, "pytorchjobs"),
+        ("create", "batch", "jobs"),
+        ("create", "", "events"),
+    } <= calls
+
+
+def test_operator_tls_mode_adds_only_its_webhook_configuration() -> None:
+    default = {
+        (g.source.split(" rule")[0], tuple(sorted(g.verbs))) for g in grants_for(render(), SA, NAMESPACE)
+    }
+    operator = grants_for(render({"webhook": {"tls": {"mode": "operator"}}}), SA, NAMESPACE)
+    extra = [g for g in operator if (g.source.split(" rule")[0], tuple(sorted(g.verbs))) not in default]
+    assert [(sorted(g.resources), sorted(g.resource_names)) for g in extra] == [
+        (["mutatingwebhookconfigurations"], ["frwatch"])
+    ]
+
+
+# --- the checker itself, on hand-made audit logs ------------------------------------------------------------
+
+RULES: list[dict[str, Any]] = [
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "op"},
+     "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+               {"apiGroups": ["frwatch.io"], "resources": ["incidents/status"], "verbs": ["patch"]},
+               {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["tok"], "verbs": ["get"]}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "op"},
+     "roleRef": {"kind": "ClusterRole", "name": "op", "apiGroup": "rbac.authorization.k8s.io"},
+     "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "op", "namespace": "sys"},
+     "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "op", "namespace": "sys"},
+     "roleRef": {"kind": "Role", "name": "op", "apiGroup": "rbac.authorization.k8s.io"},
+     "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]},
+    # bound to someone else: must not count
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "other"},
+     "roleRef": {"kind": "ClusterRole", "name": "op", "apiGroup": "rbac.authorization.k8s.io"},
+     "subjects": [{"kind": "ServiceAccount", "name": "other", "namespace": "sys"}]},
+]  # fmt: skip
+
+
+def _log(*requests: tuple[str, str]) -> list[AuditEntry]:
+    """(method, path?query) -> audit entries, classified as the proxy does."""
+    out = []
+    for method, url in requests:
+        path, _, qs = url.partition("?")
+        query = dict(p.split("=", 1) for p in qs.split("&") if p)
+        out.append(audit_entry(method, path, query, {"authorization": "Bearer op", "user-agent": "t"}, 200))
+    return out
+
+
+def test_checker_accepts_a_log_the_rules_cover_exactly() -> None:
+    log = _log(
+        ("GET", "/api/v1/pods"),
+        ("GET", "/api/v1/pods?watch=true"),
+        ("PATCH", "/apis/frwatch.io/v1alpha1/namespaces/a/incidents/i1/status"),
+        ("GET", "/api/v1/namespaces/b/secrets/tok"),
+        ("GET", "/api/v1/namespaces/sys/configmaps/breaker"),
+        ("GET", "/apis"),  # discovery: granted to everyone
+        ("GET", "/version"),
+    )
+    coverage = check(log, grants_for(RULES, "op", "sys"))
+    assert coverage.exact, coverage.explain()
+
+
+@pytest.mark.parametrize(
+    ("request_", "why"),
+    [
+        (("PATCH", "/apis/frwatch.io/v1alpha1/namespaces/a/incidents/i1"), "the object, not its status"),
+        (("GET", "/api/v1/namespaces/b/secrets/other"), "a Secret outside resourceNames"),
+        (("GET", "/api/v1/namespaces/b/configmaps/breaker"), "a Role applies in its own namespace only"),
+        (("DELETE", "/api/v1/namespaces/a/pods"), "deletecollection was never granted"),
+        (("GET", "/api/v1/namespaces/a/pods/p"), "get is not list"),
+        (("POST", "/api/v1/namespaces/a/secrets"), "create cannot use resourceNames"),
+    ],
+)
+def test_checker_reports_calls_the_rules_deny(request_: tuple[str, str], why: str) -> None:
+    coverage = check(_log(request_), grants_for(RULES, "op", "sys"))
+    assert len(coverage.denied) == 1, why
+
+
+def test_checker_reports_grants_no_call_used_and_wildcards() -> None:
+    coverage = check(_log(("GET", "/api/v1/pods")), grants_for(RULES, "op", "sys"))
+    assert ("ClusterRole/op rule 0", "watch", "", "pods") in coverage.unused
+    assert ("Role/op rule 0", "get", "", "configmaps") in coverage.unused
+    wild = [*RULES[:1], {**RULES[1]}]
+    wild[0] = {**RULES[0], "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+    coverage = check(_log(("DELETE", "/api/v1/namespaces/a/pods/p")), grants_for(wild, "op", "sys"))
+    assert not coverage.denied and coverage.wildcards == ["ClusterRole/op rule 0"]
+    assert "WILDCARD" in coverage.explain()
+
+
+def test_checker_refuses_a_binding_to_a_missing_role() -> None:
+    with pytest.raises(ValueError, match="not in the manifests"):
+        grants_for(RULES[1:2], "op", "sys")
+
+
+def test_rendered_rules_have_no_wildcards_in_any_variant() -> None:
+    for values in (
+        {},
+        {"remediation": {"enabled": True, "dryRun": False}},
+        {"webhook": {"tls": {"mode": "operator"}}},
+    ):
+        for doc in render(values):
+            for rule in doc.get("rules") or []:
+                flat = rule.get("apiGroups", []) + rule.get("resources", []) + rule.get("verbs", [])
+                assert "*" not in flat, (doc["metadata"]["name"], rule)
+
+
+# --- the audit proxy, on real HTTP in front of the emulator ----------------------------------------------
+
+
+def test_audit_proxy_records_each_call_in_rbac_terms(
+    k8s_api: Any, k8s_namespace: str, tmp_path: Path
+) -> None:
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    from frwatch_operator.localcluster.audit import start_audit_proxy
+
+    with start_audit_proxy(k8s_api.url) as proxy:
+        path = proxy.write_kubeconfig(tmp_path / "kubeconfig", user="frwatch-operator")
+        api = kube_config.new_client_from_config(str(path))
+        core = client.CoreV1Api(api)
+        core.create_namespaced_config_map(
+            k8s_namespace, {"metadata": {"name": "breaker"}, "data": {"a": "1"}}
+        )
+        core.read_namespaced_config_map("breaker", k8s_namespace)
+        core.patch_namespaced_config_map("breaker", k8s_namespace, {"data": {"a": "2"}})
+        core.list_pod_for_all_namespaces()
+        watched = core.list_namespaced_config_map(
+            k8s_namespace, watch=True, timeout_seconds=1, _preload_content=False
+        )
+        assert b"breaker" in watched.read()
+        core.delete_namespaced_config_map("breaker", k8s_namespace)
+        api.close()
+        entries = proxy.entries_for("frwatch-operator")
+    got = [(e.verb, e.resource, e.namespace, e.name, e.status) for e in entries]
+    assert got == [
+        ("create", "configmaps", k8s_namespace, "", 201),
+        ("get", "configmaps", k8s_namespace, "breaker", 200),
+        ("patch", "configmaps", k8s_namespace, "breaker", 200),
+        ("list", "pods", "", "", 200),
+        ("watch", "configmaps", k8s_namespace, "", 200),
+        ("delete", "configmaps", k8s_namespace, "breaker", 200),
+    ]
+    role = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"},
+             "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "patch", "watch"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "r"},
+             "roleRef": {"kind": "ClusterRole", "name": "r"},
+             "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]}]  # fmt: skip
+    coverage = check(entries, grants_for(role, "op", "sys"))
+    assert sorted((e.verb, e.resource) for e in coverage.denied) == [
+        ("delete", "configmaps"),
+        ("list", "pods"),
+    ]

@@ -1,0 +1,175 @@
+"""The analyzer's batch/v1 Job manifest for one incident. Pure: builds a dict, sends nothing.
+
+The pod holds no Kubernetes credentials (``automountServiceAccountToken: false``, no service account
+token, no service links), runs as non-root on a read-only root filesystem, and gets only the S3
+endpoint and the S3 credentials, from a Secret in the job's namespace (``secretKeyRef``, optional: absent,
+boto3's default chain applies, e.g. a workload identity). It is owned by the Incident (deleted with it)
+and removed ``ttlSecondsAfterFinished`` after it ends. Its one-line summary lands in the container's
+termination message (``FallbackToLogsOnError``: a crash leaves the tail of its log there instead).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from frwatch_analyzers.layout import REPORT, VERDICT
+from frwatch_operator import constants as c
+from frwatch_operator.config import AnalyzerSettings, S3Settings
+from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.resources import ComputeResources
+from frwatch_operator.verdictloop.incident import IncidentIdentity
+
+JOB_NAME_PREFIX = "frwatch-analyze-"
+#: The analyzer runs as this non-root user (any image frwatch ships has no need of root).
+RUN_AS_USER = 65532
+_NAME_MAX = 63  # a Job's name becomes its pods' label value: at most 63 characters
+
+
+@dataclass(frozen=True)
+class AnalyzerRun:
+    """The analyzer Job's settings for one incident: the operator's, overridden by the CapturePolicy's."""
+
+    image: str
+    resources: ComputeResources
+    deadline_seconds: int
+    backoff_limit: int
+    ttl_seconds_after_finished: int
+
+
+def effective_run(settings: AnalyzerSettings, capture: CaptureSettings | None = None) -> AnalyzerRun:
+    """The operator's analyzer settings, with the image, resources and deadline of the job's effective
+    capture settings (its CapturePolicy's, see :mod:`frwatch_operator.optin`) when given."""
+    return AnalyzerRun(
+        image=capture.analyzer_image if capture else settings.image,
+        resources=capture.analyzer_resources if capture else settings.resources,
+        deadline_seconds=capture.analyzer_deadline_seconds if capture else settings.deadline_seconds,
+        backoff_limit=settings.backoff_limit,
+        ttl_seconds_after_finished=settings.ttl_seconds_after_finished,
+    )
+
+
+def fit_name(base: str, limit: int = _NAME_MAX) -> str:
+    """``base`` if it fits in ``limit`` characters, else a prefix of it plus a short hash (stable, unique)."""
+    if len(base) <= limit:
+        return base
+    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+    return base[: limit - 9].rstrip("-.") + "-" + digest
+
+
+def analyzer_job_name(incident_name: str) -> str:
+    """The analyzer Job's name: one per incident, so creating it twice is a no-op (409)."""
+    return fit_name(JOB_NAME_PREFIX + incident_name)
+
+
+def label_value(text: str) -> str:
+    """A valid label value for ``text`` (63 characters at most, alphanumeric at both ends)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "-", text).strip("-_.")
+    return fit_name(cleaned).strip("-_.")
+
+
+def worker_count(resources: ComputeResources) -> int:
+    """Analyzer worker processes: the CPU limit (else request) rounded up, at least 1. Never "one per core":
+    the node's core count says nothing about the container's CPU share."""
+    quantity = resources.limits.get("cpu") or resources.requests.get("cpu") or "1"
+    try:
+        cores = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    except ValueError:
+        return 1
+    return max(1, math.ceil(cores))
+
+
+def analyzer_labels(incident: IncidentIdentity) -> dict[str, str]:
+    return {
+        c.LABEL_APP_NAME: "frwatch",
+        c.LABEL_COMPONENT: "analyzer",
+        c.LABEL_MANAGED_BY: c.EVENT_COMPONENT,
+        c.LABEL_INCIDENT: label_value(incident.name),
+    }
+
+
+def analyzer_command(evidence_url: str) -> list[str]:
+    """The container's command: analyze the attempt's evidence, write verdict.json and report.txt beside it."""
+    root = evidence_url.rstrip("/")
+    return [
+        "frwatch", "analyze", root,
+        "--format", "json",
+        "--out", f"{root}/{VERDICT}",
+        "--report-out", f"{root}/{REPORT}",
+        "--termination-log", c.ANALYZER_TERMINATION_LOG,
+    ]  # fmt: skip
+
+
+def analyzer_env(s3: S3Settings) -> list[dict[str, Any]]:
+    """The S3 endpoint and region as values, the credentials as optional references to the S3 Secret."""
+    env: list[dict[str, Any]] = []
+    if s3.endpoint_url:
+        env.append({"name": c.ENV_AWS_ENDPOINT_URL, "value": s3.endpoint_url})
+    env.append({"name": c.ENV_AWS_REGION, "value": s3.region})
+    for key in (c.ENV_AWS_ACCESS_KEY_ID, c.ENV_AWS_SECRET_ACCESS_KEY):
+        env.append(
+            {
+                "name": key,
+                "valueFrom": {"secretKeyRef": {"name": s3.credentials_secret, "key": key, "optional": True}},
+            }
+        )
+    return env
+
+
+def analyzer_job(
+    incident: IncidentIdentity, *, evidence_url: str, s3: S3Settings, run: AnalyzerRun
+) -> dict[str, Any]:
+    """The batch/v1 Job that analyzes one incident's evidence (created in the incident's namespace)."""
+    labels = analyzer_labels(incident)
+    command = [*analyzer_command(evidence_url), "--jobs", str(worker_count(run.resources))]
+    container: dict[str, Any] = {
+        "name": c.ANALYZER_CONTAINER,
+        "image": run.image,
+        "command": command,
+        "env": analyzer_env(s3),
+        "resources": run.resources.wire(),
+        "terminationMessagePath": c.ANALYZER_TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": analyzer_job_name(incident.name),
+            "namespace": incident.namespace,
+            "labels": labels,
+            "annotations": {c.ANN_INCIDENT: incident.name},
+            "ownerReferences": [incident.owner_reference()],
+        },
+        "spec": {
+            "backoffLimit": run.backoff_limit,
+            "activeDeadlineSeconds": run.deadline_seconds,
+            "ttlSecondsAfterFinished": run.ttl_seconds_after_finished,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUN_AS_USER,
+                        "runAsGroup": RUN_AS_USER,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+                },
+            },
+        },
+    }

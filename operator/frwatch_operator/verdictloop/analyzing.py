@@ -1,0 +1,251 @@
+"""The Analyzing phase of an Incident: start the analyzer Job, then drive it to Reported or Failed.
+
+Two entry points (synchronous; kopf runs sync handlers in threads):
+
+- :func:`start_analysis` (the operator core's hand-off hook, ``frwatch_operator.analysis_handoff``):
+  creates the analyzer Job when collection ended. Idempotent: the Job's name is derived from the
+  Incident, a second call finds it.
+- :func:`advance_analysis` while the Incident is ``Analyzing`` (the timer of :mod:`.handler`): reads the
+  Job; running -> ``Step(done=False, retry_after=...)``; failed -> phase ``Failed`` with the reason and
+  Events; done -> reads verdict.json, writes the ``frwatch.io/*`` annotations and Events on the training
+  job, runs the cordon policy, returns the status for phase ``Reported``.
+
+``Step.status`` is a merge patch for the Incident's ``.status`` (camelCase; lists whole). Nothing is kept
+between calls: progress lives in the Incident's status, so a restarted operator resumes. Every write is
+idempotent (deterministic Job and Event names, merge patches, the breaker persisted before a cordon).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.verdict import Verdict
+from frwatch_operator.config import Config
+from frwatch_operator.errors import RetryableError
+from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.resources import IncidentPhase
+from frwatch_operator.s3store import S3Store
+from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_name, effective_run
+from frwatch_operator.verdictloop.cordoning import remediate
+from frwatch_operator.verdictloop.events import event_object, involved
+from frwatch_operator.verdictloop.incident import IncidentIdentity, IncidentView, evidence_url
+from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
+from frwatch_operator.verdictloop.job_report import (
+    EventSpec,
+    Reason,
+    analyzing_status,
+    failed_status,
+    job_annotations,
+    report_url,
+    reported_status,
+    verdict_events,
+)
+from frwatch_operator.verdictloop.ports import AnalysisRequestLike, KubeActions, Obj
+from frwatch_operator.verdictloop.remediation import effective_rules
+from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_manifest, read_verdict
+
+#: How soon to look at a running analyzer Job again (seconds).
+POLL_SECONDS = 5.0
+#: A Job still unfinished this long past its activeDeadlineSeconds is given up on (the Job controller
+#: should have failed it with DeadlineExceeded long before).
+OVERDUE_GRACE = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one call did: the Incident status merge patch to write ({}: nothing), and what comes next."""
+
+    status: dict[str, Any] = field(default_factory=dict)
+    #: The Analyzing phase is over (Reported or Failed): stop calling advance_analysis.
+    done: bool = False
+    #: Still analyzing: call advance_analysis again after this many seconds.
+    retry_after: float | None = None
+
+
+def start_analysis(
+    request: AnalysisRequestLike,
+    config: Config,
+    *,
+    kube: KubeActions | None = None,
+    now: datetime | None = None,
+) -> Step:
+    """Create the analyzer Job of the request's Incident (idempotent); returns the status for ``Analyzing``.
+
+    ``kube``: the Kubernetes adapter (default: the one :func:`frwatch_operator.verdictloop.handler.register`
+    wired, else the ``kubernetes`` client's default configuration). Raises :class:`RetryableError` when
+    the API does not answer, or while a Job of that name left by an earlier Incident of the same name is
+    being deleted; :class:`FatalError` when the request cannot be analysed (no s3:// evidence URL).
+    """
+    from frwatch_operator.verdictloop.wiring import actions
+
+    kube = kube or actions()
+    now = now or datetime.now(UTC)
+    incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
+    url = evidence_url(request.storage_url, f"Incident {incident.key}")
+    run = effective_run(config.analyzer, request.settings)
+    manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run)
+    job = kube.create_job(manifest)
+    name = str(manifest["metadata"]["name"])
+    owners = [ref.get("uid") for ref in (job.get("metadata") or {}).get("ownerReferences") or []]
+    if incident.uid not in owners:
+        kube.delete_job(incident.namespace, name)
+        raise RetryableError(
+            f"Job {incident.namespace}/{name} belongs to an earlier Incident of the same name; deleting it, "
+            "will create this Incident's Job after",
+            delay=2.0,
+        )
+    spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {name}")
+    kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
+    return Step(analyzing_status(name, now=now, conditions=()), done=False, retry_after=POLL_SECONDS)
+
+
+def advance_analysis(
+    incident: Mapping[str, Any],
+    *,
+    config: Config,
+    kube: KubeActions,
+    store: S3Store,
+    settings: CaptureSettings | None = None,
+    now: datetime | None = None,
+) -> Step:
+    """Look at the analyzer Job once and act on what it shows (see the module's docstring).
+
+    ``settings``: the job's effective capture settings (analyzer deadline, remediation switch, dry-run and
+    cap); None: the operator's. Raises :class:`RetryableError` when the API or S3 does not answer
+    (nothing was half-done that a retry would not redo the same way).
+    """
+    now = now or datetime.now(UTC)
+    view = IncidentView.of(incident)
+    if view.status.phase is not IncidentPhase.ANALYZING:
+        return Step(done=view.status.phase in (IncidentPhase.REPORTED, IncidentPhase.FAILED))
+    url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
+    name = view.status.analyzer_job or analyzer_job_name(view.name)
+    first = (
+        {} if view.status.analyzer_job else analyzing_status(name, now=now, conditions=view.status.conditions)
+    )
+    job = kube.get_job(view.namespace, name)
+    training = _training_job(view, kube)
+    note = ""
+    if job is None:
+        # Deleted by a person, or cleaned up (TTL) before we looked: the verdict may still be in S3.
+        note = f"analyzer Job {name} was gone when frwatch looked"
+    else:
+        run = effective_run(config.analyzer, settings)
+        outcome = job_outcome(
+            job,
+            kube.list_job_pods(view.namespace, name),
+            now=now,
+            overdue_after=timedelta(seconds=run.deadline_seconds) + OVERDUE_GRACE,
+        )
+        if outcome.state is JobState.RUNNING:
+            patch = dict(first)
+            if outcome.message != view.status.message:
+                patch["message"] = outcome.message
+            return Step(patch, done=False, retry_after=POLL_SECONDS)
+        if outcome.state is JobState.FAILED:
+            return _fail(view, training, kube, outcome.reason, outcome.message, now, first)
+    try:
+        verdict = read_verdict(store, url)
+    except VerdictUnavailable as exc:
+        message = str(exc) if not note else f"{note}, and {exc}"
+        reason = "AnalyzerJobGone" if job is None else exc.reason
+        return _fail(view, training, kube, reason, message, now, first)
+    step = _report(view, training, verdict, config, kube, store, settings, url, note, now)
+    return Step({**first, **step.status}, done=step.done)
+
+
+# --- the two endings ---------------------------------------------------------------------------------
+
+
+def _report(
+    view: IncidentView,
+    training: Obj | None,
+    verdict: Verdict,
+    config: Config,
+    kube: KubeActions,
+    store: S3Store,
+    settings: CaptureSettings | None,
+    url: str,
+    note: str,
+    now: datetime,
+) -> Step:
+    report = report_url(url)
+    job_ref = _job_involved(view, training) if training is not None else None
+    if job_ref is not None:
+        kube.annotate_training_job(
+            view.namespace, view.spec.job_ref, job_annotations(verdict, incident=view.name, report=report)
+        )
+        for spec in verdict_events(verdict, incident=view.name, report=report):
+            kube.post_event(event_object(spec, about=job_ref, incident_uid=view.uid, now=now))
+    else:
+        gone = f"the {view.spec.job_ref.kind} was deleted while it was analysed: nothing annotated, no node touched"
+        note = f"{note}; {gone}" if note else gone
+    diagnosed = verdict_events(verdict, incident=view.name, report=report)[0]
+    kube.post_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
+    remediated = None
+    if job_ref is not None:
+        rules = effective_rules(config.remediation, settings)
+        remediated = remediate(
+            verdict=verdict,
+            incident=view.identity,
+            job_nodes=_job_nodes(verdict, read_manifest(store, url) if rules.enabled else None),
+            rules=rules,
+            settings=config.remediation,
+            kube=kube,
+            evidence=report,
+            now=now,
+            job_object=job_ref,
+        ).condition
+    status = reported_status(
+        verdict, report=report, now=now, conditions=view.status.conditions, note=note, remediation=remediated
+    )
+    return Step(status, done=True)
+
+
+def _fail(
+    view: IncidentView,
+    training: Obj | None,
+    kube: KubeActions,
+    reason: str,
+    message: str,
+    now: datetime,
+    first: Mapping[str, Any],
+) -> Step:
+    spec = EventSpec("Warning", Reason.ANALYSIS_FAILED, f"no verdict ({reason}): {message}"[:1024])
+    targets = [view.identity.reference()]
+    if training is not None:
+        targets.append(_job_involved(view, training))
+    for about in targets:
+        kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+    status = failed_status(reason, message, now=now, conditions=view.status.conditions)
+    return Step({**first, **status}, done=True)
+
+
+# --- small helpers -----------------------------------------------------------------------------------
+
+
+def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
+    """The incident's training job, or None when it is gone (or replaced by another of the same name)."""
+    job = kube.get_training_job(view.namespace, view.spec.job_ref)
+    if job is None or (job.get("metadata") or {}).get("uid") != view.spec.job_ref.uid:
+        return None
+    return job
+
+
+def _job_involved(view: IncidentView, training: Obj) -> dict[str, str]:
+    ref = view.spec.job_ref
+    return involved(training, api_version=ref.api_version, kind=ref.kind)
+
+
+def _job_nodes(verdict: Verdict, manifest: Manifest | None) -> list[str]:
+    """Every node the job attempt ran on, as far as the manifest and the verdict know."""
+    nodes: set[str] = set()
+    if manifest is not None:
+        nodes |= {p.node for p in manifest.pods if p.node} | {r.node for r in manifest.ranks if r.node}
+    for group in verdict.groups:
+        nodes |= {n for n in group.nodes if n}
+    return sorted(nodes)

@@ -1,0 +1,182 @@
+"""Carry out the cordon policy for one verdict: read what it needs, plan (pure), write, then tell.
+
+Order (compute the whole change, write once, tell after the write succeeded):
+
+1. the gate (remediation off, software verdict, no suspects, too many suspects): nothing is read;
+2. read the breaker's ConfigMap, the suspect nodes, the cluster's node count; plan (:mod:`.remediation`);
+3. in cordon mode, persist the breaker FIRST (optimistic concurrency: a conflict re-reads and re-plans),
+   so a crash after a cordon can never lose its count; then patch each node (conditional on the
+   resourceVersion the plan saw: a node a person changed meanwhile is left alone);
+4. Events on each suspect node (cordoned, would cordon, skipped and why) and the plan on the job and the
+   Incident; the Incident's ``Remediated`` condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from frwatch_analyzers.verdict import Verdict
+from frwatch_operator.config import RemediationSettings
+from frwatch_operator.errors import FatalError
+from frwatch_operator.resources import Condition
+from frwatch_operator.verdictloop import breaker as brk
+from frwatch_operator.verdictloop.events import event_object
+from frwatch_operator.verdictloop.incident import IncidentIdentity
+from frwatch_operator.verdictloop.job_report import EventSpec, Reason, one_line, remediated_condition
+from frwatch_operator.verdictloop.ports import ConflictError, KubeActions
+from frwatch_operator.verdictloop.remediation import (
+    Action,
+    CordonPlan,
+    Mode,
+    NodeView,
+    Rules,
+    cordon_patch,
+    gate,
+    plan_cordons,
+)
+
+_PLAN_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class RemediationResult:
+    plan: CordonPlan
+    cordoned: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  #: node -> why the API refused the cordon
+    condition: Condition | None = None
+    nodes: Mapping[str, NodeView | None] = field(default_factory=dict)  #: the suspect nodes as read
+
+    @property
+    def summary(self) -> str:
+        text = self.plan.summary
+        if self.failed:
+            text += "; not cordoned after all: " + "; ".join(f"{n} ({why})" for n, why in self.failed.items())
+        return text
+
+
+def remediate(
+    *,
+    verdict: Verdict,
+    incident: IncidentIdentity,
+    job_nodes: Sequence[str],
+    rules: Rules,
+    settings: RemediationSettings,
+    kube: KubeActions,
+    evidence: str,
+    now: datetime,
+    job_object: Mapping[str, str] | None,
+) -> RemediationResult:
+    """Plan and carry out (or, in dry-run, only show) the cordons for one verdict.
+
+    ``job_object``: the training job's involvedObject reference (the plan's Event goes there too).
+    """
+    incident_ref = incident.reference()
+    stop = gate(verdict, job_nodes, rules)
+    if stop is not None:
+        plan = CordonPlan(rules.mode, (), stop, brk.BreakerState(), False)
+        result = RemediationResult(plan)
+    else:
+        result = _plan_and_cordon(verdict, incident, job_nodes, rules, settings, kube, evidence, now)
+        _node_events(result, incident, kube, now)
+    cordoned = bool(result.cordoned)
+    condition = remediated_condition(result.plan.mode.value, result.summary, cordoned=cordoned, now=now)
+    spec = EventSpec("Warning" if cordoned else "Normal", Reason.REMEDIATION, one_line(result.summary, 1024))
+    for about in (job_object, incident_ref):
+        if about is not None:
+            kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
+    return RemediationResult(result.plan, result.cordoned, result.failed, condition, result.nodes)
+
+
+def _plan_and_cordon(
+    verdict: Verdict,
+    incident: IncidentIdentity,
+    job_nodes: Sequence[str],
+    rules: Rules,
+    settings: RemediationSettings,
+    kube: KubeActions,
+    evidence: str,
+    now: datetime,
+) -> RemediationResult:
+    ns, cm_name = settings.breaker_namespace, settings.breaker_configmap
+    for attempt in range(_PLAN_ATTEMPTS):
+        stored = kube.read_configmap(ns, cm_name)
+        state = brk.from_data((stored or {}).get("data"))
+        version = (stored or {}).get("metadata", {}).get("resourceVersion") if stored else None
+        suspects = list(dict.fromkeys(verdict.suspect_nodes))
+        nodes = {name: _view(kube.get_node(name)) for name in suspects}
+        plan = plan_cordons(
+            verdict=verdict,
+            incident=incident.key,
+            job_nodes=job_nodes,
+            nodes=nodes,
+            breaker=state,
+            cluster_nodes=kube.count_nodes(),
+            rules=rules,
+            now=now,
+        )
+        if plan.mode is Mode.CORDON and plan.breaker_changed:
+            try:
+                kube.write_configmap(
+                    ns, cm_name, brk.to_data(plan.breaker.pruned(now, rules.breaker_window)),
+                    resource_version=version,
+                )  # fmt: skip
+            except ConflictError:
+                if attempt + 1 == _PLAN_ATTEMPTS:
+                    raise
+                continue  # another writer moved the breaker: read it again and decide again
+        if plan.mode is not Mode.CORDON:
+            return RemediationResult(plan, nodes=nodes)
+        cordoned: list[str] = []
+        failed: dict[str, str] = {}
+        for name in plan.to_cordon:
+            view = nodes[name]
+            assert view is not None  # the plan cordons only nodes it saw
+            decision = next(d for d in plan.decisions if d.node == name)
+            try:
+                kube.patch_node(
+                    name, cordon_patch(view, incident=incident.key, reason=decision.reason, evidence=evidence)
+                )
+                cordoned.append(name)
+            except ConflictError:
+                failed[name] = "the node changed since it was read (a person acted?): left as it is"
+            except FatalError as exc:
+                failed[name] = str(exc)
+        return RemediationResult(plan, cordoned, failed, nodes=nodes)
+    raise AssertionError("unreachable")
+
+
+def _view(node: Mapping[str, object] | None) -> NodeView | None:
+    return NodeView.of(node) if node is not None else None
+
+
+def _node_events(
+    result: RemediationResult, incident: IncidentIdentity, kube: KubeActions, now: datetime
+) -> None:
+    for d in result.plan.decisions:
+        view = result.nodes.get(d.node)
+        if view is None:
+            continue  # no such node: nothing to post an Event on
+        about = {"apiVersion": "v1", "kind": "Node", "name": view.name, "uid": view.uid}
+        if d.node in result.failed:
+            spec = EventSpec(
+                "Warning", Reason.NODE_CORDON_FAILED,
+                f"frwatch did not cordon this node for incident {incident.key}: {result.failed[d.node]}", d.node,
+            )  # fmt: skip
+        elif d.action is Action.CORDON and result.plan.mode is Mode.CORDON:
+            spec = EventSpec(
+                "Warning", Reason.NODE_CORDONED,
+                f"Cordoned by frwatch for incident {incident.key}: {d.reason}", d.node,
+            )  # fmt: skip
+        elif d.action is Action.CORDON:
+            spec = EventSpec(
+                "Normal", Reason.NODE_WOULD_CORDON,
+                f"dry-run: frwatch would cordon this node for incident {incident.key}: {d.reason}", d.node,
+            )  # fmt: skip
+        else:
+            spec = EventSpec(
+                "Normal", Reason.NODE_CORDON_SKIPPED,
+                f"frwatch did not cordon this node for incident {incident.key}: {d.reason}", d.node,
+            )  # fmt: skip
+        kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))

@@ -1,0 +1,251 @@
+"""What a verdict (or a failure) looks like on the job and the Incident. Pure: data in, data out.
+
+- the ``frwatch.io/*`` annotations of the PyTorchJob (DESIGN.md): a one-line verdict of at most 256
+  characters, the category, comma lists of suspect ranks and nodes, the report URL and the Incident;
+- the Events a person reads in ``kubectl describe``: the verdict, the suspects, the next steps;
+- the Incident's status fields (phase, category, suspects, report, conditions, message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from frwatch_analyzers.layout import REPORT
+from frwatch_analyzers.verdict import Status, Verdict
+from frwatch_operator import constants as c
+from frwatch_operator.resources import Condition, IncidentPhase
+
+VERDICT_LINE_MAX = 256
+#: Longer comma lists are cut (with "+N more") to keep the job's annotations far below the 256 KiB limit.
+LIST_MAX = 16 * 1024
+#: core/v1 Event messages: kept at most this long (events.k8s.io caps a note at 1 KiB).
+EVENT_MESSAGE_MAX = 1024
+#: A culprit_detail longer than this is a sentence that repeats the headline: left out of the Suspects Event.
+DETAIL_MAX = 80
+
+
+class Reason(StrEnum):
+    """Event reasons (the REASON column of ``kubectl describe``) and condition reasons."""
+
+    ANALYZER_STARTED = "AnalyzerStarted"  #: the analyzer Job was created (on the Incident)
+    DIAGNOSED = "Diagnosed"  #: the verdict's line and where the report is (job, Incident)
+    SUSPECTS = "SuspectsNamed"  #: culprit ranks and the nodes they ran on (job)
+    NEXT_STEPS = "NextSteps"  #: the targeted probes the analyzer recommends (job)
+    ANALYSIS_FAILED = "AnalysisFailed"  #: no verdict: why (job, Incident)
+    REMEDIATION = "Remediation"  #: the cordon plan: done, dry-run or skipped, with reasons (job, Incident)
+    NODE_CORDONED = "FrwatchCordoned"  #: on a node frwatch cordoned (and on the job)
+    NODE_WOULD_CORDON = "FrwatchWouldCordon"  #: dry-run: the node frwatch would have cordoned
+    NODE_CORDON_SKIPPED = "FrwatchCordonSkipped"  #: a suspect node left alone, and why
+    NODE_CORDON_FAILED = "FrwatchCordonFailed"  #: the cordon was refused by the API (changed, forbidden)
+
+
+EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """One Event to post: the object it is about is chosen by the caller."""
+
+    type: EventType
+    reason: Reason
+    message: str
+    #: Distinguishes events of one reason about one object (e.g. the node): part of the Event's name.
+    key: str = ""
+
+
+def one_line(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def comma_list(items: Sequence[object], limit: int = LIST_MAX) -> str:
+    """``1,3,7`` (no spaces); cut with ``,+N more`` beyond ``limit`` characters."""
+    out: list[str] = []
+    used = 0
+    for i, item in enumerate(items):
+        text = str(item)
+        if used + len(text) + 1 > limit - 16:
+            out.append(f"+{len(items) - i} more")
+            break
+        out.append(text)
+        used += len(text) + 1
+    return ",".join(out)
+
+
+def report_url(evidence_url: str) -> str:
+    return f"{evidence_url.rstrip('/')}/{REPORT}"
+
+
+def verdict_line(verdict: Verdict) -> str:
+    """The one line a person reads (annotation frwatch.io/verdict): at most 256 characters."""
+    line = verdict.headline or f"{verdict.status.value}: {verdict.category.value}"
+    return one_line(line, VERDICT_LINE_MAX)
+
+
+def job_annotations(verdict: Verdict, *, incident: str, report: str) -> dict[str, str | None]:
+    """The job's ``frwatch.io/*`` annotations (a merge patch: None removes a stale value of an earlier
+    incident, e.g. suspects the new verdict does not have)."""
+    return {
+        c.ANN_VERDICT: verdict_line(verdict),
+        c.ANN_CATEGORY: verdict.category.value,
+        c.ANN_SUSPECT_RANKS: comma_list(verdict.culprit_ranks) or None,
+        c.ANN_SUSPECT_NODES: comma_list(verdict.suspect_nodes) or None,
+        c.ANN_REPORT: report,
+        c.ANN_INCIDENT: incident,
+    }
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + comma_list(ranks, 400).replace(",", ", ")
+
+
+def verdict_events(verdict: Verdict, *, incident: str, report: str) -> list[EventSpec]:
+    """The Events on the job: the verdict, the suspects, the next steps (each a line a person reads)."""
+    kind: EventType = "Normal" if verdict.status is Status.healthy else "Warning"
+    tags = verdict.category.value + (", hardware-class" if verdict.hardware_class else "")
+    events = [
+        EventSpec(
+            kind,
+            Reason.DIAGNOSED,
+            one_line(
+                f"{verdict_line(verdict)} [{tags}]. Full report: {report} (Incident {incident})",
+                EVENT_MESSAGE_MAX,
+            ),
+        )
+    ]
+    if verdict.culprit_ranks or verdict.suspect_nodes:
+        who = _ranks_text(verdict.culprit_ranks) if verdict.culprit_ranks else "no rank named"
+        if verdict.culprit_detail and len(verdict.culprit_detail) <= DETAIL_MAX:
+            who += f" ({verdict.culprit_detail})"  # a few words (stuck, crashed); a long one repeats the headline
+        where = (
+            f"on node{'s' if len(verdict.suspect_nodes) > 1 else ''} "
+            + comma_list(verdict.suspect_nodes, 400).replace(",", ", ")
+            if verdict.suspect_nodes
+            else "on unknown nodes (no rank-to-node record)"
+        )
+        missing = f"; no dump from {_ranks_text(verdict.missing_dumps)}" if verdict.missing_dumps else ""
+        events.append(
+            EventSpec(
+                "Warning", Reason.SUSPECTS, one_line(f"Suspects: {who} {where}{missing}", EVENT_MESSAGE_MAX)
+            )
+        )
+    if verdict.next_steps:
+        steps = " ".join(f"{i}) {one_line(s, 300)}" for i, s in enumerate(verdict.next_steps[:3], 1))
+        events.append(
+            EventSpec("Normal", Reason.NEXT_STEPS, one_line(f"Next steps: {steps}", EVENT_MESSAGE_MAX))
+        )
+    return events
+
+
+# --- the Incident's status ------------------------------------------------------------------------------
+
+
+def rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def with_condition(conditions: Sequence[Condition], new: Condition) -> list[dict[str, Any]]:
+    """The conditions list (wire form) with ``new`` replacing the one of its type. The transition time is
+    kept when the status did not change. A merge patch replaces lists whole: send the full list."""
+    out: list[dict[str, Any]] = []
+    replaced = False
+    for cond in conditions:
+        if cond.type == new.type:
+            keep = cond.status == new.status and cond.last_transition_time
+            out.append(
+                new.model_copy(update={"last_transition_time": cond.last_transition_time}).wire()
+                if keep
+                else new.wire()
+            )
+            replaced = True
+        else:
+            out.append(cond.wire())
+    if not replaced:
+        out.append(new.wire())
+    return out
+
+
+def analyzing_status(job_name: str, *, now: datetime, conditions: Sequence[Condition]) -> dict[str, Any]:
+    """The status patch when the analyzer Job was created."""
+    return {
+        "phase": IncidentPhase.ANALYZING.value,
+        "analyzerJob": job_name,
+        "message": f"analyzing: Job {job_name}",
+        "conditions": with_condition(
+            conditions,
+            Condition(
+                type="Analyzed", status="Unknown", reason="AnalyzerRunning",
+                message=f"analyzer Job {job_name} created", last_transition_time=rfc3339(now),
+            ),
+        ),
+    }  # fmt: skip
+
+
+def reported_status(
+    verdict: Verdict,
+    *,
+    report: str,
+    now: datetime,
+    conditions: Sequence[Condition],
+    note: str = "",
+    remediation: Condition | None = None,
+) -> dict[str, Any]:
+    """The status patch when the verdict is stored and surfaced (phase Reported), with the
+    ``Remediated`` condition when the cordon policy ran."""
+    message = verdict_line(verdict) + (f" ({note})" if note else "")
+    if remediation is not None:
+        conditions = [c for c in conditions if c.type != remediation.type] + [remediation]
+    return {
+        "phase": IncidentPhase.REPORTED.value,
+        "analyzedAt": rfc3339(now),
+        "category": verdict.category.value,
+        "hardwareClass": verdict.hardware_class,
+        "suspectRanks": list(verdict.culprit_ranks),
+        "suspectNodes": list(verdict.suspect_nodes),
+        "reportUrl": report,
+        "message": one_line(message, 1024),
+        "conditions": with_condition(
+            conditions,
+            Condition(
+                type="Analyzed", status="True", reason=Reason.DIAGNOSED.value,
+                message=one_line(message, 1024), last_transition_time=rfc3339(now),
+            ),
+        ),
+    }  # fmt: skip
+
+
+def failed_status(
+    reason: str, message: str, *, now: datetime, conditions: Sequence[Condition]
+) -> dict[str, Any]:
+    """The status patch when no verdict could be had (phase Failed, with the reason)."""
+    text = one_line(message, 1024)
+    return {
+        "phase": IncidentPhase.FAILED.value,
+        "message": text,
+        "conditions": with_condition(
+            conditions,
+            Condition(
+                type="Analyzed",
+                status="False",
+                reason=reason,
+                message=text,
+                last_transition_time=rfc3339(now),
+            ),
+        ),
+    }
+
+
+def remediated_condition(mode: str, summary: str, *, cordoned: bool, now: datetime) -> Condition:
+    """The Incident's ``Remediated`` condition: the cordon plan (done, dry-run or skipped) in words."""
+    reason = {"off": "RemediationOff", "dry-run": "DryRun"}.get(mode, "Cordoned" if cordoned else "NoCordon")
+    return Condition(
+        type="Remediated",
+        status="True" if cordoned else "False",
+        reason=reason,
+        message=one_line(summary, 1024),
+        last_transition_time=rfc3339(now),
+    )

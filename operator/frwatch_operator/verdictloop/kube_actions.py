@@ -1,0 +1,246 @@
+"""The Kubernetes adapter of the verdict loop (the official ``kubernetes`` client, synchronous).
+
+Every API call the verdict loop makes is here, one method each (RBAC is rendered from this list):
+
+=========================  ============================================  =====================================
+method                     call                                          RBAC
+=========================  ============================================  =====================================
+create_job                 POST   batch/v1 jobs (ns)                     batch jobs: create
+get_job                    GET    batch/v1 jobs/NAME (ns)                batch jobs: get
+delete_job                 DELETE batch/v1 jobs/NAME (ns), Background    batch jobs: delete
+list_job_pods              LIST   v1 pods (ns), labelSelector job-name   pods: list
+get_training_job           GET    kubeflow.org/v1 pytorchjobs/NAME (ns)  kubeflow.org pytorchjobs: get
+annotate_training_job      PATCH  (merge) kubeflow.org/v1 pytorchjobs    kubeflow.org pytorchjobs: patch
+post_event                 POST   v1 events (ns; nodes': "default")      events: create
+get_node                   GET    v1 nodes/NAME                          nodes: get
+count_nodes                LIST   v1 nodes (paged, limit 500)            nodes: list
+patch_node                 PATCH  (merge) v1 nodes/NAME                  nodes: patch
+read_configmap             GET    v1 configmaps/NAME (breaker ns)        configmaps: get
+write_configmap            POST / PUT v1 configmaps (breaker ns)         configmaps: create, update
+=========================  ============================================  =====================================
+
+Responses are read raw (``_preload_content=False``) and returned as the API's JSON dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import urllib3.exceptions
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from frwatch_operator import constants as c
+from frwatch_operator.errors import FatalError, RetryableError
+from frwatch_operator.resources import JobRef
+from frwatch_operator.verdictloop.ports import ConflictError, Obj
+
+T = TypeVar("T")
+MERGE_PATCH = "application/merge-patch+json"
+#: kind -> plural of the training-job kinds frwatch knows (the group/version come from the JobRef).
+TRAINING_JOB_PLURALS = {"PyTorchJob": c.KF_PLURAL}
+
+
+class _Missing(Exception):
+    pass
+
+
+def _call(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except ApiException as exc:
+        body = (
+            (exc.body or b"").decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
+        )
+        try:
+            detail = json.loads(body).get("message", body)
+        except (ValueError, AttributeError):
+            detail = body
+        status = int(exc.status or 0)
+        if status == 404:
+            raise _Missing(what) from exc
+        if status == 409:
+            raise ConflictError(f"{what}: conflict: {detail}", delay=0.5) from exc
+        if status in (401, 403):
+            raise FatalError(
+                f"{what}: forbidden ({detail}); the operator's RBAC must allow it (see verdictloop.kube_actions)"
+            ) from exc
+        if status in (429,) or status >= 500 or status == 0:
+            raise RetryableError(f"{what}: API server answered {status}: {detail}", delay=2.0) from exc
+        raise FatalError(f"{what}: refused ({status}): {detail}") from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise RetryableError(f"{what}: API server unreachable ({exc})", delay=2.0) from exc
+
+
+def _optional(what: str, fn: Callable[[], T]) -> T | None:
+    try:
+        return _call(what, fn)
+    except _Missing:
+        return None
+
+
+def _required(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return _call(what, fn)
+    except _Missing as exc:
+        raise FatalError(f"{what}: not found") from exc
+
+
+def _json(response: Any) -> Obj:
+    data = json.loads(response.data or b"{}")
+    if not isinstance(data, dict):
+        raise FatalError(f"API answered {type(data).__name__}, expected an object")
+    return data
+
+
+def training_job_plural(ref: JobRef) -> str:
+    return TRAINING_JOB_PLURALS.get(ref.kind, ref.kind.lower() + "s")
+
+
+class KubernetesActions:
+    """:class:`~frwatch_operator.verdictloop.ports.KubeActions` over a ``kubernetes.client.ApiClient``."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    # --- the analyzer Job -------------------------------------------------------------------------
+    def create_job(self, job: Mapping[str, Any]) -> Obj:
+        meta = job["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            return _required(
+                f"create Job {ns}/{name}",
+                lambda: _json(self.batch.create_namespaced_job(ns, dict(job), _preload_content=False)),
+            )
+        except ConflictError:
+            existing = self.get_job(ns, name)
+            if existing is None:
+                raise RetryableError(f"Job {ns}/{name} exists and vanished; will retry", delay=1.0) from None
+            return existing
+
+    def get_job(self, namespace: str, name: str) -> Obj | None:
+        return _optional(
+            f"get Job {namespace}/{name}",
+            lambda: _json(self.batch.read_namespaced_job(name, namespace, _preload_content=False)),
+        )
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        _optional(
+            f"delete Job {namespace}/{name}",
+            lambda: self.batch.delete_namespaced_job(
+                name, namespace, propagation_policy="Background", _preload_content=False
+            ),
+        )
+
+    def list_job_pods(self, namespace: str, job_name: str) -> list[Obj]:
+        listed = _required(
+            f"list pods of Job {namespace}/{job_name}",
+            lambda: _json(
+                self.core.list_namespaced_pod(
+                    namespace, label_selector=f"{c.LABEL_BATCH_JOB_NAME}={job_name}", _preload_content=False
+                )
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    # --- the training job -------------------------------------------------------------------------
+    def _job_args(self, namespace: str, ref: JobRef) -> tuple[str, str, str, str]:
+        group, _, version = ref.api_version.rpartition("/")
+        return group, version, namespace, training_job_plural(ref)
+
+    def get_training_job(self, namespace: str, ref: JobRef) -> Obj | None:
+        args = self._job_args(namespace, ref)
+        return _optional(
+            f"get {ref.kind} {namespace}/{ref.name}",
+            lambda: _json(self.custom.get_namespaced_custom_object(*args, ref.name, _preload_content=False)),
+        )
+
+    def annotate_training_job(
+        self, namespace: str, ref: JobRef, annotations: Mapping[str, str | None]
+    ) -> None:
+        args = self._job_args(namespace, ref)
+        body = {"metadata": {"annotations": dict(annotations)}}
+        _required(
+            f"annotate {ref.kind} {namespace}/{ref.name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                *args, ref.name, body, _content_type=MERGE_PATCH, _preload_content=False
+            ),
+        )
+
+    # --- Events -----------------------------------------------------------------------------------
+    def post_event(self, event: Mapping[str, Any]) -> None:
+        ns = event["metadata"]["namespace"]
+        try:
+            _required(
+                f"create Event {ns}/{event['metadata']['name']}",
+                lambda: self.core.create_namespaced_event(ns, dict(event), _preload_content=False),
+            )
+        except ConflictError:
+            return  # the same Event (same name) was posted before a restart
+
+    # --- nodes ------------------------------------------------------------------------------------
+    def get_node(self, name: str) -> Obj | None:
+        return _optional(f"get Node {name}", lambda: _json(self.core.read_node(name, _preload_content=False)))
+
+    def count_nodes(self) -> int:
+        count, token = 0, None
+        while True:
+            page = _required(
+                "list Nodes",
+                lambda tok=token: _json(  # type: ignore[misc]
+                    self.core.list_node(limit=500, _continue=tok, _preload_content=False)
+                    if tok
+                    else self.core.list_node(limit=500, _preload_content=False)
+                ),
+            )
+            count += len(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return count
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
+        return _required(
+            f"patch Node {name}",
+            lambda: _json(
+                self.core.patch_node(name, dict(patch), _content_type=MERGE_PATCH, _preload_content=False)
+            ),
+        )
+
+    # --- the breaker's ConfigMap ------------------------------------------------------------------
+    def read_configmap(self, namespace: str, name: str) -> Obj | None:
+        return _optional(
+            f"get ConfigMap {namespace}/{name}",
+            lambda: _json(self.core.read_namespaced_config_map(name, namespace, _preload_content=False)),
+        )
+
+    def write_configmap(
+        self, namespace: str, name: str, data: Mapping[str, str], *, resource_version: str | None
+    ) -> Obj:
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {c.LABEL_MANAGED_BY: c.EVENT_COMPONENT},
+            },
+            "data": dict(data),
+        }
+        if resource_version is None:
+            return _required(
+                f"create ConfigMap {namespace}/{name}",
+                lambda: _json(
+                    self.core.create_namespaced_config_map(namespace, body, _preload_content=False)
+                ),
+            )
+        body["metadata"]["resourceVersion"] = resource_version
+        return _required(
+            f"replace ConfigMap {namespace}/{name}",
+            lambda: _json(
+                self.core.replace_namespaced_config_map(name, namespace, body, _preload_content=False)
+            ),
+        )

@@ -1,0 +1,84 @@
+"""What the verdict loop needs from Kubernetes: one small interface (the adapter is :mod:`.kube_actions`).
+
+Objects go in and come out as plain dicts in wire form (camelCase), as the API serves them. Every method
+raises frwatch's errors: :class:`RetryableError` (API unreachable, 5xx, throttled), :class:`ConflictError`
+(409: the object changed or exists), :class:`FatalError` (forbidden, invalid); "not found" is ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from frwatch_operator.errors import RetryableError
+from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.resources import JobRef
+
+Obj = dict[str, Any]
+
+
+class ConflictError(RetryableError):
+    """409: the object changed since it was read (or already exists): re-read, decide again."""
+
+
+class AnalysisRequestLike(Protocol):
+    """What the operator core hands over when collection ends
+    (``frwatch_operator.analysis_handoff.AnalysisRequest`` has these fields)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def incident(self) -> str: ...
+    @property
+    def incident_uid(self) -> str: ...
+    @property
+    def storage_url(self) -> str: ...
+    @property
+    def settings(self) -> CaptureSettings: ...
+
+
+class KubeActions(Protocol):
+    # batch/v1 Jobs (the analyzer) and their pods
+    def create_job(self, job: Mapping[str, Any]) -> Obj:
+        """Create the Job; when one of that name exists, return it (the caller checks its owner)."""
+        ...
+
+    def get_job(self, namespace: str, name: str) -> Obj | None: ...
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete the Job and (background propagation) its pods; absent is fine."""
+        ...
+
+    def list_job_pods(self, namespace: str, job_name: str) -> list[Obj]: ...
+
+    # the training job (PyTorchJob ...)
+    def get_training_job(self, namespace: str, ref: JobRef) -> Obj | None: ...
+
+    def annotate_training_job(
+        self, namespace: str, ref: JobRef, annotations: Mapping[str, str | None]
+    ) -> None:
+        """Merge-patch the job's annotations (None removes one). Never touches its spec or status."""
+        ...
+
+    # Events
+    def post_event(self, event: Mapping[str, Any]) -> None:
+        """Create the Event; one of the same name already there is fine (idempotent)."""
+        ...
+
+    # Nodes
+    def get_node(self, name: str) -> Obj | None: ...
+
+    def count_nodes(self) -> int: ...
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
+        """Merge-patch a node; a resourceVersion in the patch makes it conditional (409 if changed)."""
+        ...
+
+    # the breaker's ConfigMap
+    def read_configmap(self, namespace: str, name: str) -> Obj | None: ...
+
+    def write_configmap(
+        self, namespace: str, name: str, data: Mapping[str, str], *, resource_version: str | None
+    ) -> Obj:
+        """Create it (``resource_version`` None) or replace it at that version (409 if it changed)."""
+        ...

@@ -1,0 +1,262 @@
+"""The cordon policy: which suspect nodes to cordon after a verdict, and why not the others. Pure; no I/O.
+
+Rules, in the order they apply (each skipped node gets its reason, which a person reads in an Event):
+
+1. Remediation is off unless the operator turns it on; when on, it is a dry-run unless turned off.
+   A CapturePolicy can only narrow the operator's settings (turn it off, force dry-run, lower the cap).
+2. Only a ``hardware_class`` verdict that names suspect nodes leads to any cordon: a software fault
+   (desync, missing rank, size/dtype mismatch ...) is never fixed by taking a node away.
+3. No action at all when the suspects are more than ``max_suspect_share`` of the job's nodes: many
+   "bad" nodes at once is the fabric or the software, not one bad host.
+4. Per node: missing node, opt-out label ``frwatch.io/remediation=disabled``, a node a person uncordoned
+   after frwatch cordoned it for THIS incident (never re-cordoned for it), a node already cordoned
+   (by frwatch for this incident: done; by anyone else: left alone).
+5. At most ``max_nodes_per_incident`` nodes per incident (those already cordoned for it count).
+6. The circuit breaker (:mod:`.breaker`) on the share of the cluster's nodes cordoned in its window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from frwatch_analyzers.verdict import Verdict
+from frwatch_operator import constants as c
+from frwatch_operator.config import RemediationSettings
+from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.verdictloop.breaker import BreakerState, try_cordon
+from frwatch_operator.verdictloop.job_report import one_line
+
+
+class Mode(StrEnum):
+    OFF = "off"
+    DRY_RUN = "dry-run"
+    CORDON = "cordon"
+
+
+class Action(StrEnum):
+    CORDON = "cordon"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The remediation settings in force for one incident (operator settings narrowed by its policy)."""
+
+    enabled: bool = False
+    dry_run: bool = True
+    max_nodes_per_incident: int = 2
+    breaker_share: float = 0.5
+    breaker_window: timedelta = timedelta(minutes=5)
+    max_suspect_share: float = 0.25
+
+    @property
+    def mode(self) -> Mode:
+        if not self.enabled:
+            return Mode.OFF
+        return Mode.DRY_RUN if self.dry_run else Mode.CORDON
+
+
+def effective_rules(settings: RemediationSettings, capture: CaptureSettings | None = None) -> Rules:
+    """The rules for one job: the switch, dry-run and cap of its effective capture settings (the operator's
+    narrowed by its CapturePolicy, see :func:`frwatch_operator.optin.apply_policy`: a policy can turn
+    remediation off, force dry-run or lower the cap, never the reverse); breaker and share limits are
+    the operator's alone."""
+    enabled, dry_run, cap = settings.enabled, settings.dry_run, settings.max_nodes_per_incident
+    if capture is not None:
+        enabled = enabled and capture.remediation_enabled
+        dry_run = dry_run or capture.remediation_dry_run
+        cap = min(cap, capture.max_nodes_per_incident)
+    return Rules(
+        enabled=enabled,
+        dry_run=dry_run,
+        max_nodes_per_incident=cap,
+        breaker_share=settings.breaker_share,
+        breaker_window=timedelta(seconds=settings.breaker_window_seconds),
+        max_suspect_share=settings.max_suspect_share,
+    )
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What the policy needs of a Node object."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    uid: str = ""
+    resource_version: str = ""
+
+    @classmethod
+    def of(cls, node: Mapping[str, Any]) -> NodeView:
+        meta = node.get("metadata") or {}
+        return cls(
+            name=str(meta.get("name", "")),
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+            uid=str(meta.get("uid", "")),
+            resource_version=str(meta.get("resourceVersion", "")),
+        )
+
+    @property
+    def cordoned_for(self) -> str:
+        """The incident frwatch cordoned this node for ("" if none)."""
+        if self.annotations.get(c.ANN_CORDONED_BY) != c.CORDONED_BY_FRWATCH:
+            return ""
+        return self.annotations.get(c.ANN_CORDON_INCIDENT, "")
+
+
+@dataclass(frozen=True)
+class NodeDecision:
+    node: str
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True)
+class CordonPlan:
+    """The whole decision for one incident: computed in memory, carried out (or only shown) after."""
+
+    mode: Mode
+    decisions: tuple[NodeDecision, ...]
+    summary: str  #: one line: what happens and why (the Remediated condition and the job's Event)
+    breaker: BreakerState  #: the state to persist when the plan is carried out (mode CORDON)
+    breaker_changed: bool
+
+    @property
+    def to_cordon(self) -> list[str]:
+        return [d.node for d in self.decisions if d.action is Action.CORDON]
+
+    @property
+    def cordons(self) -> bool:
+        """Whether the plan changes any node (only in CORDON mode)."""
+        return self.mode is Mode.CORDON and bool(self.to_cordon)
+
+
+def plan_cordons(
+    *,
+    verdict: Verdict,
+    incident: str,
+    job_nodes: Sequence[str],
+    nodes: Mapping[str, NodeView | None],
+    breaker: BreakerState,
+    cluster_nodes: int,
+    rules: Rules,
+    now: datetime,
+) -> CordonPlan:
+    """Decide, for each suspect node of ``verdict``, cordon or skip (with the reason).
+
+    ``incident`` is ``namespace/name``; ``job_nodes`` the nodes the job attempt ran on (the manifest);
+    ``nodes`` the suspect nodes' objects (None: no such node); ``cluster_nodes`` how many nodes the
+    cluster has (the breaker's denominator).
+    """
+    mode = rules.mode
+    stop = gate(verdict, job_nodes, rules)
+    if stop is not None:
+        return CordonPlan(mode, (), stop, breaker, False)
+    suspects = list(dict.fromkeys(n for n in verdict.suspect_nodes if n))
+    decisions: list[NodeDecision] = []
+    state = breaker
+    counted = 0  # nodes cordoned for this incident, before or in this plan
+    for name in suspects:
+        view = nodes.get(name)
+        if view is not None and view.cordoned_for == incident:
+            counted += 1
+    for name in suspects:
+        view = nodes.get(name)
+
+        def skip(reason: str, node: str = name) -> None:
+            decisions.append(NodeDecision(node, Action.SKIP, reason))
+
+        if view is None:
+            skip("no such node")
+        elif view.labels.get(c.LABEL_NODE_OPT_OUT) == c.REMEDIATION_DISABLED:
+            skip(f"opted out (label {c.LABEL_NODE_OPT_OUT}={c.REMEDIATION_DISABLED})")
+        elif view.cordoned_for == incident and not view.unschedulable:
+            skip(
+                "a person uncordoned it after frwatch cordoned it for this incident: "
+                "never cordoned again for the same incident"
+            )
+        elif view.cordoned_for == incident:
+            skip("already cordoned by frwatch for this incident")
+        elif view.unschedulable:
+            skip("already cordoned, not by frwatch for this incident: left as it is")
+        elif counted >= rules.max_nodes_per_incident:
+            skip(f"per-incident cap of {rules.max_nodes_per_incident} node(s) reached")
+        else:
+            decision = try_cordon(
+                state,
+                node=name,
+                incident=incident,
+                now=now,
+                window=rules.breaker_window,
+                share=rules.breaker_share,
+                cluster_nodes=cluster_nodes,
+            )
+            state = decision.state
+            if decision.allowed:
+                counted += 1
+                decisions.append(NodeDecision(name, Action.CORDON, verdict_reason(verdict)))
+            else:
+                skip(decision.reason)
+    plan_decisions = tuple(decisions)
+    return CordonPlan(mode, plan_decisions, _summary(mode, plan_decisions), state, state is not breaker)
+
+
+def gate(verdict: Verdict, job_nodes: Sequence[str], rules: Rules) -> str | None:
+    """Why no node may be touched for this verdict at all (rules 1-3), or None: look at each node."""
+    if rules.mode is Mode.OFF:
+        return "remediation is off: no node touched (the operator's FRWATCH_REMEDIATION_ENABLED)"
+    if not verdict.hardware_class:
+        return (
+            f"no cordon: the verdict is {verdict.category.value}, not hardware-class "
+            "(a software fault is never fixed by cordoning a node)"
+        )
+    suspects = set(n for n in verdict.suspect_nodes if n)
+    if not suspects:
+        return "no cordon: the hardware-class verdict names no suspect node"
+    on_job = set(job_nodes) | suspects
+    share = len(suspects) / len(on_job)
+    if share > rules.max_suspect_share:
+        return (
+            f"no cordon: {len(suspects)} of the job's {len(on_job)} nodes are suspects ({share:.0%} > "
+            f"{rules.max_suspect_share:.0%}): that points at the fabric or the software, not at one bad host"
+        )
+    return None
+
+
+def verdict_reason(verdict: Verdict) -> str:
+    """The one-line reason written on a cordoned node (annotation frwatch.io/cordon-reason)."""
+    return one_line(f"{verdict.category.value}: {verdict.headline}", 256)
+
+
+def _summary(mode: Mode, decisions: Sequence[NodeDecision]) -> str:
+    verb = {Mode.DRY_RUN: "dry-run: would cordon", Mode.CORDON: "cordon"}.get(mode, "cordon")
+    parts = [f"{verb} {d.node}" for d in decisions if d.action is Action.CORDON]
+    parts += [f"skip {d.node} ({d.reason})" for d in decisions if d.action is Action.SKIP]
+    if not any(d.action is Action.CORDON for d in decisions):
+        parts.insert(0, "dry-run: no cordon" if mode is Mode.DRY_RUN else "no cordon")
+    return "; ".join(parts)
+
+
+def cordon_patch(view: NodeView, *, incident: str, reason: str, evidence: str) -> dict[str, Any]:
+    """The merge patch that cordons a node and says who, why and where the evidence is.
+
+    It carries the resourceVersion the plan saw: a node changed since (a person acted) answers 409.
+    """
+    meta: dict[str, Any] = {
+        "annotations": {
+            c.ANN_CORDONED_BY: c.CORDONED_BY_FRWATCH,
+            c.ANN_CORDON_REASON: one_line(reason, 256),
+            c.ANN_CORDON_INCIDENT: incident,
+            c.ANN_CORDON_EVIDENCE: evidence,
+        }
+    }
+    if view.resource_version:
+        meta["resourceVersion"] = view.resource_version
+    return {"metadata": meta, "spec": {"unschedulable": True}}

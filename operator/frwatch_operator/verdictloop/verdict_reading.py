@@ -1,0 +1,89 @@
+"""Read the analyzer's verdict.json (and the attempt's manifest.json) from S3 and validate them.
+
+A missing or malformed verdict is a precise :class:`VerdictUnavailable` (reason ``VerdictMissing`` /
+``VerdictMalformed`` / ``VerdictTooLarge``), which the verdict loop turns into a failed Incident. A store
+that does not answer is a :class:`RetryableError` from the S3 adapter: the loop tries again later.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from frwatch_analyzers.layout import MANIFEST, VERDICT, split_s3_url
+from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.verdict import SCHEMA_VERSION, Verdict
+from frwatch_operator.errors import FatalError, NotFoundError
+from frwatch_operator.s3store import S3Store
+
+#: A verdict larger than this is refused (a 10k-rank verdict with evidence is a few MB).
+MAX_VERDICT_BYTES = 64 * 1024 * 1024
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
+class VerdictUnavailable(FatalError):
+    """The verdict cannot be used: ``reason`` says how (CamelCase, for the Incident and the Event)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def verdict_url(evidence_url: str) -> str:
+    return f"{evidence_url.rstrip('/')}/{VERDICT}"
+
+
+def parse_verdict(data: bytes, url: str) -> Verdict:
+    """A verdict from bytes; :class:`VerdictUnavailable` (``VerdictMalformed``) saying what is wrong."""
+    try:
+        verdict = Verdict.model_validate_json(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+        what = errors[0]["msg"] if errors else str(exc)
+        raise VerdictUnavailable(
+            "VerdictMalformed",
+            f"{url} is not a valid verdict: {where or '(document)'}: {what} ({exc.error_count()} problem(s)); "
+            "re-run the analyzer Job, or check that its image matches the operator's version",
+        ) from exc
+    if verdict.schema_version.split("/")[:3] != SCHEMA_VERSION.split("/")[:3]:
+        raise VerdictUnavailable(
+            "VerdictMalformed",
+            f"{url}: schema_version {verdict.schema_version!r}, this operator reads {SCHEMA_VERSION!r}; "
+            "use an analyzer image of the operator's version",
+        )
+    return verdict
+
+
+def read_verdict(store: S3Store, evidence_url: str) -> Verdict:
+    """The verdict of an attempt. RetryableError when the store does not answer."""
+    url = verdict_url(evidence_url)
+    bucket, key = split_s3_url(url)
+    size = store.size(key, bucket=bucket)
+    if size is None:
+        raise VerdictUnavailable(
+            "VerdictMissing",
+            f"{url} does not exist: the analyzer ended without writing its verdict (see the analyzer "
+            "Job's termination message and logs)",
+        )
+    if size > MAX_VERDICT_BYTES:
+        raise VerdictUnavailable(
+            "VerdictTooLarge", f"{url} is {size} bytes, more than the {MAX_VERDICT_BYTES} this operator reads"
+        )
+    try:
+        data = store.get(key, bucket=bucket)
+    except NotFoundError as exc:
+        raise VerdictUnavailable("VerdictMissing", f"{url} vanished while being read: {exc}") from exc
+    return parse_verdict(data, url)
+
+
+def read_manifest(store: S3Store, evidence_url: str) -> Manifest | None:
+    """The attempt's manifest, or None when it is absent, too large or unreadable (it only adds the job's
+    nodes to the cordon policy; without it the policy is stricter, never looser)."""
+    bucket, key = split_s3_url(f"{evidence_url.rstrip('/')}/{MANIFEST}")
+    size = store.size(key, bucket=bucket)
+    if size is None or size > MAX_MANIFEST_BYTES:
+        return None
+    try:
+        return Manifest.model_validate_json(store.get(key, bucket=bucket))
+    except (ValidationError, NotFoundError):
+        return None

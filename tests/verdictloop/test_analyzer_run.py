@@ -1,0 +1,161 @@
+"""The whole verdict loop on real evidence: real gloo dumps in real S3 (SeaweedFS), the analyzer Job
+created in the API emulator, its container command really run as a process with the Job's env, and the
+verdict surfacing on the PyTorchJob (annotations, Events, `kubectl describe`) and the Incident
+(`kubectl get incidents`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vl_builders import (
+    analyzing,
+    create_incident,
+    create_pytorchjob,
+    create_s3_secret,
+    finish_job,
+    get_incident,
+    settings,
+    write_status,
+)
+from vl_jobrun import no_kubernetes_credentials, run_container
+
+from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.manifest import Manifest, PodRecord, RankRecord
+from frwatch_analyzers.verdict import Verdict
+from frwatch_operator import constants as c
+from frwatch_operator.config import Config, RemediationSettings
+from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.s3store import S3Store
+from frwatch_operator.verdictloop import advance_analysis, start_analysis
+
+pytestmark = pytest.mark.slow
+WORLD = 4
+
+
+@dataclass(frozen=True)
+class Request:
+    """The fields of the core's AnalysisRequest (frwatch_operator.analysis_handoff)."""
+
+    namespace: str
+    incident: str
+    incident_uid: str
+    storage_url: str
+    settings: CaptureSettings
+
+
+def upload_attempt(store: S3Store, key: AttemptKey, dumps: dict[int, Path]) -> Manifest:
+    """What the agents and the collector leave in the store: ranks/, manifest.json (rank r on node-r)."""
+    for rank, path in dumps.items():
+        store.put(key.rank(rank), path.read_bytes())
+    manifest = Manifest(
+        namespace=key.namespace, job=key.job, job_uid=key.job_uid, attempt=key.attempt, world_size=WORLD,
+        ranks=[RankRecord(rank=r, pod=f"{key.job}-worker-{r}", node=f"node-{r}", dumped=r in dumps,
+                          key=key.rank(r) if r in dumps else "") for r in range(WORLD)],
+        pods=[PodRecord(pod=f"{key.job}-worker-{r}", node=f"node-{r}", ranks=[r]) for r in range(WORLD)],
+    )  # fmt: skip
+    store.put(key.manifest, manifest.model_dump_json().encode())
+    return manifest
+
+
+def test_real_dumps_to_verdict_on_the_job(
+    real_dumps: Any, s3: Any, k8s_namespace: str, crds: None, core: Any, custom: Any, kube: Any, kubectl: Any,
+    api_client: Any, tmp_path: Path,
+) -> None:  # fmt: skip
+    from kubernetes import client
+
+    ns = k8s_namespace
+    result = real_dumps.run("skip")
+    assert len(result.dumps) == WORLD, result.describe()
+    store = S3Store(s3.settings())
+    config = Config(s3=s3.settings(), remediation=RemediationSettings(enabled=True, breaker_namespace=ns))
+    job = create_pytorchjob(custom, ns)
+    key = AttemptKey("frwatch", ns, "llama", job["metadata"]["uid"], "0")
+    upload_attempt(store, key, result.dumps)
+    url = f"s3://{s3.bucket}/{key.root}"
+    create_s3_secret(core, ns, config.s3.credentials_secret, s3.access_key, s3.secret_key)
+    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
+
+    # --- hand-off: the Job as created in the API ----------------------------------------------------------
+    step = start_analysis(
+        Request(ns, incident["metadata"]["name"], incident["metadata"]["uid"], url, settings(config)),
+        config,
+        kube=kube,
+    )
+    assert step.status["phase"] == "Analyzing" and not step.done
+    again = start_analysis(
+        Request(ns, incident["metadata"]["name"], incident["metadata"]["uid"], url, settings(config)),
+        config,
+        kube=kube,
+    )
+    assert again.status["analyzerJob"] == step.status["analyzerJob"]  # idempotent: one Job
+    batch = client.BatchV1Api(api_client)
+    jobs = batch.list_namespaced_job(ns).items
+    assert len(jobs) == 1
+    analyzer = api_client.sanitize_for_serialization(jobs[0])
+    pod = analyzer["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == [
+        "frwatch", "analyze", url, "--format", "json", "--out", f"{url}/verdict.json",
+        "--report-out", f"{url}/report.txt", "--termination-log", "/dev/termination-log", "--jobs", "1",
+    ]  # fmt: skip
+
+    # --- the container, run as a process with the Job's env ------------------------------------------------
+    run = run_container(analyzer, core, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert no_kubernetes_credentials(run)
+    assert run.env["AWS_ACCESS_KEY_ID"] == s3.access_key and run.env["AWS_ENDPOINT_URL"] == s3.endpoint
+    stored = Verdict.model_validate_json(store.get(key.verdict))
+    assert stored.culprit_ranks == [1] and stored.suspect_nodes == ["node-1"], stored.headline
+    assert not stored.hardware_class
+    report = store.get(key.report).decode()
+    assert "rank" in report and "1" in report
+    assert run.termination_message.startswith(f"{stored.status.value}/{stored.category.value}: ")
+    assert json.loads(run.stdout)["headline"] == stored.headline
+
+    # --- what the Job controller and the kubelet record; the operator's next pass -------------------------------
+    finish_job(batch, core, analyzer, condition="Complete", termination_message=run.termination_message)
+    body = get_incident(custom, ns, incident["metadata"]["name"])
+    done = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
+    assert done.done
+    written = write_status(custom, body, done.status)["status"]
+    assert written["phase"] == "Reported"
+    assert written["suspectRanks"] == [1] and written["suspectNodes"] == ["node-1"]
+    assert written["reportUrl"] == f"{url}/report.txt"
+    remediated = next(x for x in written["conditions"] if x["type"] == "Remediated")
+    assert remediated["status"] == "False" and "not hardware-class" in remediated["message"]
+    assert {x["type"] for x in written["conditions"]} >= {
+        "Collected",
+        "AnalysisRequested",
+        "Analyzed",
+        "Remediated",
+    }
+
+    annotations = custom.get_namespaced_custom_object(c.KF_GROUP, c.KF_VERSION, ns, c.KF_PLURAL, "llama")[
+        "metadata"
+    ]["annotations"]
+    assert annotations[c.ANN_VERDICT] == stored.headline[:256]
+    assert annotations[c.ANN_CATEGORY] == stored.category.value
+    assert annotations[c.ANN_SUSPECT_RANKS] == "1" and annotations[c.ANN_SUSPECT_NODES] == "node-1"
+    assert annotations[c.ANN_REPORT] == f"{url}/report.txt"
+    assert annotations[c.ANN_INCIDENT] == incident["metadata"]["name"]
+
+    described = kubectl("describe", "pytorchjob", "llama", "-n", ns).stdout
+    print(described)
+    for text in ("Diagnosed", "SuspectsNamed", "NextSteps", "Remediation", f"{url}/report.txt",
+                 f"{c.ANN_SUSPECT_NODES}: node-1", "frwatch"):  # fmt: skip
+        assert text in described, text
+    table = kubectl("get", "incidents", "-n", ns, "-o", "wide").stdout
+    print(table)
+    header, row = table.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "JOB", "PHASE", "CATEGORY", "SUSPECTS"]
+    assert row.split()[:4] == [incident["metadata"]["name"], "llama", "Reported", stored.category.value]
+    assert row.split()[4] in ("1", "[1]")  # a list column: kubectl shows the JSON
+    assert "node-1" in row
+
+    # a second pass (a restarted operator) changes nothing
+    body = get_incident(custom, ns, incident["metadata"]["name"])
+    assert advance_analysis(body, config=config, kube=kube, store=store).status == {}

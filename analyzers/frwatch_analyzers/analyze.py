@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .diagnose import World, diagnose
-from .loading import LoadOptions, load
+from .loading import ArrayPool, LoadOptions, load
 from .manifest import Manifest
 from .safe_load import DEFAULT_MAX_BYTES
 from .sources import S3Config, discover
@@ -71,7 +71,7 @@ def merge(raw: list[RankTrace]) -> tuple[dict[int, RankTrace], dict[int, EntrySi
     traces: dict[int, RankTrace] = {}
     details: dict[int, EntrySig] = {}
     problems: list[FileProblem] = []
-    canonical: dict[tuple[str, bytes], Any] = {}
+    share = ArrayPool()
     for t in sorted(raw, key=lambda t: (t.rank, t.fmt != "pickle", t.file)):
         details.update(t.sig_details)
         t.sig_details = {}
@@ -83,18 +83,7 @@ def merge(raw: list[RankTrace]) -> tuple[dict[int, RankTrace], dict[int, EntrySi
                 )
             )
             continue
-        for name, pg in t.pgs.items():
-            key = (name, pg.seq_digest)
-            shared = canonical.get(key)
-            if shared is None:
-                canonical[key] = pg
-            else:
-                pg.seqs, pg.sigs, pg.plain, pg.created = (
-                    shared.seqs,
-                    shared.sigs,
-                    shared.plain,
-                    shared.created,
-                )
+        share.intern(t)
         traces[t.rank] = t
     return traces, details, problems
 

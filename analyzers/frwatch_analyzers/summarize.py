@@ -9,9 +9,12 @@ in different worker processes compare directly. Details of every distinct signat
 from __future__ import annotations
 
 import hashlib
+import itertools
+import operator
 import re
 from array import array
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 #: How many of a group's last entries keep their full detail (states, times, record ids).
@@ -22,6 +25,23 @@ _LIBRARY_MARKERS = ("/torch/", "\\torch\\", "/site-packages/", "/dist-packages/"
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
+
+_FIELD_NAMES = (
+    "process_group",
+    "pg_id",
+    "profiling_name",
+    "input_sizes",
+    "input_dtypes",
+    "output_sizes",
+    "output_dtypes",
+    "state",
+    "record_id",
+    "is_p2p",
+    "collective_seq_id",
+)
+_CREATED = operator.methodcaller("get", "time_created_ns", 0)
+_FIELDS_NO_FRAMES = itemgetter(*_FIELD_NAMES)
+_FIELDS = itemgetter(*_FIELD_NAMES, "frames")
 
 _P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>\d+)\s*(?P<arrow>->|<-)\s*(?P<b>\d+)$")
 
@@ -186,7 +206,7 @@ class Summarizer:
         site_cache: dict[tuple[int, ...], tuple[tuple[str, str, int], ...]] = {}
         local: dict[int, EntrySig] = {}  # every signature of this file
         # per pg: list of [seq, sig, entry]  (coalesced entries merged)
-        per_pg: dict[str, list[list[Any]]] = {}
+        per_pg: dict[str, tuple[list[int], list[int], list[Any]]] = {}
         pg_desc: dict[str, str] = {}
         pgid_to_name: dict[str, str] = {}
         p2p: list[P2PEntry] = []
@@ -194,18 +214,28 @@ class Summarizer:
         last_record_id = -1
         pg_cache: dict[Any, str] = {}
         get_state = STATE_CODES.get
+        with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
+        fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
         for e in entries:
             if type(e) is not dict:
                 continue
-            pg = e.get("process_group")
-            pgk = (e.get("pg_id"), pg if type(pg) is tuple else (tuple(pg) if isinstance(pg, list) else pg))
+            try:
+                if with_frames:
+                    pg, pg_id, op, isz, idt, osz, odt, state_name, record_id, is_p2p, seq, frames = fast(e)
+                else:
+                    pg, pg_id, op, isz, idt, osz, odt, state_name, record_id, is_p2p, seq = fast(e)
+                    frames = None
+            except KeyError:  # an older or partial entry: the same fields, one by one
+                pg, pg_id, op, isz, idt, osz, odt, state_name, record_id, is_p2p, seq = map(
+                    e.get, _FIELD_NAMES
+                )
+                frames = e.get("frames")
+            pgk = (pg_id, pg if type(pg) is tuple else (tuple(pg) if isinstance(pg, list) else pg))
             pg_name = pg_cache.get(pgk)
             if pg_name is None:
                 pg_name = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
-            op = e.get("profiling_name")
             if type(op) is not str:
                 op = str(op)
-            frames = e.get("frames")
             if frames:
                 fkey = tuple(map(id, frames))
                 site = site_cache.get(fkey)
@@ -213,37 +243,22 @@ class Summarizer:
                     site = site_cache[fkey] = _call_site(frames)
             else:
                 site = ()
-            meta: tuple[Any, ...] = (
-                e.get("input_sizes"),
-                e.get("input_dtypes"),
-                e.get("output_sizes"),
-                e.get("output_dtypes"),
-            )
             raw_key: tuple[Any, ...]
             try:  # hashable copies: 3x cheaper than repr()
-                raw_key = (
-                    op,
-                    tuple(map(tuple, meta[0])),
-                    tuple(meta[1]),
-                    tuple(map(tuple, meta[2])),
-                    tuple(meta[3]),
-                    site,
-                )
+                raw_key = (op, tuple(map(tuple, isz)), tuple(idt), tuple(map(tuple, osz)), tuple(odt), site)
             except TypeError:  # not lists of lists: fall back to the text form
-                raw_key = (op, repr(meta), site)
+                raw_key = (op, repr((isz, idt, osz, odt)), site)
             sig = key_cache.get(raw_key)
             if sig is None:
                 sig = key_cache[raw_key] = self._new_sig(e, op, site, local)
-            state_name = e.get("state")
             state = get_state(state_name, -1) if type(state_name) is str else -1
             if state > 0:
                 has_states = True
-            record_id = e.get("record_id")
             if type(record_id) is not int:
                 record_id = _as_int(record_id)
             if record_id > last_record_id:
                 last_record_id = record_id
-            if e.get("is_p2p"):
+            if is_p2p:
                 parsed = parse_p2p(op)
                 if parsed is not None:
                     kind, src, dst = parsed
@@ -261,23 +276,25 @@ class Summarizer:
                         )
                     )
                 continue  # p2p ops (and a p2p batch's closing entry) have no collective sequence number
-            seq = e.get("collective_seq_id")
             if type(seq) is not int:
                 seq = _as_int(seq)
-            rows = per_pg.get(pg_name)
-            if rows is None:
-                rows = per_pg[pg_name] = []
-            if rows and rows[-1][0] == seq:
+            cols = per_pg.get(pg_name)
+            if cols is None:
+                cols = per_pg[pg_name] = ([], [], [])
+            seqs_l, sigs_l, ents_l = cols
+            if seqs_l and seqs_l[-1] == seq:
                 # coalesced: several entries share one sequence number; combine their signatures
-                prev = rows[-1]
-                combined = _digest((prev[1], sig))
+                prev_sig = sigs_l[-1]
+                combined = _digest((prev_sig, sig))
                 if combined not in local:
-                    local[combined] = _combine(local[prev[1]], local[sig])
+                    local[combined] = _combine(local[prev_sig], local[sig])
                     self._plain_of[combined] = _plain(local[combined], local)
-                prev[1] = combined
-                prev[2] = e
+                sigs_l[-1] = combined
+                ents_l[-1] = e
             else:
-                rows.append([seq, sig, e])
+                seqs_l.append(seq)
+                sigs_l.append(sig)
+                ents_l.append(e)
         has_frames = bool(site_cache)
         backend = next(iter(key_cache))[0].split(":", 1)[0] if key_cache else ""
         pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name)
@@ -330,7 +347,7 @@ class Summarizer:
     def _build_pgs(
         self,
         dump: dict[str, Any],
-        per_pg: dict[str, list[list[Any]]],
+        per_pg: dict[str, tuple[list[int], list[int], list[Any]]],
         pg_desc: dict[str, str],
         pgid_to_name: dict[str, str],
     ) -> dict[str, PgTrace]:
@@ -352,14 +369,21 @@ class Summarizer:
                 status_by_name[pgid_to_name.get(str(pg_id), str(pg_id))] = st
         out: dict[str, PgTrace] = {}
         for name in set(per_pg) | set(config_ranks):
-            rows = sorted(per_pg.get(name, []), key=lambda r: r[0])
-            seqs = array("q", (r[0] for r in rows))
-            sigs = array("q", (r[1] for r in rows))
+            seq_l, sig_l, ent_l = per_pg.get(name, ([], [], []))
+            if any(a > b for a, b in itertools.pairwise(seq_l)):  # rarely: entries out of order
+                order = sorted(range(len(seq_l)), key=seq_l.__getitem__)
+                seq_l, sig_l, ent_l = (
+                    [seq_l[i] for i in order],
+                    [sig_l[i] for i in order],
+                    [ent_l[i] for i in order],
+                )
+            seqs = array("q", seq_l)
+            sigs = array("q", sig_l)
             plain_of = self._plain_of
-            plain = array("q", (plain_of[r[1]] for r in rows))
-            created = array("q", (_as_int(r[2].get("time_created_ns"), 0) for r in rows))
+            plain = array("q", [plain_of[x] for x in sig_l])
+            created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
             tail = []
-            for seq, sig, e in rows[-TAIL:]:
+            for seq, sig, e in zip(seq_l[-TAIL:], sig_l[-TAIL:], ent_l[-TAIL:], strict=True):
                 st = e.get("state")
                 tail.append(
                     TailEntry(
@@ -397,15 +421,11 @@ class Summarizer:
                 last_started=started,
                 last_completed=completed,
                 status_known=known,
-                first_record_id=_first_rid(rows),
+                first_record_id=_as_int(ent_l[0].get("record_id")) if ent_l else -1,
                 seq_digest=digest,
                 plain_digest=plain_digest,
             )
         return out
-
-
-def _first_rid(rows: list[list[Any]]) -> int:
-    return _as_int(rows[0][2].get("record_id")) if rows else -1
 
 
 def _derived_completed(tail: list[TailEntry]) -> int:

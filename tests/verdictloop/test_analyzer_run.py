@@ -14,6 +14,7 @@ import pytest
 from vl_builders import (
     analyzing,
     create_incident,
+    create_node,
     create_pytorchjob,
     create_s3_secret,
     finish_job,
@@ -32,7 +33,6 @@ from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import advance_analysis, start_analysis
 
-pytestmark = pytest.mark.slow
 WORLD = 4
 
 
@@ -47,20 +47,25 @@ class Request:
     settings: CaptureSettings
 
 
-def upload_attempt(store: S3Store, key: AttemptKey, dumps: dict[int, Path]) -> Manifest:
-    """What the agents and the collector leave in the store: ranks/, manifest.json (rank r on node-r)."""
-    for rank, path in dumps.items():
-        store.put(key.rank(rank), path.read_bytes())
+def upload_attempt(
+    store: S3Store, key: AttemptKey, dumps: dict[int, bytes], nodes: list[str] | None = None
+) -> Manifest:
+    """What the agents and the collector leave in the store: ranks/, manifest.json (rank r on nodes[r])."""
+    world = len(nodes) if nodes else WORLD
+    names = nodes or [f"node-{r}" for r in range(world)]
+    for rank, data in dumps.items():
+        store.put(key.rank(rank), data)
     manifest = Manifest(
-        namespace=key.namespace, job=key.job, job_uid=key.job_uid, attempt=key.attempt, world_size=WORLD,
-        ranks=[RankRecord(rank=r, pod=f"{key.job}-worker-{r}", node=f"node-{r}", dumped=r in dumps,
-                          key=key.rank(r) if r in dumps else "") for r in range(WORLD)],
-        pods=[PodRecord(pod=f"{key.job}-worker-{r}", node=f"node-{r}", ranks=[r]) for r in range(WORLD)],
+        namespace=key.namespace, job=key.job, job_uid=key.job_uid, attempt=key.attempt, world_size=world,
+        ranks=[RankRecord(rank=r, pod=f"{key.job}-worker-{r}", node=names[r], dumped=r in dumps,
+                          key=key.rank(r) if r in dumps else "") for r in range(world)],
+        pods=[PodRecord(pod=f"{key.job}-worker-{r}", node=names[r], ranks=[r]) for r in range(world)],
     )  # fmt: skip
     store.put(key.manifest, manifest.model_dump_json().encode())
     return manifest
 
 
+@pytest.mark.slow
 def test_real_dumps_to_verdict_on_the_job(
     real_dumps: Any, s3: Any, k8s_namespace: str, crds: None, core: Any, custom: Any, kube: Any, kubectl: Any,
     api_client: Any, tmp_path: Path,
@@ -74,7 +79,7 @@ def test_real_dumps_to_verdict_on_the_job(
     config = Config(s3=s3.settings(), remediation=RemediationSettings(enabled=True, breaker_namespace=ns))
     job = create_pytorchjob(custom, ns)
     key = AttemptKey("frwatch", ns, "llama", job["metadata"]["uid"], "0")
-    upload_attempt(store, key, result.dumps)
+    upload_attempt(store, key, {rank: path.read_bytes() for rank, path in result.dumps.items()})
     url = f"s3://{s3.bucket}/{key.root}"
     create_s3_secret(core, ns, config.s3.credentials_secret, s3.access_key, s3.secret_key)
     incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
@@ -159,3 +164,65 @@ def test_real_dumps_to_verdict_on_the_job(
     # a second pass (a restarted operator) changes nothing
     body = get_incident(custom, ns, incident["metadata"]["name"])
     assert advance_analysis(body, config=config, kube=kube, store=store).status == {}
+
+
+def test_a_gpu_hang_cordons_its_node(
+    s3: Any, k8s_namespace: str, crds: None, core: Any, custom: Any, kube: Any, kubectl: Any, api_client: Any,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """NCCL-flavoured dumps of the real schema (rank 4 never started all_reduce #13 while its 7 peers
+    did), the analyzer Job's command really run, and remediation on: the suspect node is cordoned."""
+    from kubernetes import client
+
+    from frwatch_analyzers.testing import pickle_bytes, world
+
+    ns = k8s_namespace
+    nodes = [f"{ns[-6:]}-gpu-{r}" for r in range(8)]
+    for name in nodes:
+        create_node(core, name)
+    dumps = world(8).all_reduce(steps=20).rank(4).not_started_at(13).dumps()
+    store = S3Store(s3.settings())
+    config = Config(
+        s3=s3.settings(),
+        remediation=RemediationSettings(enabled=True, dry_run=False, breaker_namespace=ns),
+    )
+    job = create_pytorchjob(custom, ns)
+    key = AttemptKey("frwatch", ns, "llama", job["metadata"]["uid"], "0")
+    upload_attempt(store, key, {r: pickle_bytes(d) for r, d in dumps.items()}, nodes)
+    url = f"s3://{s3.bucket}/{key.root}"
+    create_s3_secret(core, ns, config.s3.credentials_secret, s3.access_key, s3.secret_key)
+    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
+    meta = incident["metadata"]
+    start_analysis(Request(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
+    (analyzer,) = client.BatchV1Api(api_client).list_namespaced_job(ns).items
+    analyzer = kube.get_job(ns, analyzer.metadata.name)
+
+    run = run_container(analyzer, core, tmp_path)
+    assert run.returncode == 0, run.stderr
+    stored = Verdict.model_validate_json(store.get(key.verdict))
+    assert stored.category.value == "gpu_hang" and stored.hardware_class, stored.headline
+    assert stored.suspect_nodes == [nodes[4]]
+
+    finish_job(client.BatchV1Api(api_client), core, analyzer, condition="Complete",
+               termination_message=run.termination_message)  # fmt: skip
+    body = get_incident(custom, ns, meta["name"])
+    step = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
+    status = write_status(custom, body, step.status)["status"]
+    assert status["phase"] == "Reported" and status["category"] == "gpu_hang"
+    remediated = next(x for x in status["conditions"] if x["type"] == "Remediated")
+    assert (remediated["status"], remediated["reason"]) == ("True", "Cordoned"), remediated
+
+    node = core.read_node(nodes[4])
+    assert node.spec.unschedulable is True
+    assert node.metadata.annotations[c.ANN_CORDON_INCIDENT] == f"{ns}/{meta['name']}"
+    assert node.metadata.annotations[c.ANN_CORDON_EVIDENCE] == f"{url}/report.txt"
+    assert not any(
+        (core.read_node(n).spec and core.read_node(n).spec.unschedulable) for n in nodes if n != nodes[4]
+    )
+    described = kubectl("describe", "node", nodes[4]).stdout
+    print(described)
+    assert "FrwatchCordoned" in described and f"{c.ANN_CORDONED_BY}: frwatch" in described
+    job_described = kubectl("describe", "pytorchjob", "llama", "-n", ns).stdout
+    print(job_described)
+    assert f"cordoned {nodes[4]}" in job_described and "hardware-class" in job_described
+    print(kubectl("get", "incidents", "-n", ns).stdout)

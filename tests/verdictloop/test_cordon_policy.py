@@ -70,7 +70,7 @@ TABLE = {
     "dry-run by default when on: the plan only": Row(
         hardware_verdict("gpu-3"), Rules(enabled=True), Mode.DRY_RUN, {"gpu-3": "cordon"}, "dry-run: would cordon gpu-3"),
     "on: cordon the suspect": Row(
-        hardware_verdict("gpu-3"), ON, Mode.CORDON, {"gpu-3": "cordon"}, "cordon gpu-3"),
+        hardware_verdict("gpu-3"), ON, Mode.CORDON, {"gpu-3": "cordon"}, "cordoned gpu-3"),
     "network hang is hardware-class too": Row(
         hardware_verdict("gpu-3", category=Category.network_hang), ON, Mode.CORDON, {"gpu-3": "cordon"}),
     "software verdict (desync) never cordons": Row(

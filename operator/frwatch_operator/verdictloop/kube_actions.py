@@ -187,20 +187,19 @@ class KubernetesActions:
         return _optional(f"get Node {name}", lambda: _json(self.core.read_node(name, _preload_content=False)))
 
     def count_nodes(self) -> int:
-        count, token = 0, None
+        count, token = 0, ""
         while True:
-            page = _required(
-                "list Nodes",
-                lambda tok=token: _json(  # type: ignore[misc]
-                    self.core.list_node(limit=500, _continue=tok, _preload_content=False)
-                    if tok
-                    else self.core.list_node(limit=500, _preload_content=False)
-                ),
-            )
+            page = self._node_page(token)
             count += len(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
+            token = str((page.get("metadata") or {}).get("continue") or "")
             if not token:
                 return count
+
+    def _node_page(self, token: str) -> Obj:
+        kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
+        if token:
+            kwargs["_continue"] = token
+        return _required("list Nodes", lambda: _json(self.core.list_node(**kwargs)))
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
         return _required(

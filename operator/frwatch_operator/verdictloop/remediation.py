@@ -236,7 +236,7 @@ def verdict_reason(verdict: Verdict) -> str:
 
 
 def _summary(mode: Mode, decisions: Sequence[NodeDecision]) -> str:
-    verb = {Mode.DRY_RUN: "dry-run: would cordon", Mode.CORDON: "cordon"}.get(mode, "cordon")
+    verb = "dry-run: would cordon" if mode is Mode.DRY_RUN else "cordoned"
     parts = [f"{verb} {d.node}" for d in decisions if d.action is Action.CORDON]
     parts += [f"skip {d.node} ({d.reason})" for d in decisions if d.action is Action.SKIP]
     if not any(d.action is Action.CORDON for d in decisions):

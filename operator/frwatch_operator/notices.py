@@ -9,6 +9,7 @@ from typing import Literal
 
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
+from frwatch_operator.incident_naming import next_attempt
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,10 @@ def policy_invalid(name: str, problem: str) -> Notice:
     )
 
 
-def incident_opened(
-    incident: str, attempt: str, trigger: str, deadline_s: int, next_attempt: str | None
-) -> Notice:
-    bump = f"; pods created from now on belong to attempt {next_attempt}" if next_attempt else ""
+def incident_opened(incident: str, attempt: str, trigger: str, deadline_s: int) -> Notice:
+    """Deterministic for one Incident (its first trigger, its deadline): posted once, even across restarts."""
+    following = next_attempt(attempt, attempt)
+    bump = f"; pods created from now on belong to attempt {following}" if following else ""
     return Notice(
         "Warning",
         "IncidentOpened",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -40,7 +41,11 @@ def op_api(k8s_api: Any) -> client.ApiClient:
 def cluster(op_api: client.ApiClient, k8s_namespace: str) -> Cluster:
     core = client.CoreV1Api(op_api)
     core.create_namespaced_secret(
-        k8s_namespace, {"metadata": {"name": "frwatch-agent-token"}, "stringData": {"token": TOKEN}}
+        k8s_namespace,
+        {
+            "metadata": {"name": "frwatch-agent-token"},
+            "data": {"token": base64.b64encode(TOKEN.encode()).decode()},
+        },
     )
     return Cluster(op_api, k8s_namespace)
 

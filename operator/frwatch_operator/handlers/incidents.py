@@ -152,6 +152,12 @@ def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
     if expected is None:
         layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
         expected = layout.world_size
+    # before the status write, so that a crash in between repeats them (both are idempotent)
+    deps.kube.bump_attempt(inc.kind, inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
+    seconds = round((deadline - detected).total_seconds())
+    deps.kube.post_event(
+        inc.job_ref, notices.incident_opened(inc.name, inc.spec.attempt, inc.spec.trigger, seconds)
+    )
     status = s.model_copy(
         update={
             "phase": IncidentPhase.COLLECTING,
@@ -351,9 +357,17 @@ def drive(deps: Deps, body: Mapping[str, Any], now: datetime | None = None) -> I
     return status
 
 
-def active(status: Mapping[str, Any], **_: Any) -> bool:
-    """Whether the Incident still needs this driver (kopf timer filter)."""
+#: An Incident without a status this old lost its creator before the first status write: adopt it.
+ORPHAN_AFTER = timedelta(seconds=10)
+
+
+def active(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool:
+    """Whether the Incident still needs this driver (kopf timer filter). A brand-new Incident is left to
+    its creator (the pod handler writes its first status right after the create) unless orphaned."""
     phase = str((status or {}).get("phase") or "")
+    if not phase:
+        created = _parse_time(str((meta or {}).get("creationTimestamp") or ""))
+        return created is None or datetime.now(UTC) - created > ORPHAN_AFTER
     if phase in _OPEN:
         return True
     conditions = (status or {}).get("conditions") or []

@@ -16,12 +16,10 @@ from typing import Any
 import kopf
 
 from frwatch_analyzers.layout import AttemptKey
-from frwatch_operator import notices
 from frwatch_operator.detection import pod_facts
 from frwatch_operator.handlers import Deps, translate_errors
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
 from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, RankLayout
-from frwatch_operator.kube import ObjectRef
 from frwatch_operator.optin import resolve
 from frwatch_operator.resources import IncidentCounts, IncidentPhase, IncidentStatus
 from frwatch_operator.webhook import JobEntry
@@ -90,13 +88,7 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
         )
         deps.kube.patch_incident_status(namespace, name, status.wire())
         logger.warning("incident %s/%s opened: %s", namespace, name, trigger)
-    bumped = deps.kube.bump_attempt(kind, namespace, job_name, facts.attempt)
-    if created:
-        job_ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, namespace, job_name, entry.uid)
-        notice = notices.incident_opened(
-            name, facts.attempt, trigger, settings.collection_deadline_seconds, bumped
-        )
-        deps.kube.post_event(job_ref, notice)
+    deps.kube.bump_attempt(kind, namespace, job_name, facts.attempt)  # again at start(): idempotent
     deps.seen.mark_opened(namespace, name)
     return name
 

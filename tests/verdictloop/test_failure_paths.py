@@ -248,3 +248,37 @@ def test_hardware_verdict_through_the_loop(case: Case, custom: Any, core: Any, k
     assert ("FrwatchWouldCordon" if dry_run else "FrwatchCordoned") in kubectl(
         "describe", "node", nodes[3]
     ).stdout
+
+
+def test_a_pass_repeated_after_a_crash_before_the_status_write_changes_nothing(
+    case: Case, custom: Any, core: Any, kube: Any, api_client: Any
+) -> None:
+    nodes = [f"{case.ns[-6:]}-r{i}" for i in range(4)]
+    for n in nodes:
+        create_node(core, n)
+    manifest = Manifest(
+        world_size=4, pods=[PodRecord(pod=f"p{i}", node=n, ranks=[i]) for i, n in enumerate(nodes)]
+    )
+    case.store.put(case.key.manifest, manifest.model_dump_json().encode())
+    case.store.put(case.key.verdict, hardware_verdict(nodes[0]).model_dump_json().encode())
+    finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete")
+    cfg = case.config.model_copy(
+        update={"remediation": case.config.remediation.model_copy(update={"enabled": True, "dry_run": False})}
+    )
+    body = case.body(custom)
+    first = advance_analysis(body, config=cfg, kube=kube, store=case.store, settings=settings(cfg))
+    events = sorted((e.reason, e.message) for e in events_about(core, case.ns, "llama"))
+    breaker = core.read_namespaced_config_map("breaker", case.ns).data
+    # the operator died before writing the status: the next pass sees the same Incident
+    second = advance_analysis(body, config=cfg, kube=kube, store=case.store, settings=settings(cfg))
+    assert second.status["phase"] == first.status["phase"] == "Reported"
+    remediated = next(x for x in second.status["conditions"] if x["type"] == "Remediated")
+    assert (remediated["status"], remediated["reason"]) == ("True", "Cordoned")
+    assert f"{nodes[0]} already cordoned for this incident" in remediated["message"]
+    assert (
+        sorted((e.reason, e.message) for e in events_about(core, case.ns, "llama")) == events
+    )  # no duplicates
+    assert core.read_namespaced_config_map("breaker", case.ns).data == breaker  # counted once
+    assert [r for r, _ in ((e.reason, e.message) for e in events_about(core, "default", nodes[0]))] == [
+        "FrwatchCordoned"
+    ]

@@ -29,6 +29,7 @@ from frwatch_operator.errors import RetryableError
 from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import IncidentPhase
 from frwatch_operator.s3store import S3Store
+from frwatch_operator.verdictloop import wiring
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_name, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
@@ -80,9 +81,7 @@ def start_analysis(
     the API does not answer, or while a Job of that name left by an earlier Incident of the same name is
     being deleted; :class:`FatalError` when the request cannot be analysed (no s3:// evidence URL).
     """
-    from frwatch_operator.verdictloop.wiring import actions
-
-    kube = kube or actions()
+    kube = kube or wiring.actions()
     now = now or datetime.now(UTC)
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
     url = evidence_url(request.storage_url, f"Incident {incident.key}")

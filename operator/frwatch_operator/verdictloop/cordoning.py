@@ -80,7 +80,7 @@ def remediate(
     else:
         result = _plan_and_cordon(verdict, incident, job_nodes, rules, settings, kube, evidence, now)
         _node_events(result, incident, kube, now)
-    cordoned = bool(result.cordoned)
+    cordoned = bool(result.cordoned) or (result.plan.mode is Mode.CORDON and bool(result.plan.kept))
     condition = remediated_condition(result.plan.mode.value, result.summary, cordoned=cordoned, now=now)
     spec = EventSpec("Warning" if cordoned else "Normal", Reason.REMEDIATION, one_line(result.summary, 1024))
     for about in (job_object, incident_ref):
@@ -156,8 +156,8 @@ def _node_events(
 ) -> None:
     for d in result.plan.decisions:
         view = result.nodes.get(d.node)
-        if view is None:
-            continue  # no such node: nothing to post an Event on
+        if view is None or d.action is Action.KEEP:
+            continue  # no such node: nothing to post an Event on; kept: its Event was posted the first time
         about = {"apiVersion": "v1", "kind": "Node", "name": view.name, "uid": view.uid}
         if d.node in result.failed:
             spec = EventSpec(

@@ -38,8 +38,9 @@ class Mode(StrEnum):
 
 
 class Action(StrEnum):
-    CORDON = "cordon"
-    SKIP = "skip"
+    CORDON = "cordon"  #: cordon it now (or, in dry-run, would)
+    KEEP = "keep"  #: already cordoned by frwatch for this incident (a retry after a restart): nothing to do
+    SKIP = "skip"  #: leave it alone, for the reason given
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,11 @@ class CordonPlan:
         return [d.node for d in self.decisions if d.action is Action.CORDON]
 
     @property
+    def kept(self) -> list[str]:
+        """Nodes this incident cordoned before (the plan runs again after a restart)."""
+        return [d.node for d in self.decisions if d.action is Action.KEEP]
+
+    @property
     def cordons(self) -> bool:
         """Whether the plan changes any node (only in CORDON mode)."""
         return self.mode is Mode.CORDON and bool(self.to_cordon)
@@ -183,7 +189,7 @@ def plan_cordons(
                 "never cordoned again for the same incident"
             )
         elif view.cordoned_for == incident:
-            skip("already cordoned by frwatch for this incident")
+            decisions.append(NodeDecision(name, Action.KEEP, "already cordoned by frwatch for this incident"))
         elif view.unschedulable:
             skip("already cordoned, not by frwatch for this incident: left as it is")
         elif counted >= rules.max_nodes_per_incident:
@@ -238,8 +244,9 @@ def verdict_reason(verdict: Verdict) -> str:
 def _summary(mode: Mode, decisions: Sequence[NodeDecision]) -> str:
     verb = "dry-run: would cordon" if mode is Mode.DRY_RUN else "cordoned"
     parts = [f"{verb} {d.node}" for d in decisions if d.action is Action.CORDON]
+    parts += [f"{d.node} already cordoned for this incident" for d in decisions if d.action is Action.KEEP]
     parts += [f"skip {d.node} ({d.reason})" for d in decisions if d.action is Action.SKIP]
-    if not any(d.action is Action.CORDON for d in decisions):
+    if not any(d.action in (Action.CORDON, Action.KEEP) for d in decisions):
         parts.insert(0, "dry-run: no cordon" if mode is Mode.DRY_RUN else "no cordon")
     return "; ".join(parts)
 

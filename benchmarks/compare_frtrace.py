@@ -75,7 +75,11 @@ def frtrace(folder: Path, lines: int = 4) -> str:
     ]
     if any(ln.startswith("Traceback") for ln in keep):
         return "CRASH: " + keep[-1]
-    return " | ".join(keep[:lines]) or "(prints nothing: no finding)"
+    head = [ln for ln in keep if "sequence number" in ln][:1]
+    verdicts = [
+        ln for ln in keep if "Culprit rank" in ln or "missing ranks" in ln.lower() or "Error type" in ln
+    ]
+    return " | ".join(head + verdicts[:2]) or " | ".join(keep[:lines]) or "(prints nothing: no finding)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,8 +55,6 @@ def _work(batch: Sequence[DumpRef], bucket: str | None, s3: S3Config | None, max
 
 
 def _one(summarizer: Summarizer, ref: DumpRef, bucket: str | None, max_bytes: int) -> Any:
-    if ref.rank is None:
-        return FileProblem(file=ref.name, reason="no rank in the file name (expected a trailing number)")
     try:
         data = read_bytes(ref, bucket, _client, max_bytes)
     except ValueError as exc:
@@ -66,7 +64,12 @@ def _one(summarizer: Summarizer, ref: DumpRef, bucket: str | None, max_bytes: in
     try:
         dump, fmt = decode(data)
         del data
-        return summarizer.summarize(dump, ref.rank, ref.name, fmt)
+        rank = ref.rank if ref.rank is not None else _rank_in(dump)
+        if rank is None:
+            return FileProblem(
+                file=ref.name, reason="no rank in the file name (expected a trailing number) nor in the dump"
+            )
+        return summarizer.summarize(dump, rank, ref.name, fmt)
     except DumpError as exc:
         return FileProblem(file=ref.name, rank=ref.rank, reason=str(exc))
     except RecursionError:
@@ -75,6 +78,12 @@ def _one(summarizer: Summarizer, ref: DumpRef, bucket: str | None, max_bytes: in
         return FileProblem(
             file=ref.name, rank=ref.rank, reason=f"malformed dump: {type(exc).__name__}: {exc}"
         )
+
+
+def _rank_in(dump: dict[str, Any]) -> int | None:
+    """A rank recorded in the dump itself (wrappers add a top-level ``rank``; torch 2.13 does not)."""
+    value = dump.get("rank")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _work_star(args: tuple[Sequence[DumpRef], str | None, S3Config | None, int]) -> list[Any]:

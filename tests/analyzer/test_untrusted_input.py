@@ -118,6 +118,14 @@ def test_a_file_without_a_rank_in_its_name_is_named(tmp_path: Path) -> None:
     assert any("no rank in the file name" in p.reason for p in v.bad_files)
 
 
+def test_the_rank_can_come_from_the_content_when_the_name_has_none(tmp_path: Path) -> None:
+    dump = _dump([_entry(1)])
+    dump["rank"] = 5
+    (tmp_path / "dump.pkl").write_bytes(pickle.dumps(dump, 2))
+    v = analyze(str(tmp_path))
+    assert v.ranks_seen == [5]
+
+
 def test_mixed_versions_are_analysed_and_flagged(tmp_path: Path) -> None:
     (tmp_path / "r0").write_bytes(pickle.dumps(_dump([_entry(s) for s in range(1, 4)], "2.10"), 2))
     (tmp_path / "r1").write_bytes(pickle.dumps(_dump([_entry(s) for s in range(1, 4)], "2.7"), 2))

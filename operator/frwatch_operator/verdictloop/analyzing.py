@@ -127,7 +127,6 @@ def advance_analysis(
         {} if view.status.analyzer_job else analyzing_status(name, now=now, conditions=view.status.conditions)
     )
     job = kube.get_job(view.namespace, name)
-    training = _training_job(view, kube)
     note = ""
     if job is None:
         # Deleted by a person, or cleaned up (TTL) before we looked: the verdict may still be in S3.
@@ -146,7 +145,8 @@ def advance_analysis(
                 patch["message"] = outcome.message
             return Step(patch, done=False, retry_after=POLL_SECONDS)
         if outcome.state is JobState.FAILED:
-            return _fail(view, training, kube, outcome.reason, outcome.message, now, first)
+            return _fail(view, _training_job(view, kube), kube, outcome.reason, outcome.message, now, first)
+    training = _training_job(view, kube)
     try:
         verdict = read_verdict(store, url)
     except VerdictUnavailable as exc:

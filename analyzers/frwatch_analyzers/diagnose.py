@@ -602,6 +602,32 @@ def _frontier_root(world: World, groups: dict[str, GroupInfo]) -> _Root | None:
                 "the group are the suspects."
             )
             return _Root(g, None, Category.network_hang, started, headline, detail, s, op)
+        if sched and not started and not done and len(sched) == len(g.members):
+            headline = f"every member of {_pg_label(g)} enqueued {op_short(op)} #{s} and none started it"
+            detail = (
+                f"{headline}: the ranks agree, and each one's stream was still busy with earlier work. The dumps "
+                "do not say which rank's GPU is behind (look at the collectives before it and at the GPUs)."
+            )
+            return _Root(g, None, Category.inconclusive, [], headline, detail, s, op)
+    for g in groups.values():
+        if g.no_dump or not g.dumped or any(world.traces[r].has_states for r in g.dumped):
+            continue
+        s = g.frontier
+        if (
+            all(
+                _at(world, r, g.name, s) and in_flight(world.traces[r].pgs[g.name], s, False)
+                for r in g.dumped
+            )
+            and len(g.dumped) > 1
+        ):
+            op = _op_at(world, g, s)
+            headline = f"every member of {_pg_label(g)} waits in {op_short(op)} #{s} and they agree on it"
+            detail = (
+                f"{headline}: no rank is missing or different. gloo records no start or completion state, so a "
+                "stalled transport cannot be told from a peer outside the dumps (a rank of another job, a "
+                "process that is not a member)."
+            )
+            return _Root(g, None, Category.inconclusive, [], headline, detail, s, op)
     return None
 
 

@@ -69,3 +69,25 @@ def test_missing_rank_headline_and_groups() -> None:
     labels = {tuple(g.ranks): g.label for g in v.groups}
     assert "started" in labels[(0, 1, 2, 3, 4, 5, 6)]
     assert labels[(7,)].startswith("culprit")
+
+
+def test_every_rank_enqueued_none_started_is_inconclusive_not_hardware() -> None:
+    dumps = world(4).all_reduce(steps=6).all_started_none_completed_at(6).dumps()
+    for d in dumps.values():
+        last = d["entries"][-1]
+        last["state"], last["time_discovered_started_ns"] = "scheduled", None
+    v = analyze_dumps(dumps)
+    assert v.status == Status.inconclusive
+    assert v.category == Category.inconclusive
+    assert not v.hardware_class
+    assert "none started it" in v.headline
+
+
+def test_gloo_ranks_all_waiting_in_the_same_collective_is_inconclusive() -> None:
+    dumps = world(4, backend="gloo").all_reduce(steps=6).dumps()
+    for d in dumps.values():
+        d["entries"][-1]["retired"] = False
+        d["pg_status"]["0"]["last_completed_collective"] = 5
+    v = analyze_dumps(dumps)
+    assert v.category == Category.inconclusive
+    assert "gloo records no start or completion state" in v.summary

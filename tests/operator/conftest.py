@@ -22,7 +22,7 @@ from frwatch_operator.s3store import S3Store
 CRD_FILES = [ROOT / "crds" / "incident.yaml", ROOT / "crds" / "capturepolicy.yaml",
              ROOT / "tests" / "emulator" / "pytorchjob-crd.yaml"]  # fmt: skip
 #: Short, so that the deadline tests stay fast; a CapturePolicy can set another per job.
-DEADLINE_SECONDS = 6
+DEADLINE_SECONDS = 5
 
 
 @pytest.fixture(scope="session")

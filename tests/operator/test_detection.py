@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 from harness import Cluster, eventually
@@ -39,10 +40,17 @@ def test_a_container_exit_opens_an_incident_and_moves_the_job_to_the_next_attemp
     assert incident["metadata"]["name"] in events[0].message
     assert "attempt 1" in events[0].message
 
+    described = subprocess.run(
+        ["kubectl", "describe", "pytorchjob", "llama", "-n", cluster.namespace],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    assert "IncidentOpened" in described and incident["metadata"]["name"] in described
+
     # a pod created by the restart belongs to the next attempt
     restarted = op.admit(cluster.pod_body(cluster.job("llama"), 1), cluster.namespace)
     agent = next(x for x in restarted["spec"]["initContainers"] if x["name"] == c.AGENT_CONTAINER)
     assert {"name": c.ENV_JOB_ATTEMPT, "value": "1"} in agent["env"]
+    assert op.stop() == 0  # SIGTERM: a clean stop
 
 
 def test_the_same_failure_reported_many_times_opens_one_incident(cluster: Cluster, start_operator):

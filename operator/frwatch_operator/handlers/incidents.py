@@ -32,6 +32,7 @@ from frwatch_operator.agentclient import ask_to_dump
 from frwatch_operator.analysis_handoff import CONDITION, NOT_WIRED, AnalysisRequest, find_start_analysis
 from frwatch_operator.collection import (
     StoredPodRecord,
+    StoreListing,
     assess,
     build_manifest,
     operator_pod_record,
@@ -258,7 +259,7 @@ def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -
     return _collected(deps, inc, status, manifest, now)
 
 
-def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: Any,
+def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: StoreListing,
               records: Mapping[str, StoredPodRecord], deadline_reached: bool, now: datetime) -> Manifest:  # fmt: skip
     """Write the manifest once. One already in the store (an earlier pass wrote it and died) is read back."""
     if listing.manifest_key is not None:

@@ -10,6 +10,7 @@ annotation past it, so pods created by the restart belong to the next attempt.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ import kopf
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator.detection import pod_facts
+from frwatch_operator.errors import RetryableError
 from frwatch_operator.handlers import Deps, translate_errors
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
 from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, RankLayout
@@ -25,6 +27,8 @@ from frwatch_operator.resources import IncidentCounts, IncidentPhase, IncidentSt
 from frwatch_operator.webhook import JobEntry
 
 logger = logging.getLogger(__name__)
+#: How often one pod event is handled before giving up (kopf does not retry event handlers).
+EVENT_TRIES = 3
 UNKNOWN_LAYOUT = RankLayout(world_size=None, nproc_per_node=None, masters=0)
 
 
@@ -99,4 +103,13 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     )
     @translate_errors
     def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        on_pod(deps, dict(body), deleted=type == "DELETED")
+        # kopf never retries event handlers: a failure must not be lost to one API hiccup
+        for attempt in range(EVENT_TRIES):
+            try:
+                on_pod(deps, dict(body), deleted=type == "DELETED")
+                return
+            except RetryableError as exc:
+                if attempt == EVENT_TRIES - 1:
+                    raise
+                logger.warning("pod event: %s (try %d of %d)", exc, attempt + 1, EVENT_TRIES)
+                time.sleep(min(exc.delay, 2.0))

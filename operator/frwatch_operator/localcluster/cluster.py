@@ -65,6 +65,8 @@ CHECKOUT_CRDS = HERE.parents[2] / "crds"
 DEFAULT_NODES = ("node-a", "node-b")
 STATE_FILE = Path("/tmp/frwatch-localcluster/current.json")
 MWC_NAME = "frwatch-local"
+#: the operator's own namespace (the chart's): the remediation breaker keeps its ConfigMap there
+OPERATOR_NAMESPACE = "frwatch-system"
 S3_SECRET = "frwatch-s3"  # noqa: S105 - a Secret's name
 TOKEN_SECRET = "frwatch-agent-token"  # noqa: S105 - a Secret's name
 #: the agent binds its control endpoint to the pod IP the kubelet gives each pod (pods share the host)
@@ -176,7 +178,7 @@ class LocalCluster:
             self.store.start()
             self._loop = _LoopThread()
             self._loop.call(self._install_crds())
-            for namespace in self.namespaces:
+            for namespace in dict.fromkeys([*self.namespaces, OPERATOR_NAMESPACE]):
                 self.prepare_namespace(namespace)
             self.kubelet = Kubelet(
                 self.url,
@@ -277,6 +279,7 @@ class LocalCluster:
             "KUBECONFIG": str(self.kubeconfig),
             **self.store.env(),
             "FRWATCH_S3_CREDENTIALS_SECRET": S3_SECRET,
+            "FRWATCH_REMEDIATION_BREAKER_NAMESPACE": OPERATOR_NAMESPACE,
             "FRWATCH_AGENT_TOKEN_SECRET": TOKEN_SECRET,
             "FRWATCH_WEBHOOK_ADDR": "127.0.0.1",
             "FRWATCH_WEBHOOK_PORT": str(self.webhook_port),

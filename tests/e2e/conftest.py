@@ -1,0 +1,71 @@
+"""End-to-end tests: the local cluster (default), or a real cluster given ``FRWATCH_E2E_KUBECONFIG``.
+
+Against a real cluster (frwatch installed with its chart, the Kubeflow training operator, nodes):
+
+    FRWATCH_E2E_KUBECONFIG=~/.kube/config            # the cluster to use (required)
+    FRWATCH_E2E_NAMESPACE=frwatch-e2e                # an existing namespace with frwatch's Secrets
+    FRWATCH_E2E_IMAGE=ghcr.io/frwatch/frwatch:0.1.0  # an image with python, torch and frwatch
+    FRWATCH_E2E_CORDON=1                             # the operator really cordons (remediation on, dry-run off)
+    pytest -m e2e tests/e2e
+
+Tests that need the stand-ins (the fabricated GPU hang's node plan, a dry-run and a real cordon in one
+run) say so and are skipped there unless the variables above say the cluster is set up for them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e_helpers import Target
+
+from frwatch_operator.localcluster.cluster import LocalCluster, operator_available
+
+NODES = ("node-a", "node-b", "node-c", "node-d")
+NAMESPACE = "e2e"
+
+
+def _local(operator_env: dict[str, str]) -> Iterator[Target]:
+    if not operator_available():
+        pytest.skip("`frwatch operator` is not in this checkout")
+    with LocalCluster(nodes=NODES, namespaces=(NAMESPACE,), operator_env=operator_env) as cluster:
+        yield Target(
+            Path(cluster.kubeconfig), NAMESPACE, image="ghcr.io/frwatch/frwatch:0.1.0", local=cluster
+        )
+
+
+@pytest.fixture(scope="session")
+def target() -> Iterator[Target]:
+    """The cluster the tests run on; on the local one, remediation is on in dry-run."""
+    real = os.environ.get("FRWATCH_E2E_KUBECONFIG")
+    if real:
+        yield Target(
+            Path(real),
+            os.environ.get("FRWATCH_E2E_NAMESPACE", "frwatch-e2e"),
+            image=os.environ.get("FRWATCH_E2E_IMAGE", "ghcr.io/frwatch/frwatch:0.1.0"),
+            local=None,
+        )
+        return
+    yield from _local(
+        {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_REMEDIATION_ENABLED": "true",
+         "FRWATCH_REMEDIATION_DRY_RUN": "true"}
+    )  # fmt: skip
+
+
+@pytest.fixture
+def cordoning_target() -> Iterator[Target]:
+    """A cluster whose operator really cordons: its own local cluster, or the real one when it is set
+    up for it (``FRWATCH_E2E_CORDON=1``)."""
+    real = os.environ.get("FRWATCH_E2E_KUBECONFIG")
+    if real:
+        if os.environ.get("FRWATCH_E2E_CORDON") != "1":
+            pytest.skip("the real cluster's operator does not cordon (set FRWATCH_E2E_CORDON=1 when it does)")
+        yield Target(Path(real), os.environ.get("FRWATCH_E2E_NAMESPACE", "frwatch-e2e"),
+                     image=os.environ.get("FRWATCH_E2E_IMAGE", "ghcr.io/frwatch/frwatch:0.1.0"), local=None)  # fmt: skip
+        return
+    yield from _local(
+        {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_REMEDIATION_ENABLED": "true",
+         "FRWATCH_REMEDIATION_DRY_RUN": "false"}
+    )  # fmt: skip

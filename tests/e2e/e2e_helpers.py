@@ -1,0 +1,119 @@
+"""What the end-to-end tests do, through the Kubernetes API only (the kubernetes client and a kubeconfig),
+so the same tests run on the local cluster and on a real one."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+
+from frwatch_operator import constants as c
+from frwatch_operator.localcluster.cluster import LocalCluster
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+WORKLOAD = ["python", "-m", "frwatch_operator.workloads.faulty_training"]
+GPU_HANG = ["python", "-m", "frwatch_operator.demo.gpu_hang"]
+CULPRIT_POD = "worker-0"  # rank 1: the workloads' default culprit
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+@dataclass
+class Target:
+    kubeconfig: Path
+    namespace: str
+    image: str
+    local: LocalCluster | None
+    api: client.ApiClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api = config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def submit(self, command: list[str], *, capture: bool = True, prefix: str = "e2e") -> str:
+        """A 4-rank PyTorchJob (1 master, 3 workers) running ``command``; returns its name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+        def replica(n: int) -> Obj:
+            return {"replicas": n, "restartPolicy": "Never", "template": {"spec": {"containers": [
+                {"name": "pytorch", "image": self.image, "command": command}]}}}  # fmt: skip
+
+        meta: Obj = {"name": name, "namespace": self.namespace}
+        if capture:
+            meta["annotations"] = {c.ANN_CAPTURE: c.CAPTURE_ENABLED}
+        body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
+                "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(3)}}}  # fmt: skip
+        self.custom.create_namespaced_custom_object("kubeflow.org", "v1", self.namespace, "pytorchjobs", body)
+        return name
+
+    def job(self, name: str) -> Obj:
+        return self.custom.get_namespaced_custom_object(
+            "kubeflow.org", "v1", self.namespace, "pytorchjobs", name
+        )  # type: ignore[no-any-return]
+
+    def annotations(self, name: str) -> dict[str, str]:
+        return dict(self.job(name)["metadata"].get("annotations") or {})
+
+    def conditions(self, name: str) -> list[str]:
+        conds = (self.job(name).get("status") or {}).get("conditions") or []
+        return [x["type"] for x in conds if x.get("status") == "True"]
+
+    def wait_verdict(self, name: str, timeout: float = 100) -> dict[str, str]:
+        return wait_for(
+            lambda: (a := self.annotations(name)).get(c.ANN_VERDICT) and a, timeout, f"a verdict on {name}"
+        )
+
+    def wait_finished(self, name: str, timeout: float = 90) -> list[str]:
+        return wait_for(
+            lambda: (x := self.conditions(name)) and {"Succeeded", "Failed"} & set(x) and x,
+            timeout,
+            f"{name} to end",
+        )
+
+    def pods(self, name: str) -> list[Obj]:
+        items = self.core.list_namespaced_pod(
+            self.namespace, label_selector=f"{c.KF_LABEL_JOB_NAME}={name}"
+        ).items
+        return [self.api.sanitize_for_serialization(p) for p in items]
+
+    def incidents(self, name: str) -> list[Obj]:
+        items = self.custom.list_namespaced_custom_object(
+            c.GROUP, c.VERSION, self.namespace, c.INCIDENT_PLURAL
+        )["items"]
+        return [i for i in items if any(r.get("name") == name for r in i["metadata"].get("ownerReferences") or [])
+                or (i["metadata"].get("labels") or {}).get(c.LABEL_INCIDENT_JOB) == name]  # fmt: skip
+
+    def events(self, name: str, reason: str) -> list[str]:
+        items = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}"
+        ).items
+        return [e.message for e in items if e.reason == reason]
+
+    def node(self, name: str) -> Obj:
+        return self.api.sanitize_for_serialization(self.core.read_node(name))  # type: ignore[no-any-return]
+
+    def culprit_node(self, name: str) -> str:
+        pod = next(p for p in self.pods(name) if p["metadata"]["name"] == f"{name}-{CULPRIT_POD}")
+        return str(pod["spec"]["nodeName"])

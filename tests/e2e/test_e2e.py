@@ -1,0 +1,91 @@
+"""The whole chain, end to end: a rank goes wrong -> dumps captured -> analyzer Job -> verdict on the job
+-> (hardware-class only) a cordon plan, or a cordon."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from e2e_helpers import GPU_HANG, WORKLOAD, Target, wait_for
+
+from frwatch_operator import constants as c
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SOFTWARE = {"desync", "missing_rank", "size_mismatch", "dtype_mismatch"}
+
+
+def test_skipped_collective_gives_a_software_verdict_and_no_cordon(target: Target) -> None:
+    name = target.submit([*WORKLOAD, "--scenario", "skip"])
+    ann = target.wait_verdict(name)
+    assert ann[c.ANN_CATEGORY] in SOFTWARE, ann
+    assert ann[c.ANN_SUSPECT_RANKS] == "1"
+    assert ann[c.ANN_SUSPECT_NODES] == target.culprit_node(name)
+    assert ann[c.ANN_REPORT].startswith("s3://")
+    [incident] = target.incidents(name)
+    assert ann[c.ANN_INCIDENT] == incident["metadata"]["name"]
+    assert not target.node(ann[c.ANN_SUSPECT_NODES])["spec"].get("unschedulable")
+    assert not any(
+        "cordon" in m and "would" not in m and "not" not in m for m in target.events(name, "Remediation")
+    )
+
+
+def test_cpu_stuck_rank_is_named(target: Target) -> None:
+    name = target.submit([*WORKLOAD, "--scenario", "cpu_stuck"])
+    ann = target.wait_verdict(name)
+    assert ann[c.ANN_CATEGORY] == "missing_rank", ann
+    assert ann[c.ANN_SUSPECT_RANKS] == "1"
+
+
+def test_gpu_hang_on_one_node_plans_a_cordon_in_dry_run(target: Target) -> None:
+    if target.local is None:
+        pytest.skip("needs the stand-ins: the GPU hang is fabricated by the demo workload (no GPU here)")
+    name = target.submit(GPU_HANG)
+    ann = target.wait_verdict(name)
+    assert ann[c.ANN_CATEGORY] == "gpu_hang", ann
+    node = target.culprit_node(name)
+    assert ann[c.ANN_SUSPECT_NODES] == node
+    plan = wait_for(lambda: target.events(name, "Remediation"), 20, "the remediation plan")
+    assert plan == [f"dry-run: would cordon {node}"], plan
+    assert not target.node(node)["spec"].get("unschedulable")
+
+
+def test_gpu_hang_on_one_node_cordons_it_when_enabled(cordoning_target: Target) -> None:
+    target = cordoning_target
+    if target.local is None:
+        pytest.skip("needs the stand-ins: the GPU hang is fabricated by the demo workload (no GPU here)")
+    name = target.submit(GPU_HANG)
+    ann = target.wait_verdict(name)
+    node = ann[c.ANN_SUSPECT_NODES]
+    assert node == target.culprit_node(name)
+    cordoned = wait_for(
+        lambda: (n := target.node(node))["spec"].get("unschedulable") and n, 20, f"{node} cordoned"
+    )
+    assert (
+        cordoned["metadata"]["annotations"][c.ANN_CORDON_INCIDENT]
+        == f"{target.namespace}/{ann[c.ANN_INCIDENT]}"
+    )
+    assert c.ANN_CORDONED_BY in cordoned["metadata"]["annotations"]
+    others = [n for n in ("node-a", "node-b", "node-c", "node-d") if n != node]
+    assert not any(target.node(n)["spec"].get("unschedulable") for n in others)
+
+
+def test_healthy_job_opens_no_incident(target: Target) -> None:
+    name = target.submit([*WORKLOAD, "--scenario", "healthy"])
+    assert "Succeeded" in target.wait_finished(name)
+    time.sleep(3)  # a late Incident would show up by now
+    assert target.incidents(name) == []
+    assert c.ANN_VERDICT not in target.annotations(name)
+
+
+def test_opted_out_job_gets_nothing_injected(target: Target) -> None:
+    name = target.submit([*WORKLOAD, "--scenario", "skip"], capture=False)
+    assert "Failed" in target.wait_finished(name)
+    for pod in target.pods(name):
+        assert c.ANN_INJECTED not in (pod["metadata"].get("annotations") or {})
+        assert not pod["spec"].get("initContainers")
+        assert not any(
+            e["name"].startswith("TORCH_FR") for e in pod["spec"]["containers"][0].get("env") or []
+        )
+    time.sleep(3)
+    assert target.incidents(name) == []

@@ -72,7 +72,16 @@ def test_skip_job_fails_and_the_agent_uploads_every_rank_s_dump(
     assert failed["message"].startswith(f"PyTorchJob {ns}/skip has failed because ")
     assert job["status"]["conditions"][-1]["type"] == "Failed"  # `kubectl get pytorchjob` shows Failed
 
-    pods = kube.pods(ns)
+    def agents_stopped() -> list[dict] | None:
+        # the kubelet stops a native sidecar once the main containers ended: allow it a moment
+        current = kube.pods(ns)
+        done = all(
+            "terminated" in (p["status"].get("initContainerStatuses") or [{"state": {}}])[0]["state"]
+            for p in current
+        )
+        return current if done else None
+
+    pods = wait_for(agents_stopped, 30, "every agent sidecar to stop after its rank")
     assert len(pods) == 4
     codes = []
     for pod in pods:

@@ -31,9 +31,7 @@ def op_short(op: str) -> str:
 
 
 def call_site_text(site: Iterable[tuple[str, str, int]]) -> str:
-    """The innermost user frame as ``file.py:42 (fn)``."""
+    """The innermost user frame as ``file.py:42 (fn)`` (the full path is in the verdict's evidence)."""
     for name, filename, line in site:
-        short = filename.rsplit("/", 2)
-        path = "/".join(short[-2:]) if len(short) > 1 else filename
-        return f"{path}:{line} ({name})"
+        return f"{filename.rsplit('/', 1)[-1]}:{line} ({name})"
     return ""

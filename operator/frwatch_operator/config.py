@@ -136,6 +136,22 @@ class OperatorSettings(_Section):
     agent_timeout_seconds: float = Field(
         default=2.0, gt=0, description="Seconds to wait for one agent's control endpoint to answer."
     )
+    listen_addr: str = Field(
+        default="0.0.0.0",  # noqa: S104 - probed and scraped inside the cluster
+        description="Listen address of the liveness endpoint (/healthz) and the metrics (/metrics).",
+    )
+    health_port: int = Field(
+        default=8080,
+        ge=0,
+        le=65535,
+        description="Port of kopf's liveness endpoint GET /healthz (the Deployment's livenessProbe); 0: off.",
+    )
+    metrics_port: int = Field(
+        default=9090,
+        ge=0,
+        le=65535,
+        description="Port of the Prometheus metrics GET /metrics (frwatch_operator.metrics); 0: off.",
+    )
 
 
 class AnalyzerSettings(_Section):

@@ -4,7 +4,11 @@ Configuration is the environment (``frwatch_operator.config``), loaded once here
 cluster, or the namespaces in ``FRWATCH_OPERATOR_NAMESPACES`` (comma-separated). The webhook is served by
 kopf (``settings.admission.server``): TLS from ``FRWATCH_WEBHOOK_CERT_FILE``/``FRWATCH_WEBHOOK_KEY_FILE``
 (unset: kopf self-signs), or plain HTTP with ``FRWATCH_WEBHOOK_INSECURE=true`` (tests and local runs).
-Logs are JSON lines on stderr. Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 2 on a bad configuration.
+Logs are JSON lines on stderr. Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 2 on a bad configuration
+(or a metrics port already taken).
+Probes and metrics (``FRWATCH_OPERATOR_LISTEN_ADDR``, default all interfaces): kopf's liveness endpoint
+``GET /healthz`` on ``FRWATCH_OPERATOR_HEALTH_PORT`` (8080) and the Prometheus metrics of
+``frwatch_operator.metrics`` (``GET /metrics``) on ``FRWATCH_OPERATOR_METRICS_PORT`` (9090); 0 turns either off.
 
 kopf settings: handler progress and diff-bases in annotations under ``frwatch.io`` (never in status);
 finalizers only where a handler needs one (the Incident timer: kopf drops it once the Incident is handed
@@ -76,6 +80,12 @@ def kopf_settings(config: Config) -> object:
     return settings
 
 
+def liveness_endpoint(config: Config) -> str | None:
+    """kopf's liveness URL (``None``: off)."""
+    o = config.operator
+    return f"http://{o.listen_addr}:{o.health_port}/healthz" if o.health_port else None
+
+
 def run(config: Config) -> None:
     """Build the operator from ``config`` and run it until SIGTERM/SIGINT."""
     import kopf
@@ -84,6 +94,7 @@ def run(config: Config) -> None:
 
     from frwatch_operator.handlers import Deps, register_all
     from frwatch_operator.kube import Kube
+    from frwatch_operator.metrics import Metrics, serve
     from frwatch_operator.observations import Observations
     from frwatch_operator.s3store import S3Store
     from frwatch_operator.webhook import JobIndex
@@ -94,8 +105,16 @@ def run(config: Config) -> None:
         kube_config.load_kube_config()
     registry = kopf.OperatorRegistry()
     kopf.on.login(registry=registry)(kopf.login_via_client)
-    deps = Deps(config, JobIndex(), Observations(), Kube(client.ApiClient()), S3Store(config.s3))
+    metrics = Metrics()
+    deps = Deps(config, JobIndex(), Observations(), Kube(client.ApiClient()), S3Store(config.s3), metrics)
     register_all(registry, deps)
+    try:
+        serve(metrics, config.operator.metrics_port, addr=config.operator.listen_addr)
+    except OSError as exc:
+        raise FatalError(
+            f"cannot serve the metrics on {config.operator.listen_addr}:{config.operator.metrics_port}: {exc}; "
+            "set FRWATCH_OPERATOR_METRICS_PORT to a free port (0: no metrics)"
+        ) from exc
     namespaces = namespaces_of(config)
     logger.info("frwatch operator starting: %s", ", ".join(namespaces) or "cluster-wide")
     kopf.run(
@@ -104,6 +123,7 @@ def run(config: Config) -> None:
         standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces,
+        liveness_endpoint=liveness_endpoint(config),
     )
 
 
@@ -116,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"frwatch operator: {exc}", file=sys.stderr)
         return 2
     setup_logging(config.log_level)
-    run(config)
+    try:
+        run(config)
+    except FatalError as exc:
+        print(f"frwatch operator: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -11,11 +11,17 @@ which ``docs/install.md`` shows and a test keeps in step.
 
 from __future__ import annotations
 
+import threading
+from collections import Counter as Tally
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
 PREFIX: Final = "frwatch_"
+
+#: Incident phases an Incident is driven through, and the phases it ends in.
+OPEN_PHASES: Final = ("Detected", "Collecting", "Analyzing")
+END_PHASES: Final = ("Reported", "Failed")
 
 #: Seconds buckets for "failure seen -> manifest written" and "failure seen -> verdict".
 LATENCY_BUCKETS: Final = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
@@ -126,6 +132,9 @@ class Metrics:
         n = "frwatch_webhook_admissions"
         self.webhook_admissions = Counter(n, doc(n), labels(n), registry=r)
         self.breaker_tripped.set(0)
+        self.set_active({})
+        self._phases: dict[str, str] = {}  #: open Incidents seen by this process: uid -> phase
+        self._phases_lock = threading.Lock()
 
     # -- the calls the operator makes ------------------------------------------------------------------
 
@@ -141,6 +150,21 @@ class Metrics:
     def incident_finished(self, phase: str) -> None:
         """An Incident reached ``Reported`` or ``Failed``."""
         self.incidents_finished.labels(phase=phase).inc()
+
+    def incident_phase(self, uid: str, phase: str | None) -> None:
+        """The phase of one Incident as the operator's watch sees it now (``None``: deleted; ``""``: just
+        created, counted as Detected). Keeps ``incidents_active`` and counts ``incidents_finished`` when an
+        Incident seen open reaches an end phase (one already finished when first seen, e.g. re-listed after
+        a restart, is not counted again)."""
+        phase = "Detected" if phase == "" else phase
+        with self._phases_lock:
+            before = self._phases.pop(uid, None)
+            if phase in OPEN_PHASES:
+                self._phases[uid] = phase
+            elif phase in END_PHASES and before is not None:
+                self.incident_finished(phase)
+            counts = dict(Tally(self._phases.values()))
+        self.set_active(counts)
 
     def collection_finished(self, seconds: float, dumped: int, missing: int) -> None:
         """The manifest was written ``seconds`` after detection, with this many dumps present and missing."""

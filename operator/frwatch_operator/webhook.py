@@ -151,6 +151,9 @@ class Mutation:
     ops: list[dict[str, Any]]
     warnings: list[str]
     note: AdmissionNote | None
+    #: For the metrics: ``injected`` (the pod changed), ``untouched`` (not opted in, opted out, already
+    #: injected, unknown job) or ``error`` (admitted as is because injecting failed).
+    outcome: str = "untouched"
 
 
 async def mutate_pod(pod: Mapping[str, Any], namespace: str, index: JobIndex, config: Config) -> Mutation:
@@ -176,14 +179,14 @@ async def mutate_pod(pod: Mapping[str, Any], namespace: str, index: JobIndex, co
         ctx = JobContext(entry.kind, entry.name, entry.uid, attempt_of(pod, entry.attempt))
         result = inject(pod, decision.settings, config, ctx)
         note = AdmissionNote(namespace, job_name, pod_name, result.changed, result.warnings, decision.reason)
-        return Mutation(result.ops, result.warnings, note)
+        return Mutation(result.ops, result.warnings, note, "injected" if result.ops else "untouched")
     except InjectionError as exc:
         warning = f"frwatch: pod admitted without Flight Recorder capture: {exc}"
-        return Mutation([], [warning], AdmissionNote(namespace, job_name, pod_name, False, [warning]))
+        return Mutation([], [warning], AdmissionNote(namespace, job_name, pod_name, False, [warning]), "error")
     except Exception as exc:  # fail open: never block pod creation on frwatch's own bug
         logger.exception("webhook failed on pod %s/%s; admitted unchanged", namespace, pod_name)
         warning = f"frwatch: internal error, pod admitted without capture ({type(exc).__name__})"
-        return Mutation([], [warning], AdmissionNote(namespace, job_name, pod_name, False, [warning]))
+        return Mutation([], [warning], AdmissionNote(namespace, job_name, pod_name, False, [warning]), "error")
 
 
 def _notify(observer: Observer | None, note: AdmissionNote | None) -> None:
@@ -259,8 +262,15 @@ async def serve(index: JobIndex, config: Config, observer: Observer | None = Non
             await configs.aclose()
 
 
-def register(index: JobIndex, config: Config, observer: Observer | None = None, registry: Any = None) -> Any:
-    """Register the kopf ``@kopf.on.mutate`` handler (the operator's way). Returns the handler."""
+def register(
+    index: JobIndex,
+    config: Config,
+    observer: Observer | None = None,
+    registry: Any = None,
+    count: Callable[[str], None] | None = None,
+) -> Any:
+    """Register the kopf ``@kopf.on.mutate`` handler (the operator's way). Returns the handler.
+    ``count``: called with each admission's :attr:`Mutation.outcome` (the operator's metrics)."""
     import kopf
 
     @kopf.on.mutate(
@@ -281,6 +291,8 @@ def register(index: JobIndex, config: Config, observer: Observer | None = None, 
             ops = mutation.ops
             patch.fns.append(lambda raw: apply_ops(raw, ops))
         _notify(observer, mutation.note)
+        if count is not None:
+            count(mutation.outcome)
 
     return frwatch_inject
 

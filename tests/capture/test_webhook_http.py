@@ -220,3 +220,22 @@ def test_kopf_handler_glue_produces_the_same_patch(index):
     assert out["spec"]["initContainers"][0]["name"] == c.AGENT_CONTAINER
     assert out["metadata"]["annotations"][c.ANN_INJECTED]
     assert warnings and "turns the Flight Recorder off" in warnings[0] and notes
+
+
+def test_the_kopf_handler_counts_each_outcome(index, monkeypatch):
+    """One count per admission, for the operator's metrics: injected, untouched, or error (admitted as is)."""
+    outcomes: list[str] = []
+    handler = register(index, Config(), registry=kopf.OperatorRegistry(), count=outcomes.append)
+
+    def admit(body: dict[str, Any]) -> dict[str, Any]:
+        patch = kopf.Patch(body=kopf.Body(copy.deepcopy(body)))
+        asyncio.run(handler(body=kopf.Body(copy.deepcopy(body)), patch=patch, warnings=[]))
+        return jsonpatch.apply_patch(copy.deepcopy(body), patch.as_json_patch())
+
+    injected = admit(pod("llama"))
+    admit(injected)  # a second pass changes nothing
+    admit(pod("plain"))  # not opted in
+    admit(pod("typo"))  # malformed opt-in: left untouched
+    monkeypatch.setattr("frwatch_operator.webhook.inject", lambda *a, **k: 1 / 0)
+    admit(pod("llama", index=1))
+    assert outcomes == ["injected", "untouched", "untouched", "untouched", "error"]

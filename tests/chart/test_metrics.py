@@ -77,3 +77,22 @@ def test_install_doc_lists_every_metric() -> None:
     doc = (ROOT / "docs" / "install.md").read_text()
     for name in DOCS:
         assert f"`{name}" in doc, f"docs/install.md does not list {name}"
+
+
+def test_incident_phases_keep_the_active_gauge_and_count_each_finish_once() -> None:
+    m = Metrics()
+    for phase in ("", "Detected", "Collecting", "Analyzing"):
+        m.incident_phase("a", phase)
+    m.incident_phase("b", "Collecting")
+    text = m.exposition().decode()
+    assert 'frwatch_incidents_active{phase="Analyzing"} 1.0' in text
+    assert 'frwatch_incidents_active{phase="Collecting"} 1.0' in text
+    m.incident_phase("a", "Reported")
+    m.incident_phase("a", "Reported")  # the same end seen again (a later event): counted once
+    m.incident_phase("b", None)  # deleted while collecting: not a finish
+    m.incident_phase("c", "Failed")  # already ended when first seen (a restart's re-listing): not counted
+    text = m.exposition().decode()
+    assert 'frwatch_incidents_finished_total{phase="Reported"} 1.0' in text
+    assert 'frwatch_incidents_finished_total{phase="Failed"}' not in text
+    for phase in ("Detected", "Collecting", "Analyzing"):
+        assert f'frwatch_incidents_active{{phase="{phase}"}} 0.0' in text

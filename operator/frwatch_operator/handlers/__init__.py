@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import kopf
@@ -20,11 +22,13 @@ import kopf
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.kube import Kube
+from frwatch_operator.metrics import Metrics
 from frwatch_operator.observations import Observations
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.webhook import JobIndex
 
 F = TypeVar("F", bound=Callable[..., Any])
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class Deps:
     seen: Observations
     kube: Kube
     s3: S3Store
+    #: The operator's Prometheus metrics: handlers make one call each where something happens.
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 def translate_errors(fn: F) -> F:
@@ -51,6 +57,24 @@ def translate_errors(fn: F) -> F:
             raise kopf.PermanentError(str(exc)) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+#: How often one watch event is handled before giving up (kopf does not retry event handlers).
+EVENT_TRIES = 3
+
+
+def retrying(handle: Callable[[], object], what: str) -> None:
+    """Run an event handler's work, again after a RetryableError (up to EVENT_TRIES times): kopf never
+    retries event handlers, and a failure must not be lost to one API hiccup."""
+    for attempt in range(EVENT_TRIES):
+        try:
+            handle()
+            return
+        except RetryableError as exc:
+            if attempt == EVENT_TRIES - 1:
+                raise
+            logger.warning("%s: %s (try %d of %d)", what, exc, attempt + 1, EVENT_TRIES)
+            time.sleep(min(exc.delay, 2.0))
 
 
 def register_all(registry: kopf.OperatorRegistry, deps: Deps) -> None:

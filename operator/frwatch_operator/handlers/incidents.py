@@ -309,6 +309,8 @@ def _collected(
         }
     )  # fmt: skip
     _write_status(deps, inc, new)
+    detected = _parse_time(status.detected_at) or _parse_time(inc.created) or now
+    deps.metrics.collection_finished((now - detected).total_seconds(), dumped, missing)
     url = f"s3://{inc.bucket}/{inc.key.root}"
     deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url, wired))
     deps.seen.forget_attempt(inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
@@ -378,6 +380,12 @@ def active(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
+    @kopf.on.event(c.GROUP, c.VERSION, c.INCIDENT_PLURAL, id="frwatch-incident-phases", registry=registry)
+    def incident_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        uid = str(body.get("metadata", {}).get("uid") or "")
+        phase = None if type == "DELETED" else str((body.get("status") or {}).get("phase") or "")
+        deps.metrics.incident_phase(uid, phase)
+
     @kopf.timer(
         c.GROUP, c.VERSION, c.INCIDENT_PLURAL, id="frwatch-incident", interval=deps.config.operator.incident_poll_seconds,
         when=active, registry=registry,

@@ -18,7 +18,7 @@ idempotent (deterministic Job and Event names, merge patches, the breaker persis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -57,6 +57,22 @@ OVERDUE_GRACE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
+class Observed:
+    """What one call saw happen, for the operator's metrics (nothing here drives the Incident)."""
+
+    #: The analyzer Job's end, seen in this call: ``succeeded``, ``failed`` or ``deadline`` ("": none).
+    analyzer_job: str = ""
+    #: The verdict stored and surfaced in this call: its category ("": none) and hardware_class.
+    category: str = ""
+    hardware_class: bool = False
+    seconds_since_detection: float = 0.0
+    cordoned: int = 0  #: nodes cordoned (spec.unschedulable set) in this call
+    would_cordon: int = 0  #: nodes a dry-run plan would have cordoned
+    skipped: tuple[str, ...] = ()  #: a SkipReason code for each suspect node left alone
+    breaker_tripped: bool | None = None  #: the circuit breaker as stored (None: not read)
+
+
+@dataclass(frozen=True)
 class Step:
     """What one call did: the Incident status merge patch to write ({}: nothing), and what comes next."""
 
@@ -65,6 +81,15 @@ class Step:
     done: bool = False
     #: Still analyzing: call advance_analysis again after this many seconds.
     retry_after: float | None = None
+    #: What happened, for the metrics (the caller records it once the status is written).
+    observed: Observed = field(default_factory=Observed)
+
+
+def _job_ended(state: JobState, reason: str) -> str:
+    """The metrics' word for an analyzer Job's end."""
+    if state is JobState.SUCCEEDED:
+        return "succeeded"
+    return "deadline" if reason in ("DeadlineExceeded", "AnalyzerOverdue") else "failed"
 
 
 def start_analysis(
@@ -128,6 +153,7 @@ def advance_analysis(
     )
     job = kube.get_job(view.namespace, name)
     note = ""
+    ended = Observed()
     if job is None:
         # Deleted by a person, or cleaned up (TTL) before we looked: the verdict may still be in S3.
         note = f"analyzer Job {name} was gone when frwatch looked"
@@ -144,17 +170,20 @@ def advance_analysis(
             if outcome.message != view.status.message:
                 patch["message"] = outcome.message
             return Step(patch, done=False, retry_after=POLL_SECONDS)
+        ended = Observed(analyzer_job=_job_ended(outcome.state, outcome.reason))
         if outcome.state is JobState.FAILED:
-            return _fail(view, _training_job(view, kube), kube, outcome.reason, outcome.message, now, first)
+            step = _fail(view, _training_job(view, kube), kube, outcome.reason, outcome.message, now, first)
+            return replace(step, observed=ended)
     training = _training_job(view, kube)
     try:
         verdict = read_verdict(store, url)
     except VerdictUnavailable as exc:
         message = str(exc) if not note else f"{note}, and {exc}"
         reason = "AnalyzerJobGone" if job is None else exc.reason
-        return _fail(view, training, kube, reason, message, now, first)
+        return replace(_fail(view, training, kube, reason, message, now, first), observed=ended)
     step = _report(view, training, verdict, config, kube, store, settings, url, note, now)
-    return Step({**first, **step.status}, done=step.done)
+    observed = replace(step.observed, analyzer_job=ended.analyzer_job)
+    return Step({**first, **step.status}, done=step.done, observed=observed)
 
 
 # --- the two endings ---------------------------------------------------------------------------------
@@ -186,9 +215,14 @@ def _report(
     diagnosed = verdict_events(verdict, incident=view.name, report=report)[0]
     kube.post_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
     remediated = None
+    detected = _parse_time(view.status.detected_at)
+    observed = Observed(
+        category=verdict.category.value, hardware_class=verdict.hardware_class,
+        seconds_since_detection=(now - detected).total_seconds() if detected is not None else 0.0,
+    )  # fmt: skip
     if job_ref is not None:
         rules = effective_rules(config.remediation, settings)
-        remediated = remediate(
+        result = remediate(
             verdict=verdict,
             incident=view.identity,
             job_nodes=_job_nodes(verdict, read_manifest(store, url) if rules.enabled else None),
@@ -198,11 +232,16 @@ def _report(
             evidence=report,
             now=now,
             job_object=job_ref,
-        ).condition
+        )
+        remediated = result.condition
+        observed = replace(
+            observed, cordoned=len(result.cordoned), would_cordon=len(result.dry_run_cordons),
+            skipped=tuple(result.skipped(verdict, rules)), breaker_tripped=result.breaker_tripped,
+        )  # fmt: skip
     status = reported_status(
         verdict, report=report, now=now, conditions=view.status.conditions, note=note, remediation=remediated
     )
-    return Step(status, done=True)
+    return Step(status, done=True, observed=observed)
 
 
 def _fail(
@@ -233,6 +272,13 @@ def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
     if job is None or (job.get("metadata") or {}).get("uid") != view.spec.job_ref.uid:
         return None
     return job
+
+
+def _parse_time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
 
 
 def _job_involved(view: IncidentView, training: Obj) -> dict[str, str]:

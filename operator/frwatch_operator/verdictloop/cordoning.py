@@ -32,8 +32,10 @@ from frwatch_operator.verdictloop.remediation import (
     Mode,
     NodeView,
     Rules,
+    SkipReason,
     cordon_patch,
     gate,
+    gate_skip_reason,
     plan_cordons,
 )
 
@@ -47,6 +49,8 @@ class RemediationResult:
     failed: dict[str, str] = field(default_factory=dict)  #: node -> why the API refused the cordon
     condition: Condition | None = None
     nodes: Mapping[str, NodeView | None] = field(default_factory=dict)  #: the suspect nodes as read
+    #: The circuit breaker as stored after this plan (None: not read, the gate stopped first).
+    breaker_tripped: bool | None = None
 
     @property
     def summary(self) -> str:
@@ -54,6 +58,19 @@ class RemediationResult:
         if self.failed:
             text += "; not cordoned after all: " + "; ".join(f"{n} ({why})" for n, why in self.failed.items())
         return text
+
+    @property
+    def dry_run_cordons(self) -> list[str]:
+        """Nodes the plan would have cordoned (dry-run only)."""
+        return self.plan.to_cordon if self.plan.mode is Mode.DRY_RUN else []
+
+    def skipped(self, verdict: Verdict, rules: Rules) -> list[str]:
+        """A SkipReason code for each suspect node left alone (the gate's refusal counts every suspect)."""
+        if not self.plan.decisions:
+            code = gate_skip_reason(verdict, rules)
+            return [code.value] * len(set(filter(None, verdict.suspect_nodes))) if code is not None else []
+        codes = [d.code for d in self.plan.decisions if d.action is Action.SKIP]
+        return codes + [SkipReason.API_REFUSED.value] * len(self.failed)
 
 
 def remediate(
@@ -86,7 +103,9 @@ def remediate(
     for about in (job_object, incident_ref):
         if about is not None:
             kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
-    return RemediationResult(result.plan, result.cordoned, result.failed, condition, result.nodes)
+    return RemediationResult(
+        result.plan, result.cordoned, result.failed, condition, result.nodes, result.breaker_tripped
+    )
 
 
 def _plan_and_cordon(
@@ -126,8 +145,8 @@ def _plan_and_cordon(
                 if attempt + 1 == _PLAN_ATTEMPTS:
                     raise
                 continue  # another writer moved the breaker: read it again and decide again
-        if plan.mode is not Mode.CORDON:
-            return RemediationResult(plan, nodes=nodes)
+        if plan.mode is not Mode.CORDON:  # the breaker as stored (a dry-run plan's state is hypothetical)
+            return RemediationResult(plan, nodes=nodes, breaker_tripped=state.tripped)
         cordoned: list[str] = []
         failed: dict[str, str] = {}
         for name in plan.to_cordon:
@@ -143,7 +162,7 @@ def _plan_and_cordon(
                 failed[name] = "the node changed since it was read (a person acted?): left as it is"
             except FatalError as exc:
                 failed[name] = str(exc)
-        return RemediationResult(plan, cordoned, failed, nodes=nodes)
+        return RemediationResult(plan, cordoned, failed, nodes=nodes, breaker_tripped=plan.breaker.tripped)
     raise AssertionError("unreachable")
 
 

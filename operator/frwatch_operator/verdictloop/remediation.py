@@ -43,6 +43,21 @@ class Action(StrEnum):
     SKIP = "skip"  #: leave it alone, for the reason given
 
 
+class SkipReason(StrEnum):
+    """Why a suspect node was not cordoned, as a short code (the metrics' ``reason`` label); the sentence a
+    person reads is the decision's ``reason``."""
+
+    SOFTWARE_FAULT = "software_fault"  #: rule 2: the verdict is not hardware-class
+    TOO_MANY_SUSPECTS = "too_many_suspects"  #: rule 3
+    NO_SUCH_NODE = "no_such_node"
+    OPTED_OUT = "opted_out"
+    UNCORDONED_BY_PERSON = "uncordoned_by_person"
+    ALREADY_CORDONED = "already_cordoned"  #: by someone else, or for another incident
+    CAP = "cap"  #: rule 5
+    BREAKER = "breaker"  #: rule 6
+    API_REFUSED = "api_refused"  #: the plan said cordon; the API refused (the node changed, or forbidden)
+
+
 @dataclass(frozen=True)
 class Rules:
     """The remediation settings in force for one incident (operator settings narrowed by its policy)."""
@@ -117,6 +132,7 @@ class NodeDecision:
     node: str
     action: Action
     reason: str
+    code: str = ""  #: a SkipReason value for SKIP decisions
 
 
 @dataclass(frozen=True)
@@ -176,24 +192,25 @@ def plan_cordons(
     for name in suspects:
         view = nodes.get(name)
 
-        def skip(reason: str, node: str = name) -> None:
-            decisions.append(NodeDecision(node, Action.SKIP, reason))
+        def skip(code: SkipReason, reason: str, node: str = name) -> None:
+            decisions.append(NodeDecision(node, Action.SKIP, reason, code.value))
 
         if view is None:
-            skip("no such node")
+            skip(SkipReason.NO_SUCH_NODE, "no such node")
         elif view.labels.get(c.LABEL_NODE_OPT_OUT) == c.REMEDIATION_DISABLED:
-            skip(f"opted out (label {c.LABEL_NODE_OPT_OUT}={c.REMEDIATION_DISABLED})")
+            skip(SkipReason.OPTED_OUT, f"opted out (label {c.LABEL_NODE_OPT_OUT}={c.REMEDIATION_DISABLED})")
         elif view.cordoned_for == incident and not view.unschedulable:
             skip(
+                SkipReason.UNCORDONED_BY_PERSON,
                 "a person uncordoned it after frwatch cordoned it for this incident: "
-                "never cordoned again for the same incident"
+                "never cordoned again for the same incident",
             )
         elif view.cordoned_for == incident:
             decisions.append(NodeDecision(name, Action.KEEP, "already cordoned by frwatch for this incident"))
         elif view.unschedulable:
-            skip("already cordoned, not by frwatch for this incident: left as it is")
+            skip(SkipReason.ALREADY_CORDONED, "already cordoned, not by frwatch for this incident: left as it is")
         elif counted >= rules.max_nodes_per_incident:
-            skip(f"per-incident cap of {rules.max_nodes_per_incident} node(s) reached")
+            skip(SkipReason.CAP, f"per-incident cap of {rules.max_nodes_per_incident} node(s) reached")
         else:
             decision = try_cordon(
                 state,
@@ -209,7 +226,7 @@ def plan_cordons(
                 counted += 1
                 decisions.append(NodeDecision(name, Action.CORDON, verdict_reason(verdict)))
             else:
-                skip(decision.reason)
+                skip(SkipReason.BREAKER, decision.reason)
     plan_decisions = tuple(decisions)
     return CordonPlan(mode, plan_decisions, _summary(mode, plan_decisions), state, state is not breaker)
 
@@ -234,6 +251,14 @@ def gate(verdict: Verdict, job_nodes: Sequence[str], rules: Rules) -> str | None
             f"{rules.max_suspect_share:.0%}): that points at the fabric or the software, not at one bad host"
         )
     return None
+
+
+def gate_skip_reason(verdict: Verdict, rules: Rules) -> SkipReason | None:
+    """The code of :func:`gate`'s refusal, for the suspect nodes it leaves alone (None: remediation is off
+    or the verdict names no suspect, so no node was considered)."""
+    if rules.mode is Mode.OFF or not any(verdict.suspect_nodes):
+        return None
+    return SkipReason.TOO_MANY_SUSPECTS if verdict.hardware_class else SkipReason.SOFTWARE_FAULT
 
 
 def verdict_reason(verdict: Verdict) -> str:

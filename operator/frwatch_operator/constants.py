@@ -93,6 +93,10 @@ ENV_JOB_ATTEMPT: Final = "FRWATCH_JOB_ATTEMPT"  #: literal: the job attempt when
 #: On a PyTorchJob, kept by the operator: the attempt number pods created from now on belong to (default "0").
 #: The operator bumps it when it opens an Incident for the current attempt.
 ANN_ATTEMPT: Final = PREFIX + "attempt"
+#: On a PyTorchJob, kept by the operator: "<attempt>@<RFC 3339>", when the first pod of that attempt was
+#: created. A job Failed/Restarting condition counts for the current attempt only when it is later
+#: (frwatch_operator.job_failure).
+ANN_ATTEMPT_STARTED: Final = PREFIX + "attempt-started"
 #: On JobSet (Trainer v2) pods: the JobSet restart count, used as the attempt when present.
 LABEL_JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
 #: Name of the agent's control port (authenticated with ``Authorization: Bearer <token>``).

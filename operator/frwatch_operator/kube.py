@@ -23,6 +23,7 @@ from kubernetes.client.rest import ApiException
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
 from frwatch_operator.incident_naming import next_attempt
+from frwatch_operator.job_failure import start_to_record
 from frwatch_operator.jobkinds import JobKind
 from frwatch_operator.notices import Notice
 
@@ -90,21 +91,36 @@ class Kube:
 
     def bump_attempt(self, kind: JobKind, namespace: str, name: str, opened: str) -> str | None:
         """Move the job's ``frwatch.io/attempt`` past ``opened`` (idempotent; never backwards). Returns the
-        new value, or None when nothing changed. A concurrent change of the job retries once."""
+        new value, or None when nothing changed. A concurrent change of the job retries."""
+
+        def decide(job: Mapping[str, Any]) -> str | None:
+            return next_attempt(((job.get("metadata") or {}).get("annotations") or {}).get(c.ANN_ATTEMPT), opened)
+
+        return self._annotate_if(kind, namespace, name, c.ANN_ATTEMPT, decide)
+
+    def record_attempt_start(
+        self, kind: JobKind, namespace: str, name: str, pod_attempt: str | None, pod_created: datetime | None
+    ) -> str | None:
+        """Record on the job when the current attempt's first pod was created (``frwatch.io/attempt-started``,
+        see :mod:`frwatch_operator.job_failure`); once per attempt. Returns the value written, or None."""
+        return self._annotate_if(
+            kind, namespace, name, c.ANN_ATTEMPT_STARTED, lambda job: start_to_record(job, pod_attempt, pod_created)
+        )
+
+    def _annotate_if(
+        self, kind: JobKind, namespace: str, name: str, key: str, decide: Callable[[Mapping[str, Any]], str | None]
+    ) -> str | None:
+        """Read the job, let ``decide`` name the annotation's new value (None: leave it), and write it
+        conditionally on the resourceVersion read (a concurrent change: read again, decide again)."""
         for _ in range(3):
             job = self.get_job(kind, namespace, name)
             if job is None:
                 return None
-            meta = job.get("metadata") or {}
-            new = next_attempt((meta.get("annotations") or {}).get(c.ANN_ATTEMPT), opened)
+            new = decide(job)
             if new is None:
                 return None
-            patch = {
-                "metadata": {
-                    "resourceVersion": meta.get("resourceVersion"),
-                    "annotations": {c.ANN_ATTEMPT: new},
-                }
-            }
+            meta = job.get("metadata") or {}
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {key: new}}}
             try:
                 self._call(
                     f"annotate {kind.kind} {namespace}/{name}",

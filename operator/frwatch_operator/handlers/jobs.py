@@ -1,5 +1,7 @@
 """PyTorchJobs -> the job index (read by the webhook and detection), their rank layout, and an Event when
-the opt-in is malformed (the job is then left untouched) or capture turns on. No finalizers."""
+the opt-in is malformed (the job is then left untouched) or capture turns on; the job's own Failed or
+Restarting condition opens its current attempt's Incident when it is about that attempt
+(``frwatch_operator.job_failure`` says when). No finalizers."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from typing import Any
 import kopf
 
 from frwatch_operator import notices
-from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers import Deps, retrying, translate_errors
+from frwatch_operator.handlers.pods import open_incident
+from frwatch_operator.job_failure import job_failure
 from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.optin import OptIn
@@ -41,11 +45,16 @@ def on_job(deps: Deps, event_type: str | None, body: dict[str, Any]) -> None:
     )
     if deps.seen.first_time(f"{ref.uid}/{notice.reason}/{notice.message}"):
         deps.kube.post_event(ref, notice)
+    failure = job_failure(body)
+    entry = deps.index.job(ns, name)
+    if failure is not None and entry is not None and decision.enabled and decision.settings is not None:
+        open_incident(deps, PYTORCHJOB, entry, decision.settings, failure.attempt, failure.describe())
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     @kopf.on.event(
         PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural, id="frwatch-jobs", registry=registry
     )
+    @translate_errors
     def job_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        on_job(deps, type, dict(body))
+        retrying(lambda: on_job(deps, type, dict(body)), f"job event {body.get('metadata', {}).get('name')}")

@@ -4,13 +4,14 @@ Every event of a pod labelled ``training.kubeflow.org/job-name`` (no finalizers)
 A failure signal (``frwatch_operator.detection``) opens the Incident of the pod's own attempt: the name
 is deterministic, a 409 on create is success, so several failing pods, duplicated events and pods
 re-listed after an operator restart all land in the same Incident. Opening it moves the job's attempt
-annotation past it, so pods created by the restart belong to the next attempt.
+annotation past it, so pods created by the restart belong to the next attempt. The first pod seen of the
+job's current attempt has its creation time recorded on the job (``frwatch.io/attempt-started``): the
+job's own Failed/Restarting condition is attributed to an attempt by it (``handlers.jobs``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,17 +19,16 @@ import kopf
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator.detection import pod_facts
-from frwatch_operator.errors import RetryableError
-from frwatch_operator.handlers import Deps, translate_errors
+from frwatch_operator.errors import FrwatchError
+from frwatch_operator.handlers import Deps, retrying, translate_errors
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
+from frwatch_operator.job_failure import parse_time, start_to_record
 from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, RankLayout
-from frwatch_operator.optin import resolve
+from frwatch_operator.optin import CaptureSettings, resolve
 from frwatch_operator.resources import IncidentCounts, IncidentPhase, IncidentStatus
 from frwatch_operator.webhook import JobEntry
 
 logger = logging.getLogger(__name__)
-#: How often one pod event is handled before giving up (kopf does not retry event handlers).
-EVENT_TRIES = 3
 UNKNOWN_LAYOUT = RankLayout(world_size=None, nproc_per_node=None, masters=0)
 
 
@@ -64,19 +64,33 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
     if facts.attempt is None:
         return None  # not injected by frwatch: no dumps to collect, no attempt to name
     deps.seen.record_pod(facts)
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if not deleted and start_to_record(entry.as_body(), facts.attempt, created) is not None:
+        try:  # best effort: it must never stand between a failure and its Incident
+            deps.kube.record_attempt_start(kind, namespace, job_name, facts.attempt, created)
+        except FrwatchError as exc:
+            logger.warning("job %s/%s: attempt %s's start not recorded: %s", namespace, job_name, facts.attempt, exc)
     if facts.failure is None or deleted:
         return None
-    name = incident_name(job_name, entry.uid, facts.attempt)
+    return open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
+
+
+def open_incident(
+    deps: Deps, kind: JobKind, entry: JobEntry, settings: CaptureSettings, attempt: str, trigger: str
+) -> str:
+    """Open the Incident of ``attempt`` of the job (a 409 on create is success: exactly one per attempt),
+    write its first status, and move the job's attempt past it. Returns the Incident's name."""
+    namespace, job_name = entry.namespace, entry.name
+    name = incident_name(job_name, entry.uid, attempt)
     if deps.seen.opened(namespace, name):
         return name
-    settings = decision.settings
-    key = AttemptKey(settings.prefix, namespace, job_name, entry.uid, facts.attempt)
-    trigger = facts.failure.describe()
+    layout = deps.seen.layout(namespace, job_name) or UNKNOWN_LAYOUT
+    key = AttemptKey(settings.prefix, namespace, job_name, entry.uid, attempt)
     body = incident_body(
         job=entry.as_body(),
         api_version=f"{kind.group}/{kind.version}",
         kind=kind.kind,
-        attempt=facts.attempt,
+        attempt=attempt,
         trigger=trigger,
         storage=storage_url(settings.bucket, key),
     )
@@ -91,8 +105,9 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
             message=f"detected: {trigger}",
         )
         deps.kube.patch_incident_status(namespace, name, status.wire())
+        deps.metrics.incident_opened(namespace)
         logger.warning("incident %s/%s opened: %s", namespace, name, trigger)
-    deps.kube.bump_attempt(kind, namespace, job_name, facts.attempt)  # again at start(): idempotent
+    deps.kube.bump_attempt(kind, namespace, job_name, attempt)  # again at start(): idempotent
     deps.seen.mark_opened(namespace, name)
     return name
 
@@ -103,13 +118,4 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     )
     @translate_errors
     def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        # kopf never retries event handlers: a failure must not be lost to one API hiccup
-        for attempt in range(EVENT_TRIES):
-            try:
-                on_pod(deps, dict(body), deleted=type == "DELETED")
-                return
-            except RetryableError as exc:
-                if attempt == EVENT_TRIES - 1:
-                    raise
-                logger.warning("pod event: %s (try %d of %d)", exc, attempt + 1, EVENT_TRIES)
-                time.sleep(min(exc.delay, 2.0))
+        retrying(lambda: on_pod(deps, dict(body), deleted=type == "DELETED"), "pod event")

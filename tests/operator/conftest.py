@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from kubernetes import client, config
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import ROOT, TOKEN, Cluster, OperatorProcess, free_port
+from harness import ROOT, TOKEN, Cluster, OperatorProcess, operator_env
 
 from frwatch_operator.s3store import S3Store
 
@@ -78,17 +77,8 @@ def start_operator(s3: Any, cluster: Cluster, tmp_path: Path) -> Iterator[Operat
     started: list[OperatorProcess] = []
 
     def start(**env: str) -> OperatorProcess:
-        port = free_port()
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))}
-        full = {
-            **base, **s3.env(),
-            "FRWATCH_S3_PREFIX": "frwatch", "FRWATCH_OPERATOR_NAMESPACES": cluster.namespace,
-            "FRWATCH_WEBHOOK_INSECURE": "true", "FRWATCH_WEBHOOK_ADDR": "127.0.0.1", "FRWATCH_WEBHOOK_PORT": str(port),
-            "FRWATCH_WEBHOOK_JOB_WAIT_SECONDS": "2", "FRWATCH_COLLECTION_DEADLINE_SECONDS": str(DEADLINE_SECONDS),
-            "FRWATCH_OPERATOR_INCIDENT_POLL_SECONDS": "0.5", "FRWATCH_OPERATOR_ASK_AGENTS_AFTER_SECONDS": "1",
-            "FRWATCH_LOG_LEVEL": "INFO", **env,
-        }  # fmt: skip
-        op = OperatorProcess(full, tmp_path / f"operator{len(started)}.log", port)
+        full = operator_env(s3.env(), cluster.namespace, DEADLINE_SECONDS, **env)
+        op = OperatorProcess(full, tmp_path / f"operator{len(started)}.log", int(full["FRWATCH_WEBHOOK_PORT"]))
         started.append(op)
         return op.start()
 

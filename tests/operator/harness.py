@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -58,6 +59,24 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0, every
 
 
 # --- the operator process ----------------------------------------------------------------------------------
+def operator_env(s3_env: dict[str, str], namespace: str, deadline_seconds: int, **env: str) -> dict[str, str]:
+    """The environment of `frwatch operator` watching ``namespace``: this process's, without its FRWATCH_
+    and AWS_ variables, plus the store's, free loopback ports (webhook, /healthz, /metrics), fast passes
+    and ``env`` on top."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))}
+    return {
+        **base, **s3_env,
+        "FRWATCH_S3_PREFIX": "frwatch", "FRWATCH_OPERATOR_NAMESPACES": namespace,
+        "FRWATCH_WEBHOOK_INSECURE": "true", "FRWATCH_WEBHOOK_ADDR": "127.0.0.1",
+        "FRWATCH_WEBHOOK_PORT": str(free_port()), "FRWATCH_WEBHOOK_JOB_WAIT_SECONDS": "2",
+        "FRWATCH_COLLECTION_DEADLINE_SECONDS": str(deadline_seconds),
+        "FRWATCH_OPERATOR_INCIDENT_POLL_SECONDS": "0.5", "FRWATCH_OPERATOR_ASK_AGENTS_AFTER_SECONDS": "1",
+        "FRWATCH_LOG_LEVEL": "INFO", "FRWATCH_OPERATOR_LISTEN_ADDR": "127.0.0.1",
+        "FRWATCH_OPERATOR_HEALTH_PORT": str(free_port()), "FRWATCH_OPERATOR_METRICS_PORT": str(free_port()),
+        **env,
+    }  # fmt: skip
+
+
 @dataclass
 class OperatorProcess:
     env: dict[str, str]
@@ -103,6 +122,30 @@ class OperatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def get(self, port_env: str, path: str) -> tuple[int, str]:
+        """GET ``path`` on the operator's port named by ``port_env`` (its env): (status, body)."""
+        url = f"http://127.0.0.1:{self.env[port_env]}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    def healthz(self) -> tuple[int, str]:
+        """kopf's liveness endpoint, as the kubelet's livenessProbe calls it."""
+        return self.get("FRWATCH_OPERATOR_HEALTH_PORT", "/healthz")
+
+    def metrics(self) -> dict[str, float]:
+        """One Prometheus scrape of ``/metrics``: ``'name{labels}'`` -> value (the text format's samples)."""
+        status, text = self.get("FRWATCH_OPERATOR_METRICS_PORT", "/metrics")
+        assert status == 200, text
+        samples: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        return samples
 
     def log_records(self) -> list[dict[str, Any]]:
         out = []
@@ -239,14 +282,21 @@ class Cluster:
         )
 
     def incident(self, phase: str | None = None, timeout: float = 20.0) -> dict[str, Any]:
+        """The namespace's one Incident once its writer settled: it has a status (the creator writes it right
+        after the create), in ``phase`` if given; in ``Analyzing``, once the hand-off to the verdict loop is
+        recorded (condition ``AnalysisRequested``, written in a second write after the phase)."""
+
         def one() -> dict[str, Any] | None:
             items = self.incidents()
             assert len(items) <= 1, f"more than one Incident: {[i['metadata']['name'] for i in items]}"
-            if items and (phase is None or (items[0].get("status") or {}).get("phase") == phase):
-                return items[0]
-            return None
+            status = (items[0].get("status") or {}) if items else {}
+            if not status.get("phase") or (phase is not None and status["phase"] != phase):
+                return None
+            if status["phase"] == "Analyzing" and not handed_over(status):
+                return None
+            return items[0]
 
-        return eventually(one, f"an Incident in phase {phase}", timeout)  # type: ignore[no-any-return]
+        return eventually(one, f"an Incident in phase {phase or 'any'}", timeout)  # type: ignore[no-any-return]
 
     def events(self, name: str) -> list[Any]:
         return list(
@@ -254,6 +304,11 @@ class Cluster:
                 self.namespace, field_selector=f"involvedObject.name={name}"
             ).items
         )
+
+
+def handed_over(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The hand-off condition of an Incident's status (True: the verdict loop took it; False: not wired)."""
+    return next((x for x in status.get("conditions") or [] if x.get("type") == "AnalysisRequested"), None)
 
 
 def _template() -> dict[str, Any]:

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from harness import Cluster, eventually, upload_as_agent
+from harness import Cluster, eventually, handed_over, upload_as_agent
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.manifest import Manifest
@@ -54,13 +54,9 @@ def test_collection_ends_when_every_rank_dumped_and_the_manifest_is_right(
     status = incident["status"]
     assert status["counts"] == {"expectedRanks": 2, "dumpedRanks": 2, "missingRanks": 0}
     assert any(x["type"] == "Collected" and x["reason"] == "AllRanksDumped" for x in status["conditions"])
-    # handed over to the verdict loop (issue 4) right after, or told why not
-    def handed_over() -> dict[str, Any] | None:
-        conditions = (cluster.incident()["status"]).get("conditions") or []
-        return next((x for x in conditions if x["type"] == "AnalysisRequested"), None)
-
-    handoff = eventually(handed_over, "the hand-off to the verdict loop", timeout=10)
-    status = cluster.incident()["status"]
+    # handed over to the verdict loop (issue 4) in the write after, or told why not
+    handoff = handed_over(status)
+    assert handoff is not None
     if handoff["status"] == "True":
         assert status["analyzerJob"]
     else:

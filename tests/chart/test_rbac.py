@@ -4,8 +4,9 @@ Calls are derived from the code: the kopf handlers the operator registers (their
 handlers list+watch, timers also patch for their finalizer and progress), kopf's own calls (CRD scanning,
 Events), and every kubernetes-client call in the operator's modules (read from the source, not guessed).
 The checker (``frwatch_operator.localcluster.rbac``) is tested on hand-made audit logs, and the audit
-proxy (``localcluster.audit``) on real HTTP against the emulator; the operator's end-to-end tests can
-record the real operator's calls with the proxy and check them with the same function::
+proxy (``localcluster.audit``) on real HTTP against the emulator. ``tests/operator/test_full_incident.py``
+records the real operator's calls through a whole incident (remediation on, dry-run off) with the proxy
+and checks them with the same function, both ways (nothing denied; every rule used, or justified)::
 
     from frwatch_operator.localcluster.audit import start_audit_proxy
     from frwatch_operator.localcluster.rbac import check, grants_for

@@ -1,7 +1,8 @@
 """Find complete Flight Recorder dumps in the dump folder and upload each one the moment it is complete.
 
 Completeness: a dump is the file ``<prefix><rank>`` (FR writes it directly, or renames it into place;
-temporary names do not match and are ignored). It is read only after its size and mtime held still for
+temporary names do not match and are ignored, and so are dot-files whatever their name: the workload's
+``.frwatch_dump_requested`` flag and ``.nccl_trace_rank_<N>.<pid>.tmp`` files being written). It is read only after its size and mtime held still for
 ``stable_seconds`` and then it must parse: a pickle that loads with **no globals allowed** (real dumps
 need none; this unpickler cannot run code) or a JSON object. A file that stays unparseable but unchanged
 for ``corrupt_after_seconds`` is uploaded as is (a truncated dump is still evidence).
@@ -107,6 +108,8 @@ class DumpWatcher:
         except FileNotFoundError:
             return out
         for path in entries:
+            if path.name.startswith("."):
+                continue  # flags and temporary files, never a dump
             rank = self.rank_of(path.name)
             if rank is None or not path.is_file():
                 continue

@@ -91,6 +91,9 @@ def test_a_rank_that_never_dumps_ends_collection_at_the_deadline_and_the_manifes
 
     incident = cluster.incident(phase="Analyzing", timeout=20)
     assert incident["status"]["counts"] == {"expectedRanks": 3, "dumpedRanks": 2, "missingRanks": 1}
+    scraped = op.metrics()
+    assert (scraped["frwatch_dumps_collected_total"], scraped["frwatch_dumps_missing_total"]) == (2, 1)
+    assert scraped["frwatch_capture_latency_seconds_sum"] >= 5  # the deadline (conftest.DEADLINE_SECONDS)
     m = manifest_of(store, key_of(job))
     assert m.deadline_reached
     assert [r.rank for r in m.ranks if r.dumped] == [0, 1]

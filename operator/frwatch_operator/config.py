@@ -241,12 +241,17 @@ class AgentSettings(_Section):
         default=30.0, gt=0, description="Retry delay cap (exponential)."
     )
     drain_seconds: float = Field(
-        default=20.0,
+        default=25.0,
         ge=0,
-        description="On SIGTERM, keep uploading this long (seconds) before exiting; keep it below the pod's "
-        "terminationGracePeriodSeconds.",
+        description="The agent's grace budget: on SIGTERM it keeps watching and uploading until every dump in "
+        "the folder is stored, at most this long (seconds), then exits non-zero if any is left (on disk). "
+        "The webhook sets the pod's terminationGracePeriodSeconds above it (raising a lower one).",
     )
-    control_addr: str = Field(default="0.0.0.0", description="Control endpoint listen address.")  # noqa: S104
+    control_addr: str = Field(
+        default="0.0.0.0",  # noqa: S104 - the fallback when the pod IP is not given
+        description="Control endpoint listen address; the webhook sets it to the pod's IP (downward API "
+        "status.podIP), so the agent listens on the pod network only.",
+    )
     control_port: int = Field(
         default=8089, ge=0, le=65535, description="Control endpoint port (0: any free)."
     )

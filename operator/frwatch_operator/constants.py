@@ -85,6 +85,8 @@ ENV_POD_NAME: Final = "FRWATCH_POD_NAME"  #: downward API metadata.name
 ENV_POD_NAMESPACE: Final = "FRWATCH_POD_NAMESPACE"  #: downward API metadata.namespace
 ENV_NODE_NAME: Final = "FRWATCH_POD_NODE"  #: downward API spec.nodeName
 ENV_POD_UID: Final = "FRWATCH_POD_UID"  #: downward API metadata.uid
+#: downward API status.podIP, given to the agent only: its control endpoint listens on the pod's IP.
+ENV_AGENT_CONTROL_ADDR: Final = "FRWATCH_AGENT_CONTROL_ADDR"
 ENV_DUMP_DIR: Final = "FRWATCH_FR_DUMP_DIR"  #: the shared dump folder, as mounted in the agent
 ENV_JOB_KIND: Final = "FRWATCH_JOB_KIND"  #: literal: the job's kind
 ENV_JOB_NAME: Final = "FRWATCH_JOB_NAME"  #: literal: the job's name

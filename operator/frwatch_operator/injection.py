@@ -8,7 +8,11 @@ What :func:`inject` adds to a pod of an opted-in job:
   value); the pod identity through the downward API; the shared dump volume at ``fr.dump_dir``;
 * the shared dump volume (``emptyDir``) and the optional token Secret volume;
 * the frwatch agent as a native sidecar (an init container with ``restartPolicy: Always``, first, so
-  it runs before and alongside every other container), with its environment;
+  it runs before and alongside every other container), with its environment: it listens on the pod's IP
+  (downward API ``status.podIP``) and drains for ``agent.drain_seconds`` on SIGTERM;
+* ``terminationGracePeriodSeconds`` of at least the agent's drain budget plus
+  :data:`GRACE_MARGIN_SECONDS`, so the kubelet does not kill the agent while it uploads the last dumps
+  (absent: set; lower: raised, with a warning);
 * the annotation ``frwatch.io/injected``: a pod that carries it is returned unchanged.
 
 Warnings (for the AdmissionReview and an Event) name the container and the variable when a user value
@@ -18,6 +22,7 @@ completed rather than duplicated. Malformed pods raise :class:`InjectionError`; 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +32,9 @@ from frwatch_operator.config import Config, env_name
 from frwatch_operator.optin import CaptureSettings
 
 INJECTED_VALUE = "v1"  #: value of frwatch.io/injected (the injection's format version)
+#: Seconds of terminationGracePeriodSeconds beyond the agent's drain budget (its own start-up of the drain
+#: and exit; the kubelet's SIGKILL comes after the whole period).
+GRACE_MARGIN_SECONDS = 5
 TOKEN_MOUNT_DIR_DEFAULT = "/var/run/frwatch/token"  # noqa: S105 - a path, not a secret
 
 
@@ -150,6 +158,7 @@ def agent_container(settings: CaptureSettings, config: Config, job: JobContext) 
         env_name("agent", "control_port"): str(config.agent.control_port),
         env_name("agent", "token_path"): config.agent.token_path,
         env_name("agent", "stable_seconds"): str(config.agent.stable_seconds),
+        env_name("agent", "drain_seconds"): str(config.agent.drain_seconds),
         env_name("agent", "upload_backoff_max_seconds"): str(config.agent.upload_backoff_max_seconds),
         env_name(None, "log_level"): config.log_level,
         c.ENV_JOB_KIND: job.kind,
@@ -161,6 +170,7 @@ def agent_container(settings: CaptureSettings, config: Config, job: JobContext) 
         literal[env_name("s3", "endpoint_url")] = config.s3.endpoint_url
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in literal.items()]
     env += identity_env()
+    env.append({"name": c.ENV_AGENT_CONTROL_ADDR, **_downward("status.podIP")})
     env += [
         {
             "name": var,
@@ -266,6 +276,10 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
         )
     ops += _append(("spec", "volumes"), spec.get("volumes"), new_volumes)
 
+    grace_op, grace_warning = _grace(spec, config)
+    ops += grace_op
+    warnings += grace_warning
+
     inits = spec.get("initContainers")
     if not any(isinstance(x, Mapping) and x.get("name") == c.AGENT_CONTAINER for x in inits or []):
         agent = agent_container(settings, config, job)
@@ -292,6 +306,28 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
             {"op": "add", "path": _ptr("metadata", "annotations", c.ANN_INJECTED), "value": INJECTED_VALUE}
         )
     return Injection(ops, warnings)
+
+
+def termination_grace(config: Config) -> int:
+    """The least terminationGracePeriodSeconds that leaves the agent its whole drain budget."""
+    return math.ceil(config.agent.drain_seconds) + GRACE_MARGIN_SECONDS
+
+
+def _grace(spec: Mapping[str, Any], config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+    """The op setting (or raising) the pod's terminationGracePeriodSeconds, and the warning if raised."""
+    needed = termination_grace(config)
+    current = spec.get("terminationGracePeriodSeconds")
+    if current is not None and (not isinstance(current, int) or isinstance(current, bool)):
+        raise InjectionError("spec.terminationGracePeriodSeconds is not an integer")
+    if current is not None and current >= needed:
+        return [], []
+    op = {"op": "add", "path": _ptr("spec", "terminationGracePeriodSeconds"), "value": needed}
+    if current is None:
+        return [op], []
+    return [op], [
+        f"frwatch: terminationGracePeriodSeconds raised from {current} to {needed}: the frwatch agent needs "
+        f"{config.agent.drain_seconds:g} s after SIGTERM to upload the last Flight Recorder dumps"
+    ]
 
 
 def _append(

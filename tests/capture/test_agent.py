@@ -245,6 +245,44 @@ def test_dump_on_demand_through_the_pipe_with_auth(start_agent, s3, torch_dumps)
     assert agent.stop() == 0
 
 
+@pytest.mark.slow
+def test_a_dump_written_just_before_sigterm_is_uploaded_before_exit(start_agent, s3, torch_dumps):
+    """SIGTERM right after the dump: younger than stable_seconds, never queued; the agent still waits for
+    it to settle, uploads it with the pod record, and exits 0."""
+    agent = start_agent(FRWATCH_AGENT_STABLE_SECONDS="1.0")
+    store = store_of(s3)
+    write_by_rename(agent.dump_dir / f"{PREFIX}1", torch_dumps["rank1.pickle"])
+    assert agent.stop() == 0, agent.log.read_text()
+    assert store.get(f"{agent.root}/ranks/1.pickle") == torch_dumps["rank1.pickle"]
+    assert json.loads(store.get(f"{agent.root}/pods/llama-worker-0.json"))["ranks"] == [1]
+    assert (agent.dump_dir / f"{PREFIX}1").exists(), "the local file is kept"
+
+
+@pytest.mark.slow
+def test_sigterm_while_s3_is_down_keeps_trying_then_exits_1_leaving_the_dump(start_agent, s3, torch_dumps):
+    agent = start_agent(FRWATCH_AGENT_DRAIN_SECONDS="3")
+    path = agent.dump_dir / f"{PREFIX}0"
+    with s3.down():
+        write_direct(path, torch_dumps["rank0.pickle"])
+        agent.proc.send_signal(signal.SIGTERM)
+        assert agent.proc.wait(timeout=30) == 1
+    log = agent.log.read_text()
+    assert "not uploaded (kept on disk)" in log and "rank 0 ->" in log, log
+    assert path.read_bytes() == torch_dumps["rank0.pickle"]
+    assert not store_of(s3).exists(f"{agent.root}/ranks/0.pickle")
+
+
+@pytest.mark.slow
+def test_a_dump_cut_short_at_sigterm_is_uploaded_as_is_within_the_budget(start_agent, s3, torch_dumps):
+    """The writer died mid-dump: the unparseable file is stored as is (still evidence) before the budget ends."""
+    agent = start_agent(FRWATCH_AGENT_DRAIN_SECONDS="4")
+    half = torch_dumps["rank0.pickle"][: len(torch_dumps["rank0.pickle"]) // 2]
+    write_direct(agent.dump_dir / f"{PREFIX}0", half)
+    agent.proc.send_signal(signal.SIGTERM)
+    assert agent.proc.wait(timeout=30) == 0, agent.log.read_text()
+    assert store_of(s3).get(f"{agent.root}/ranks/0.pickle") == half
+
+
 def test_no_token_file_refuses_every_control_call(start_agent, tmp_path):
     agent = start_agent(FRWATCH_AGENT_TOKEN_PATH=str(tmp_path / "absent"))
     assert agent.request("POST", "/dump", "")[0] == 503

@@ -9,8 +9,15 @@ import pytest
 from builders import env_of, pod
 
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config
-from frwatch_operator.injection import InjectionError, JobContext, apply_ops, attempt_of, inject
+from frwatch_operator.config import AgentSettings, Config, env_name
+from frwatch_operator.injection import (
+    GRACE_MARGIN_SECONDS,
+    InjectionError,
+    JobContext,
+    apply_ops,
+    attempt_of,
+    inject,
+)
 from frwatch_operator.optin import defaults
 
 CFG = Config()
@@ -50,6 +57,8 @@ def test_agent_is_a_native_sidecar_with_volume_identity_and_store():
     assert env[c.ENV_JOB_NAME] == "llama" and env[c.ENV_JOB_UID] == "uid-1" and env[c.ENV_JOB_ATTEMPT] == "0"
     assert env["FRWATCH_S3_BUCKET"] == SETTINGS.bucket and env[c.ENV_DUMP_DIR] == c.DUMP_MOUNT_PATH
     assert env[c.ENV_POD_NAME] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env[c.ENV_AGENT_CONTROL_ADDR] == {"fieldRef": {"fieldPath": "status.podIP"}}  # not 0.0.0.0
+    assert env[env_name("agent", "drain_seconds")] == str(CFG.agent.drain_seconds)
     assert env["AWS_ACCESS_KEY_ID"]["secretKeyRef"]["optional"] is True
     volumes = {v["name"]: v for v in out["spec"]["volumes"]}
     assert (
@@ -84,6 +93,35 @@ def test_user_values_that_lose_the_dump_are_kept_but_warned(name, value, needle)
     out, warnings = injected(pod(env=[{"name": name, "value": value}]))
     assert env_of(out["spec"]["containers"][0])[name] == value
     assert len(warnings) == 1 and needle in warnings[0] and "'pytorch'" in warnings[0]
+
+
+def test_control_address_is_given_to_the_agent_only():
+    out, _ = injected(pod())
+    assert c.ENV_AGENT_CONTROL_ADDR not in env_of(out["spec"]["containers"][0])
+
+
+@pytest.mark.parametrize(
+    ("user", "expected", "warned"),
+    [(None, 30, False), (10, 30, True), (30, 30, False), (120, 120, False)],
+    ids=["absent-set", "lower-raised", "enough-kept", "longer-kept"],
+)
+def test_termination_grace_leaves_the_agent_its_drain_budget(user, expected, warned):
+    assert CFG.agent.drain_seconds + GRACE_MARGIN_SECONDS == 30  # the default budget: Kubernetes' default too
+    p = pod()
+    if user is not None:
+        p["spec"]["terminationGracePeriodSeconds"] = user
+    out, warnings = injected(p)
+    assert out["spec"]["terminationGracePeriodSeconds"] == expected
+    assert [w for w in warnings if "terminationGracePeriodSeconds" in w] == (
+        [f"frwatch: terminationGracePeriodSeconds raised from {user} to 30: the frwatch agent needs 25 s "
+         "after SIGTERM to upload the last Flight Recorder dumps"] if warned else []
+    )  # fmt: skip
+
+
+def test_termination_grace_follows_the_configured_budget():
+    cfg = Config(agent=AgentSettings(drain_seconds=42.5))
+    out = apply_ops(pod(), inject(pod(), defaults(cfg), cfg, JOB).ops)
+    assert out["spec"]["terminationGracePeriodSeconds"] == 43 + GRACE_MARGIN_SECONDS
 
 
 def test_second_injection_is_a_no_op():
@@ -125,6 +163,7 @@ def test_input_is_not_mutated():
         lambda p: p["spec"]["containers"][0].__setitem__("env", {"A": "1"}),
         lambda p: p.__setitem__("spec", None),
         lambda p: p["metadata"].__setitem__("annotations", ["x"]),
+        lambda p: p["spec"].__setitem__("terminationGracePeriodSeconds", "30"),
     ],
 )
 def test_malformed_pods_raise_injection_error(mangle):

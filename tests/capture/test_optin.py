@@ -159,6 +159,7 @@ def test_injected_env_constants_are_the_config_loader_names():
         (c.ENV_JOB_NAME, "job.name"),
         (c.ENV_JOB_UID, "job.uid"),
         (c.ENV_JOB_ATTEMPT, "job.attempt"),
+        (c.ENV_AGENT_CONTROL_ADDR, "agent.control_addr"),
     ]:
         assert names[const] == path
     assert env_name("s3", "bucket") == "FRWATCH_S3_BUCKET"

@@ -8,8 +8,11 @@ The attempt (S3 layout component) is ``FRWATCH_JOB_ATTEMPT``, fixed when the pod
 restart-attempt label, or the job's ``frwatch.io/attempt`` annotation kept by the operator). A container
 restarted in place keeps its pod, hence its attempt: later dumps of a rank then go to ``ranks-later/``.
 
-On SIGTERM/SIGINT it keeps uploading for ``agent.drain_seconds`` and exits 0 when nothing is pending,
-1 when dumps remain unuploaded (they stay on disk), 2 on a configuration error.
+On SIGTERM/SIGINT it stops its control endpoint and keeps watching the folder and uploading until every
+dump file there is uploaded, for at most ``agent.drain_seconds`` (the grace budget, counted from the
+signal; the webhook keeps the pod's ``terminationGracePeriodSeconds`` above it). A dump written just
+before the signal is still taken. Exit 0 when nothing is left, 1 when dumps remain unuploaded (they stay
+on disk; the log names them), 2 on a configuration error.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from frwatch_operator.errors import FatalError
 from frwatch_operator.s3store import S3Store
 
 logger = logging.getLogger("frwatch.agent")
+#: While draining, a failed upload is retried at least this often (seconds), whatever its backoff.
+DRAIN_RETRY_SECONDS = 1.0
 
 
 def setup_logging(level: str) -> None:
@@ -104,6 +109,7 @@ class Agent:
             backoff_initial=a.upload_backoff_initial_seconds, backoff_max=a.upload_backoff_max_seconds,
         )  # fmt: skip
         self.stopping = threading.Event()
+        self.stop_requested_at: float | None = None  #: when SIGTERM/SIGINT arrived (monotonic)
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -120,14 +126,30 @@ class Agent:
                 logger.exception("upload loop error")
             self.stopping.wait(self.config.agent.scan_interval_seconds)
 
-    def drain(self) -> bool:
-        """Last uploads before exit: True when nothing is left."""
-        deadline = time.monotonic() + self.config.agent.drain_seconds
+    def drain(self, deadline: float) -> list[str]:
+        """Last uploads before exit (SIGTERM): keep watching and uploading until every dump file in the folder
+        was uploaded, or ``deadline`` (monotonic) passes. A dump written just before the signal is still
+        waited for (``stable_seconds``), and one that stays unparseable is uploaded as is after half the
+        budget (its writer is going away too). Returns what is left (empty: nothing), files stay on disk."""
+        budget = max(0.0, deadline - time.monotonic())
+        self.watcher.corrupt_after_seconds = min(self.watcher.corrupt_after_seconds, budget / 2)
+        self.uploader.hurry(DRAIN_RETRY_SECONDS)
         while True:
-            self.tick()
-            if self.uploader.idle or time.monotonic() >= deadline:
-                return self.uploader.idle
-            time.sleep(self.config.agent.scan_interval_seconds)
+            try:
+                self.tick()
+            except Exception:  # as in run_uploads: try again until the deadline
+                logger.exception("upload loop error while draining")
+            left = [f"{p} (not complete yet)" for p in self.watcher.unsettled(time.monotonic())]
+            left += [
+                f"rank {p['rank']} -> {p['key']} ({p['error'] or 'queued'})"
+                for p in self.uploader.status()["pending"]
+            ]
+            if not left and self.uploader.idle:
+                return []
+            now = time.monotonic()
+            if now >= deadline:
+                return left or [f"the pod record {self.uploader.key.pod(self.uploader.record.pod)}"]
+            time.sleep(min(self.config.agent.scan_interval_seconds, deadline - now))
 
     async def serve(self) -> None:
         a = self.config.agent
@@ -149,6 +171,7 @@ class Agent:
             loop.add_signal_handler(sig, stop.set)
         try:
             await stop.wait()
+            self.stop_requested_at = time.monotonic()
         finally:
             await runner.cleanup()
 
@@ -172,14 +195,22 @@ def main(argv: list[str] | None = None) -> int:
     logger.info("agent started: %s -> s3://%s/%s", agent.dump_dir, config.s3.bucket, agent.uploader.key.root)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(agent.serve())
+    deadline = (agent.stop_requested_at or time.monotonic()) + config.agent.drain_seconds
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a repeated signal must not cut the drain short
+        signal.signal(sig, signal.SIG_IGN)
     agent.stopping.set()
-    uploads.join(timeout=30)
-    clean = agent.drain()
+    uploads.join(timeout=max(0.0, deadline - time.monotonic()))
+    left = agent.drain(deadline) if not uploads.is_alive() else ["the upload thread did not stop"]
     status = agent.uploader.status()
+    if left:
+        logger.error(
+            "agent stopping after %.0fs with dumps not uploaded (kept on disk): %s",
+            config.agent.drain_seconds, "; ".join(left),
+        )  # fmt: skip
     logger.info(
         "agent stopping: %d ranks uploaded, %d pending", len(status["uploaded"]), len(status["pending"])
     )
-    return 0 if clean else 1
+    return 1 if left else 0
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ import hashlib
 import io
 import json
 import logging
+import os
 import pickle
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -101,22 +103,30 @@ class DumpWatcher:
         m = self.pattern.fullmatch(name)
         return int(m.group(1)) if m else None
 
-    def poll(self, now: float) -> list[Dump]:
-        out: list[Dump] = []
+    def _dump_files(self) -> list[tuple[int, Path, os.stat_result]]:
+        """(rank, path, stat) of each dump file in the folder (dot-files, other names, folders left out)."""
         try:
-            entries = list(self.dump_dir.iterdir())
+            entries = sorted(self.dump_dir.iterdir())
         except FileNotFoundError:
-            return out
+            return []
+        out = []
         for path in entries:
             if path.name.startswith("."):
                 continue  # flags and temporary files, never a dump
             rank = self.rank_of(path.name)
-            if rank is None or not path.is_file():
+            if rank is None:
                 continue
             try:
                 st = path.stat()
             except FileNotFoundError:
                 continue
+            if stat.S_ISREG(st.st_mode):
+                out.append((rank, path, st))
+        return out
+
+    def poll(self, now: float) -> list[Dump]:
+        out: list[Dump] = []
+        for rank, path, st in self._dump_files():
             seen = self._seen.get(path)
             if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):
                 self._seen[path] = _Seen(st.st_size, st.st_mtime_ns, now)
@@ -127,6 +137,22 @@ class DumpWatcher:
             if dump is not None:
                 out.append(dump)
         return out
+
+    def unsettled(self, now: float) -> list[Path]:
+        """The dump files whose current content was not handed out yet (as of the last poll: a file that
+        appeared or changed since, or is not complete yet). Empty: every dump present was taken. A file
+        that stayed empty for ``corrupt_after_seconds`` holds nothing and does not count."""
+        out: list[Path] = []
+        for _, path, st in self._dump_files():
+            seen = self._seen.get(path)
+            current = seen is not None and (seen.size, seen.mtime_ns) == (st.st_size, st.st_mtime_ns)
+            if current and seen is not None and (seen.taken_sha or self._empty_for_good(seen, now)):
+                continue
+            out.append(path)
+        return out
+
+    def _empty_for_good(self, seen: _Seen, now: float) -> bool:
+        return seen.size == 0 and now - seen.since >= self.corrupt_after_seconds
 
     def _read(self, rank: int, path: Path, seen: _Seen, now: float) -> Dump | None:
         try:
@@ -230,6 +256,15 @@ class Uploader:
         key = self.key_for(dump)
         with self._lock:
             self._pending.append(_Pending(dump, key))
+
+    def hurry(self, max_delay: float) -> None:
+        """Retry sooner from now on (draining before exit): every delay at most ``max_delay``, and every
+        upload waiting for its retry is due now."""
+        with self._lock:
+            self.backoff_max = min(self.backoff_max, max_delay)
+            for item in self._pending:
+                item.next_try = 0.0
+            self._record_next_try = 0.0
 
     def _delay(self, tries: int) -> float:
         return float(min(self.backoff_max, self.backoff_initial * (2 ** max(0, tries - 1))))

@@ -8,7 +8,8 @@ distributed job), then each rank **fabricates** the Flight Recorder dump NCCL wo
 hang at the next step (``frwatch_analyzers.testing``: NCCL states ``scheduled``/``started``/``completed``;
 the culprit's all_reduce scheduled but never started, its peers' started) and writes it where
 ``TORCH_FR_DUMP_TEMP_FILE`` says (through a temporary file and a rename, as the real workload does), says
-so on stdout, and exits as a rank torn down by NCCL's watchdog (SIGABRT). Nothing here hides that the
+so on stdout, and aborts at once as a rank torn down by NCCL's watchdog (SIGABRT): the frwatch agent
+still uploads a dump written just before its pod goes away. Nothing here hides that the
 dump is fabricated: it is a stand-in for the hardware this machine does not have.
 """
 
@@ -18,7 +19,6 @@ import argparse
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -27,8 +27,6 @@ from frwatch_analyzers.testing import pickle_bytes, world
 from frwatch_operator import constants as c
 
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
-#: seconds between writing the dump and the abort
-LINGER_SECONDS = 1.5
 
 
 def fabricated_dump(rank: int, world_size: int, steps: int, culprit: int) -> bytes:
@@ -76,7 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.culprit}: NCCL-style dump fabricated by the workload ({note}) at {path}",
         flush=True,
     )
-    time.sleep(LINGER_SECONDS)  # NCCL's watchdog, too, gives the dump time before it aborts
     os.kill(os.getpid(), signal.SIGABRT)  # as NCCL's watchdog tears a hung rank down
     return 1
 

@@ -69,8 +69,6 @@ MWC_NAME = "frwatch-local"
 OPERATOR_NAMESPACE = "frwatch-system"
 S3_SECRET = "frwatch-s3"  # noqa: S105 - a Secret's name
 TOKEN_SECRET = "frwatch-agent-token"  # noqa: S105 - a Secret's name
-#: the agent binds its control endpoint to the pod IP the kubelet gives each pod (pods share the host)
-POD_IP_ENV = ("FRWATCH_AGENT_CONTROL_ADDR",)
 
 
 def free_port() -> int:
@@ -185,7 +183,6 @@ class LocalCluster:
                 self.nodes,
                 self.workdir / "nodes",
                 logs_dir=self.logs_dir / "pods",
-                pod_ip_env=POD_IP_ENV,
             )
             jobs = JobController(self.url)
             training = TrainingOperator(self.url)

@@ -26,8 +26,8 @@ What it does, as the real ones do (talking to the API over HTTP only):
   then SIGKILL after ``terminationGracePeriodSeconds`` (capped by ``max_grace``).
 
 What it does not: images (see ``podspec``), resource limits and ``OOMKilled``, probes (a running
-container is ready), networking beyond loopback (every pod shares the host's ports: see
-``pod_ip_env``), ephemeral containers, ``kubectl logs``/``exec`` (logs are files: ``logs_dir``).
+container is ready), networking beyond loopback (every pod shares the host's ports: a server in a pod
+binds its pod IP, from the downward API ``status.podIP``), ephemeral containers, ``kubectl logs``/``exec`` (logs are files: ``logs_dir``).
 """
 
 from __future__ import annotations
@@ -174,15 +174,11 @@ class Kubelet:
         python: str = sys.executable,
         entrypoints: Mapping[str, Sequence[str]] = DEFAULT_ENTRYPOINTS,
         node_env: Mapping[str, str] = DEFAULT_NODE_ENV,
-        pod_ip_env: Sequence[str] = (),
         tick_seconds: float = 0.1,
         backoff_initial: float = 1.0,
         backoff_max: float = 10.0,
         max_grace: float = 30.0,
     ) -> None:
-        """``pod_ip_env``: names the kubelet sets to the pod's IP in every container (unless the container
-        sets them): the stand-in for per-pod network namespaces, for servers that otherwise bind a
-        fixed port on 0.0.0.0 in every pod (e.g. ``FRWATCH_AGENT_CONTROL_ADDR``)."""
         self.api_url = api_url
         self.nodes = [n if isinstance(n, NodeSpec) else NodeSpec(n) for n in nodes]
         self.state_dir = Path(state_dir)
@@ -190,7 +186,6 @@ class Kubelet:
         self.python = python
         self.entrypoints = dict(entrypoints)
         self.node_env = dict(node_env)
-        self.pod_ip_env = tuple(pod_ip_env)
         self.tick = tick_seconds
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
@@ -517,7 +512,6 @@ class Kubelet:
             env = {
                 "PATH": self.path_env, "HOSTNAME": run.name, "HOME": str(run.dir / "home"),
                 "TMPDIR": str(run.dir / "tmp"), "LANG": "C.UTF-8", **self.node_env,
-                **{name: run.ip for name in self.pod_ip_env},
             }  # fmt: skip
             env.update({k: podspec.rewrite_path(v, mounts) for k, v in env_pod.items()})
             argv = podspec.argv_for(

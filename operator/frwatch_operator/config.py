@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError
@@ -83,6 +83,75 @@ class WebhookSettings(_Section):
         description="Seconds to wait for the job index to learn a just-created job before admitting its pod "
         "untouched (pods can arrive right after their job). Kept far below the API server's 10 s timeout.",
     )
+    # tls.mode=operator: the operator makes, keeps and rotates its own CA and certificate
+    # (frwatch_operator.webhook_tls; RBAC: get/create/update of certs_secret in namespace, get/patch of
+    # configuration_name).
+    manage_certs: bool = Field(
+        default=False,
+        description="Make the webhook's CA and serving certificate, keep them in certs_secret, serve them "
+        "from certs_dir and patch the caBundle of configuration_name (tls.mode=operator). Excludes "
+        "cert_file/key_file and insecure.",
+    )
+    service_name: str = Field(
+        default="",
+        description="The webhook Service's name: the certificate names <svc>.<ns>.svc[.cluster.local].",
+    )
+    namespace: str = Field(
+        default="",
+        description="The webhook Service's namespace, the operator's own: certs_secret lives there.",
+    )
+    certs_secret: str = Field(
+        default="frwatch-webhook-certs",
+        description="Secret holding the CA and the serving certificate, shared by every replica and restart.",
+    )
+    certs_dir: str = Field(
+        default="/var/run/frwatch/webhook-certs",
+        description="Writable folder (an emptyDir: the root filesystem is read-only) for the served tls.pem.",
+    )
+    configuration_name: str = Field(
+        default="frwatch", description="MutatingWebhookConfiguration whose caBundle the operator patches."
+    )
+    ca_validity_days: int = Field(default=3650, ge=2, description="Lifetime of the CA (days).")
+    cert_validity_days: int = Field(
+        default=365, ge=1, description="Lifetime of the serving certificate (days)."
+    )
+    cert_renew_before_days: int = Field(
+        default=30,
+        ge=0,
+        description="Re-issue the serving certificate when less than this is left (days). The CA is replaced "
+        "when less than cert_validity_days + cert_renew_before_days is left.",
+    )
+    certs_check_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds between two checks of the Secret and the caBundle while running (renewal, "
+        "another replica's rotation, a caBundle reset by an upgrade).",
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_serve_tls(self) -> WebhookSettings:
+        if not self.manage_certs:
+            return self
+        if self.insecure or self.cert_file or self.key_file:
+            raise ValueError(
+                "FRWATCH_WEBHOOK_MANAGE_CERTS=true makes its own certificate: unset FRWATCH_WEBHOOK_INSECURE, "
+                "FRWATCH_WEBHOOK_CERT_FILE and FRWATCH_WEBHOOK_KEY_FILE"
+            )
+        if not (self.service_name and self.namespace):
+            raise ValueError(
+                "FRWATCH_WEBHOOK_MANAGE_CERTS=true needs FRWATCH_WEBHOOK_SERVICE_NAME and FRWATCH_WEBHOOK_NAMESPACE "
+                "(the certificate's DNS names)"
+            )
+        if self.cert_renew_before_days >= self.cert_validity_days:
+            raise ValueError(
+                "FRWATCH_WEBHOOK_CERT_RENEW_BEFORE_DAYS must be below FRWATCH_WEBHOOK_CERT_VALIDITY_DAYS"
+            )
+        if self.ca_validity_days <= self.cert_validity_days + self.cert_renew_before_days:
+            raise ValueError(
+                "FRWATCH_WEBHOOK_CA_VALIDITY_DAYS must exceed FRWATCH_WEBHOOK_CERT_VALIDITY_DAYS + "
+                "FRWATCH_WEBHOOK_CERT_RENEW_BEFORE_DAYS (else the CA would be replaced at every check)"
+            )
+        return self
 
 
 class FlightRecorderSettings(_Section):
@@ -362,6 +431,9 @@ def load_config(environ: Mapping[str, str]) -> Config:
         problems = []
         for err in exc.errors():
             loc = [str(p) for p in err["loc"]]
+            if len(loc) == 1 and loc[0] in raw:  # a section's own check: its message names the variables
+                problems.append(str(err["msg"]).removeprefix("Value error, "))
+                continue
             var = env_name(loc[0], loc[1]) if len(loc) >= 2 else env_name(None, loc[0])
             problems.append(f"{var}={_shown(environ.get(var))}: {err['msg']}")
         raise FatalError("invalid frwatch configuration: " + "; ".join(problems)) from exc

@@ -3,7 +3,9 @@
 Configuration is the environment (``frwatch_operator.config``), loaded once here. It watches the whole
 cluster, or the namespaces in ``FRWATCH_OPERATOR_NAMESPACES`` (comma-separated). The webhook is served by
 kopf (``settings.admission.server``): TLS from ``FRWATCH_WEBHOOK_CERT_FILE``/``FRWATCH_WEBHOOK_KEY_FILE``
-(unset: kopf self-signs), or plain HTTP with ``FRWATCH_WEBHOOK_INSECURE=true`` (tests and local runs).
+(unset: kopf self-signs), or plain HTTP with ``FRWATCH_WEBHOOK_INSECURE=true`` (tests and local runs), or,
+with ``FRWATCH_WEBHOOK_MANAGE_CERTS=true`` (tls.mode=operator), from the operator's own CA and certificate
+(``frwatch_operator.webhook_tls_kube``: Secret, caBundle and served file set up before serving).
 Logs are JSON lines on stderr. Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 2 on a bad configuration
 (or a metrics port already taken).
 Probes and metrics (``FRWATCH_OPERATOR_LISTEN_ADDR``, default all interfaces): kopf's liveness endpoint
@@ -103,6 +105,10 @@ def run(config: Config) -> None:
         kube_config.load_incluster_config()
     except kube_config.ConfigException:
         kube_config.load_kube_config()
+    if config.webhook.manage_certs:  # tls.mode=operator: the CA, certificate and caBundle before serving
+        from frwatch_operator.webhook_tls_kube import start_webhook_tls
+
+        config, _cert_keeper = start_webhook_tls(config, client.ApiClient())
     registry = kopf.OperatorRegistry()
     kopf.on.login(registry=registry)(kopf.login_via_client)
     metrics = Metrics()

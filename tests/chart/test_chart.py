@@ -274,20 +274,54 @@ def test_cert_manager_mode_injects_the_ca() -> None:
     assert not [d for d in own if d["kind"] == "Issuer"]
 
 
-def test_operator_tls_mode_mounts_nothing_and_may_patch_only_its_own_webhook() -> None:
+def test_operator_tls_mode_names_what_the_operator_makes_and_may_touch() -> None:
+    """tls.mode=operator: no certificate rendered; the operator's config names the chart's Service, its
+    MutatingWebhookConfiguration, the Secret the Role lets it keep, and the in-memory emptyDir it serves
+    from; the RBAC reaches that Secret and that configuration only."""
     docs = render(VARIANTS["operator-managed TLS"])
     env = _env(docs)
-    assert "FRWATCH_WEBHOOK_CERT_FILE" not in env
-    assert "caBundle" not in _webhook(docs)["clientConfig"]
+    assert "FRWATCH_WEBHOOK_CERT_FILE" not in env and "caBundle" not in _webhook(docs)["clientConfig"]
+    assert not [d for d in docs if d["kind"] in ("Secret", "Certificate")]
+    w = load_config({k: v for k, v in env.items() if isinstance(v, str) and k in env_names()}).webhook
+    assert w.manage_certs
+    assert (w.ca_validity_days, w.cert_validity_days, w.cert_renew_before_days) == (3650, 365, 30)
+    assert w.service_name == one(docs, "Service", "-webhook")["metadata"]["name"]
+    assert w.namespace == NAMESPACE
+    assert w.configuration_name == one(docs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    mount = next(m for m in _container(docs)["volumeMounts"] if m["mountPath"] == w.certs_dir)
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["emptyDir"]["medium"] == "Memory" and "readOnly" not in mount
     role = one(docs, "ClusterRole", "-webhook-ca")
     assert role["rules"] == [
         {
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations"],
-            "resourceNames": ["frwatch"],
+            "resourceNames": [w.configuration_name],
             "verbs": ["get", "patch"],
         }
     ]
+    secrets = [r for r in one(docs, "Role")["rules"] if r["resources"] == ["secrets"]]
+    assert secrets == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [w.certs_secret],
+         "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},  # create cannot name the object
+    ]  # fmt: skip
+    assert not [r for r in one(render(), "Role")["rules"] if r["resources"] == ["secrets"]]
+
+
+@pytest.mark.parametrize(
+    ("lifetimes", "says"),
+    [
+        ({"caValidityDays": 395}, "caValidityDays must exceed"),
+        ({"renewBeforeDays": 365}, "renewBeforeDays must be below certValidityDays"),
+    ],
+)
+def test_operator_tls_lifetimes_that_would_rotate_forever_fail_the_install(
+    lifetimes: dict[str, int], says: str
+) -> None:
+    with pytest.raises(Exception, match=says):
+        render({"webhook": {"tls": {"mode": "operator", "operator": lifetimes}}})
 
 
 # --- values.schema.json -----------------------------------------------------------------------------------

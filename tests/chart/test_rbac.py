@@ -35,6 +35,8 @@ OPERATOR_SRC = ROOT / "operator" / "frwatch_operator"
 NOT_OPERATOR = ("localcluster", "workloads", "demo", "agent")
 #: Any namespace a training job may live in (a call there needs a cluster-wide grant).
 JOB_NS = "some-team"
+#: Modules whose calls happen only with webhook.tls.mode=operator (the operator's own webhook certificate).
+OPERATOR_TLS_ONLY = ("webhook_tls_kube.py",)
 
 
 def call(
@@ -75,22 +77,29 @@ _CLIENT_METHOD = re.compile(
     r"^(?P<verb>read|get|list|create|patch|replace|delete)_(?P<ns>namespaced_)?(?P<kind>[a-z_]+?)(?P<status>_status)?$"
 )
 _VERB = {"read": "get", "replace": "update"}
-_PLURAL = {"config_map": "configmaps", "custom_object": "?"}
-_GROUP_OF_API = {"core": "", "batch": "batch"}
+_PLURAL = {"config_map": "configmaps", "custom_object": "?",
+           "mutating_webhook_configuration": "mutatingwebhookconfigurations"}  # fmt: skip
+_GROUP_OF_API = {"core": "", "batch": "batch", "admission": "admissionregistration.k8s.io"}
 
 
-def client_calls() -> list[AuditEntry]:
-    """Every ``<x>.core|batch|custom.<method>(...)`` call in the operator's modules, as RBAC sees it."""
+def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
+    """Every ``<x>.core|batch|custom|admission.<method>(...)`` call in the operator's modules, as RBAC sees
+    it (the modules of ``OPERATOR_TLS_ONLY`` only when ``tls_mode`` is ``operator``)."""
     config = Config()
     calls: list[AuditEntry] = []
     for path in sorted(OPERATOR_SRC.rglob("*.py")):
         if any(part in NOT_OPERATOR for part in path.relative_to(OPERATOR_SRC).parts):
             continue
+        tls_only = path.name in OPERATOR_TLS_ONLY
+        if tls_only and tls_mode != "operator":
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             owner = node.func.value
-            if not (isinstance(owner, ast.Attribute) and owner.attr in ("core", "batch", "custom")):
+            if not (
+                isinstance(owner, ast.Attribute) and owner.attr in ("core", "batch", "custom", "admission")
+            ):
                 continue
             m = _CLIENT_METHOD.match(node.func.attr)
             assert m, f"{path.name}: {node.func.attr}: a client call this test cannot classify; teach it"
@@ -113,8 +122,13 @@ def client_calls() -> list[AuditEntry]:
             if resource == "configmaps":  # the breaker's ConfigMap, in the release namespace
                 namespace = NAMESPACE
                 name = "" if verb == "create" else config.remediation.breaker_configmap
-            if resource == "secrets":  # the agent's token, in the job's namespace
+            if resource == "secrets" and tls_only:  # the webhook's certificate, in the release namespace
+                namespace = NAMESPACE
+                name = "" if verb == "create" else config.webhook.certs_secret
+            elif resource == "secrets":  # the agent's token, in the job's namespace
                 name = config.agent.token_secret
+            if resource == "mutatingwebhookconfigurations":  # the chart's, by name (cluster-scoped)
+                namespace, name = "", config.webhook.configuration_name
             if resource == "nodes":
                 namespace = ""
             calls.append(call(verb, group, resource, namespace, name, sub))
@@ -126,8 +140,8 @@ def client_calls() -> list[AuditEntry]:
 OWNER_REFERENCE_CALLS = [call("update", c.GROUP, c.INCIDENT_PLURAL, JOB_NS, "x", "finalizers")]
 
 
-def operator_calls() -> list[AuditEntry]:
-    calls = kopf_calls() + client_calls()
+def operator_calls(tls_mode: str = "helm") -> list[AuditEntry]:
+    calls = kopf_calls() + client_calls(tls_mode)
     assert any(e.resource == "incidents" and e.verb == "create" for e in calls), "derivation found no calls"
     text = (OPERATOR_SRC / "verdictloop" / "incident.py").read_text()
     if '"blockOwnerDeletion": True' in text:
@@ -136,7 +150,8 @@ def operator_calls() -> list[AuditEntry]:
 
 
 def _coverage(values: dict[str, Any]) -> Coverage:
-    return check(operator_calls(), grants_for(render(values), SA, NAMESPACE))
+    tls_mode = values.get("webhook", {}).get("tls", {}).get("mode", "helm")
+    return check(operator_calls(tls_mode), grants_for(render(values), SA, NAMESPACE))
 
 
 def test_rbac_with_cordoning_on_is_exactly_what_the_code_calls() -> None:
@@ -163,15 +178,35 @@ def test_the_derivation_sees_the_operators_calls() -> None:
     } <= calls
 
 
-def test_operator_tls_mode_adds_only_its_webhook_configuration() -> None:
-    default = {
-        (g.source.split(" rule")[0], tuple(sorted(g.verbs))) for g in grants_for(render(), SA, NAMESPACE)
-    }
+def test_rbac_in_operator_tls_mode_is_exactly_what_the_code_calls() -> None:
+    coverage = _coverage(
+        {"remediation": {"enabled": True, "dryRun": False}, "webhook": {"tls": {"mode": "operator"}}}
+    )
+    assert coverage.exact, coverage.explain()
+
+
+def test_operator_tls_mode_adds_only_its_certificate_secret_and_webhook_configuration() -> None:
+    def key(g: Any) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        names = tuple(sorted(g.resource_names))
+        return g.namespace or "*", tuple(sorted(g.resources)), tuple(sorted(g.verbs)), names
+
+    default = {key(g) for g in grants_for(render(), SA, NAMESPACE)}
     operator = grants_for(render({"webhook": {"tls": {"mode": "operator"}}}), SA, NAMESPACE)
-    extra = [g for g in operator if (g.source.split(" rule")[0], tuple(sorted(g.verbs))) not in default]
-    assert [(sorted(g.resources), sorted(g.resource_names)) for g in extra] == [
-        (["mutatingwebhookconfigurations"], ["frwatch"])
+    extra = sorted(key(g) for g in operator if key(g) not in default)
+    assert extra == [
+        ("*", ("mutatingwebhookconfigurations",), ("get", "patch"), ("frwatch",)),
+        (NAMESPACE, ("secrets",), ("create",), ()),  # create cannot be limited by resourceNames
+        (NAMESPACE, ("secrets",), ("get", "update"), ("frwatch-webhook-certs",)),
     ]
+    calls = {(e.verb, e.resource, e.namespace, e.name) for e in client_calls("operator")}
+    calls -= {(e.verb, e.resource, e.namespace, e.name) for e in client_calls()}
+    assert calls == {
+        ("get", "secrets", NAMESPACE, "frwatch-webhook-certs"),
+        ("update", "secrets", NAMESPACE, "frwatch-webhook-certs"),
+        ("create", "secrets", NAMESPACE, ""),
+        ("get", "mutatingwebhookconfigurations", "", "frwatch"),
+        ("patch", "mutatingwebhookconfigurations", "", "frwatch"),
+    }
 
 
 # --- the checker itself, on hand-made audit logs ------------------------------------------------------------

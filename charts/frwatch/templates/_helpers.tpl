@@ -32,6 +32,11 @@
 {{- printf "%s-webhook-tls" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* tls.mode=operator: the Secret the operator creates and keeps its CA and certificate in (not rendered). */}}
+{{- define "frwatch.webhookCertsSecretName" -}}
+{{- printf "%s-webhook-certs" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "frwatch.webhookConfigName" -}}
 {{- include "frwatch.fullname" . -}}
 {{- end -}}

@@ -282,3 +282,37 @@ def test_a_pass_repeated_after_a_crash_before_the_status_write_changes_nothing(
     assert [r for r, _ in ((e.reason, e.message) for e in events_about(core, "default", nodes[0]))] == [
         "FrwatchCordoned"
     ]
+
+
+def test_breaker_namespace_missing_is_one_visible_bounded_failure(
+    case: Case, custom: Any, core: Any, kube: Any, api_client: Any, kubectl: Any
+) -> None:
+    """Cordoning on, its breaker's namespace absent: the verdict is reported, no node is cordoned, the
+    Incident says BreakerStateUnavailable, one Warning on the job says what to create; the pass is final."""
+    nodes = [f"{case.ns[-6:]}-b{i}" for i in range(4)]
+    for n in nodes:
+        create_node(core, n)
+    manifest = Manifest(
+        world_size=4, pods=[PodRecord(pod=f"p{i}", node=n, ranks=[i]) for i, n in enumerate(nodes)]
+    )
+    case.store.put(case.key.manifest, manifest.model_dump_json().encode())
+    case.store.put(case.key.verdict, hardware_verdict(nodes[2]).model_dump_json().encode())
+    finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete")
+    missing = f"gone-{case.ns[-6:]}"
+    cfg = case.config.model_copy(update={"remediation": case.config.remediation.model_copy(
+        update={"enabled": True, "dry_run": False, "breaker_namespace": missing})})  # fmt: skip
+    step, status = advance(case, custom, kube, config=cfg)
+    assert step.done and status["phase"] == "Reported" and status["suspectNodes"] == [nodes[2]]
+    remediated = next(x for x in status["conditions"] if x["type"] == "Remediated")
+    assert (remediated["status"], remediated["reason"]) == ("False", "BreakerStateUnavailable")
+    assert f"kubectl create namespace {missing}" in remediated["message"]
+    assert step.observed.skipped == ("breaker_unavailable",) and step.observed.cordoned == 0
+    assert not (core.read_node(nodes[2]).spec and core.read_node(nodes[2]).spec.unschedulable)
+    warnings = [e for e in events_about(core, case.ns, "llama") if e.reason == "BreakerStateUnavailable"]
+    assert len(warnings) == 1 and warnings[0].type == "Warning"
+    assert f"the namespace {missing} of its ConfigMap {missing}/breaker does not exist" in warnings[0].message
+    assert "BreakerStateUnavailable" in kubectl("describe", "pytorchjob", "llama", "-n", case.ns).stdout
+    assert events_about(core, "default", nodes[2]) == []  # nothing happened to the node
+    again, _ = advance(case, custom, kube, config=cfg)  # the next timer pass: nothing left to do
+    assert again.done and again.status == {}
+    assert len([e for e in events_about(core, case.ns, "llama") if e.reason == "BreakerStateUnavailable"]) == 1

@@ -9,6 +9,11 @@ Order (compute the whole change, write once, tell after the write succeeded):
    resourceVersion the plan saw: a node a person changed meanwhile is left alone);
 4. Events on each suspect node (cordoned, would cordon, skipped and why) and the plan on the job and the
    Incident; the Incident's ``Remediated`` condition.
+
+When the breaker's ConfigMap cannot be read or stored (its namespace does not exist, RBAC refuses), no
+node is touched: a breaker that cannot count cordons must not allow one. The outcome is final for the
+incident, never retried in a loop: ``Remediated`` False with reason ``BreakerStateUnavailable`` and one
+Warning Event of that reason on the job and the Incident saying what to create or grant.
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.events import event_object
 from frwatch_operator.verdictloop.incident import IncidentIdentity
 from frwatch_operator.verdictloop.job_report import EventSpec, Reason, one_line, remediated_condition
-from frwatch_operator.verdictloop.ports import ConflictError, KubeActions
+from frwatch_operator.verdictloop.ports import ConflictError, KubeActions, NamespaceMissingError
 from frwatch_operator.verdictloop.remediation import (
     Action,
     CordonPlan,
     Mode,
+    NodeDecision,
     NodeView,
     Rules,
     SkipReason,
@@ -40,6 +46,10 @@ from frwatch_operator.verdictloop.remediation import (
 )
 
 _PLAN_ATTEMPTS = 3
+
+
+class BreakerUnavailable(Exception):
+    """The circuit breaker's ConfigMap cannot be read or stored; ``str()`` says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +105,10 @@ def remediate(
         plan = CordonPlan(rules.mode, (), stop, brk.BreakerState(), False)
         result = RemediationResult(plan)
     else:
-        result = _plan_and_cordon(verdict, incident, job_nodes, rules, settings, kube, evidence, now)
+        try:
+            result = _plan_and_cordon(verdict, incident, job_nodes, rules, settings, kube, evidence, now)
+        except BreakerUnavailable as exc:
+            return _without_breaker(verdict, incident, rules, str(exc), kube, now, job_object)
         _node_events(result, incident, kube, now)
     cordoned = bool(result.cordoned) or (result.plan.mode is Mode.CORDON and bool(result.plan.kept))
     condition = remediated_condition(result.plan.mode.value, result.summary, cordoned=cordoned, now=now)
@@ -120,7 +133,10 @@ def _plan_and_cordon(
 ) -> RemediationResult:
     ns, cm_name = settings.breaker_namespace, settings.breaker_configmap
     for attempt in range(_PLAN_ATTEMPTS):
-        stored = kube.read_configmap(ns, cm_name)
+        try:
+            stored = kube.read_configmap(ns, cm_name)
+        except FatalError as exc:
+            raise _unavailable(settings, exc) from exc
         state = brk.from_data((stored or {}).get("data"))
         version = (stored or {}).get("metadata", {}).get("resourceVersion") if stored else None
         suspects = list(dict.fromkeys(verdict.suspect_nodes))
@@ -145,6 +161,8 @@ def _plan_and_cordon(
                 if attempt + 1 == _PLAN_ATTEMPTS:
                     raise
                 continue  # another writer moved the breaker: read it again and decide again
+            except FatalError as exc:
+                raise _unavailable(settings, exc) from exc
         if plan.mode is not Mode.CORDON:  # the breaker as stored (a dry-run plan's state is hypothetical)
             return RemediationResult(plan, nodes=nodes, breaker_tripped=state.tripped)
         cordoned: list[str] = []
@@ -164,6 +182,44 @@ def _plan_and_cordon(
                 failed[name] = str(exc)
         return RemediationResult(plan, cordoned, failed, nodes=nodes, breaker_tripped=plan.breaker.tripped)
     raise AssertionError("unreachable")
+
+
+def _unavailable(settings: RemediationSettings, exc: FatalError) -> BreakerUnavailable:
+    where = f"ConfigMap {settings.breaker_namespace}/{settings.breaker_configmap}"
+    if isinstance(exc, NamespaceMissingError):
+        return BreakerUnavailable(
+            f"the circuit breaker's state cannot be stored: the namespace {exc.namespace} of its {where} does "
+            f"not exist; create it (kubectl create namespace {exc.namespace}) or set "
+            "FRWATCH_REMEDIATION_BREAKER_NAMESPACE (chart: the release namespace) to an existing one"
+        )
+    return BreakerUnavailable(
+        f"the circuit breaker's state in {where} cannot be read or stored ({exc}); grant the operator get, "
+        "create and update on it (the chart's Role in its namespace)"
+    )
+
+
+def _without_breaker(
+    verdict: Verdict,
+    incident: IncidentIdentity,
+    rules: Rules,
+    why: str,
+    kube: KubeActions,
+    now: datetime,
+    job_object: Mapping[str, str] | None,
+) -> RemediationResult:
+    """No breaker, no cordon: every suspect node left alone, said once on the job and the Incident."""
+    suspects = list(dict.fromkeys(n for n in verdict.suspect_nodes if n))
+    code = SkipReason.BREAKER_UNAVAILABLE.value
+    decisions = tuple(NodeDecision(n, Action.SKIP, why, code) for n in suspects)
+    summary = f"no cordon of {', '.join(suspects)}: {why}; frwatch cordons nothing until its breaker can count"
+    plan = CordonPlan(rules.mode, decisions, summary, brk.BreakerState(), False)
+    reason = Reason.BREAKER_UNAVAILABLE
+    spec = EventSpec("Warning", reason, one_line(summary, 1024))
+    for about in (job_object, incident.reference()):
+        if about is not None:
+            kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
+    condition = remediated_condition(rules.mode.value, summary, cordoned=False, now=now, reason=reason.value)
+    return RemediationResult(plan, condition=condition)
 
 
 def _view(node: Mapping[str, object] | None) -> NodeView | None:

@@ -41,6 +41,9 @@ class Reason(StrEnum):
     NODE_WOULD_CORDON = "FrwatchWouldCordon"  #: dry-run: the node frwatch would have cordoned
     NODE_CORDON_SKIPPED = "FrwatchCordonSkipped"  #: a suspect node left alone, and why
     NODE_CORDON_FAILED = "FrwatchCordonFailed"  #: the cordon was refused by the API (changed, forbidden)
+    #: No cordon: the circuit breaker's ConfigMap cannot be read or stored (its namespace missing, RBAC);
+    #: what a person must create or grant (job, Incident; also the Remediated condition's reason).
+    BREAKER_UNAVAILABLE = "BreakerStateUnavailable"
 
 
 EventType = Literal["Normal", "Warning"]
@@ -239,9 +242,14 @@ def failed_status(
     }
 
 
-def remediated_condition(mode: str, summary: str, *, cordoned: bool, now: datetime) -> Condition:
-    """The Incident's ``Remediated`` condition: the cordon plan (done, dry-run or skipped) in words."""
-    reason = {"off": "RemediationOff", "dry-run": "DryRun"}.get(mode, "Cordoned" if cordoned else "NoCordon")
+def remediated_condition(
+    mode: str, summary: str, *, cordoned: bool, now: datetime, reason: str = ""
+) -> Condition:
+    """The Incident's ``Remediated`` condition: the cordon plan (done, dry-run or skipped) in words.
+    ``reason``: instead of the one the mode and outcome give (e.g. ``BreakerStateUnavailable``)."""
+    reason = reason or {"off": "RemediationOff", "dry-run": "DryRun"}.get(
+        mode, "Cordoned" if cordoned else "NoCordon"
+    )
     return Condition(
         type="Remediated",
         status="True" if cordoned else "False",

@@ -35,7 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.resources import JobRef
-from frwatch_operator.verdictloop.ports import ConflictError, Obj
+from frwatch_operator.verdictloop.ports import ConflictError, NamespaceMissingError, Obj
 
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
@@ -230,12 +230,18 @@ class KubernetesActions:
             "data": dict(data),
         }
         if resource_version is None:
-            return _required(
-                f"create ConfigMap {namespace}/{name}",
-                lambda: _json(
-                    self.core.create_namespaced_config_map(namespace, body, _preload_content=False)
-                ),
-            )
+            what = f"create ConfigMap {namespace}/{name}"
+            try:
+                return _call(
+                    what,
+                    lambda: _json(
+                        self.core.create_namespaced_config_map(namespace, body, _preload_content=False)
+                    ),
+                )
+            except _Missing as exc:  # a create answers 404 only for its namespace
+                raise NamespaceMissingError(
+                    f"{what}: the namespace {namespace} does not exist", namespace=namespace
+                ) from exc
         body["metadata"]["resourceVersion"] = resource_version
         return _required(
             f"replace ConfigMap {namespace}/{name}",

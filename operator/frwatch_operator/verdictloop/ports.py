@@ -2,7 +2,8 @@
 
 Objects go in and come out as plain dicts in wire form (camelCase), as the API serves them. Every method
 raises frwatch's errors: :class:`RetryableError` (API unreachable, 5xx, throttled), :class:`ConflictError`
-(409: the object changed or exists), :class:`FatalError` (forbidden, invalid); "not found" is ``None``.
+(409: the object changed or exists), :class:`FatalError` (forbidden, invalid; :class:`NamespaceMissingError`
+when a create names a namespace that does not exist); "not found" is ``None``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from frwatch_operator.errors import RetryableError
+from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import JobRef
 
@@ -19,6 +20,14 @@ Obj = dict[str, Any]
 
 class ConflictError(RetryableError):
     """409: the object changed since it was read (or already exists): re-read, decide again."""
+
+
+class NamespaceMissingError(FatalError):
+    """404 on a create: the namespace to create the object in does not exist (a person must create it)."""
+
+    def __init__(self, message: str, *, namespace: str) -> None:
+        super().__init__(message)
+        self.namespace = namespace
 
 
 class AnalysisRequestLike(Protocol):
@@ -80,5 +89,6 @@ class KubeActions(Protocol):
     def write_configmap(
         self, namespace: str, name: str, data: Mapping[str, str], *, resource_version: str | None
     ) -> Obj:
-        """Create it (``resource_version`` None) or replace it at that version (409 if it changed)."""
+        """Create it (``resource_version`` None) or replace it at that version (409 if it changed).
+        :class:`NamespaceMissingError` when the namespace does not exist."""
         ...

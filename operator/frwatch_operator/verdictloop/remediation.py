@@ -56,6 +56,8 @@ class SkipReason(StrEnum):
     CAP = "cap"  #: rule 5
     BREAKER = "breaker"  #: rule 6
     API_REFUSED = "api_refused"  #: the plan said cordon; the API refused (the node changed, or forbidden)
+    #: the breaker's state could not be read or stored (its namespace missing, RBAC): no plan was made
+    BREAKER_UNAVAILABLE = "breaker_unavailable"
 
 
 @dataclass(frozen=True)

@@ -24,37 +24,12 @@ import logging
 import os
 import sys
 
-import structlog
-
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
+from frwatch_operator.logsetup import setup_logging
 
 logger = logging.getLogger("frwatch.operator")
-
-
-def setup_logging(level: str) -> None:
-    """JSON lines on stderr for frwatch's and kopf's loggers (structlog over the standard library)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.JSONRenderer(),
-            ],
-            foreign_pre_chain=[
-                structlog.stdlib.add_log_level,
-                structlog.stdlib.add_logger_name,
-                structlog.processors.TimeStamper(fmt="iso"),
-                structlog.processors.format_exc_info,
-            ],
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    for noisy in ("botocore", "urllib3", "aiohttp.access", "kubernetes.client.rest"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def namespaces_of(config: Config) -> list[str]:

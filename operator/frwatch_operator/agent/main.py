@@ -29,7 +29,6 @@ import threading
 import time
 from pathlib import Path
 
-import structlog
 from aiohttp import web
 
 from frwatch_analyzers.layout import AttemptKey
@@ -37,33 +36,12 @@ from frwatch_operator.agent.control import TokenFile, make_app
 from frwatch_operator.agent.uploader import DumpWatcher, PodRecord, Uploader
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
+from frwatch_operator.logsetup import setup_logging
 from frwatch_operator.s3store import S3Store
 
 logger = logging.getLogger("frwatch.agent")
 #: While draining, a failed upload is retried at least this often (seconds), whatever its backoff.
 DRAIN_RETRY_SECONDS = 1.0
-
-
-def setup_logging(level: str) -> None:
-    """JSON lines on stderr (structlog over the standard library's logging)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.JSONRenderer(),
-            ],
-            foreign_pre_chain=[
-                structlog.stdlib.add_log_level,
-                structlog.stdlib.add_logger_name,
-                structlog.processors.TimeStamper(fmt="iso"),
-            ],
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("botocore").setLevel(logging.WARNING)
 
 
 def attempt_key(config: Config) -> AttemptKey:

@@ -21,13 +21,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
-from chart_helpers import NAMESPACE, ROOT, render
+from chart_helpers import CHART, NAMESPACE, ROOT, render
 
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config
+from frwatch_operator.config import Config, load_config
 from frwatch_operator.localcluster.audit import AuditEntry, audit_entry
 from frwatch_operator.localcluster.rbac import Coverage, check, grants_for
+from frwatch_operator.main import namespaces_of
 
 SA = "frwatch"
 OPERATOR_SRC = ROOT / "operator" / "frwatch_operator"
@@ -48,8 +50,9 @@ def call(
 # --- deriving the calls from the code -------------------------------------------------------------------
 
 
-def kopf_calls() -> list[AuditEntry]:
-    """What kopf does for the operator's registry and settings (main.run: clusterwide, standalone)."""
+def kopf_calls(*, namespaced: bool = False) -> list[AuditEntry]:
+    """What kopf does for the operator's registry and settings (main.run: standalone; clusterwide, or
+    ``namespaced``: FRWATCH_OPERATOR_NAMESPACES set, when kopf also lists and watches namespaces)."""
     import kopf
     from kubernetes import client
 
@@ -63,6 +66,8 @@ def kopf_calls() -> list[AuditEntry]:
     calls = [call("list", "apiextensions.k8s.io", "customresourcedefinitions"),
              call("watch", "apiextensions.k8s.io", "customresourcedefinitions"),
              call("create", "", "events", JOB_NS)]  # fmt: skip
+    if namespaced:  # kopf's namespace_observer: match the patterns, follow namespaces created later
+        calls += [call("list", "", "namespaces"), call("watch", "", "namespaces")]
     for handler in registry._watching.get_all_handlers():
         s = handler.selector
         calls += [call(v, s.group, s.any_name) for v in ("list", "watch")]
@@ -140,8 +145,8 @@ def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
 OWNER_REFERENCE_CALLS = [call("update", c.GROUP, c.INCIDENT_PLURAL, JOB_NS, "x", "finalizers")]
 
 
-def operator_calls(tls_mode: str = "helm") -> list[AuditEntry]:
-    calls = kopf_calls() + client_calls(tls_mode)
+def operator_calls(tls_mode: str = "helm", *, namespaced: bool = False) -> list[AuditEntry]:
+    calls = kopf_calls(namespaced=namespaced) + client_calls(tls_mode)
     assert any(e.resource == "incidents" and e.verb == "create" for e in calls), "derivation found no calls"
     text = (OPERATOR_SRC / "verdictloop" / "incident.py").read_text()
     if '"blockOwnerDeletion": True' in text:
@@ -151,7 +156,8 @@ def operator_calls(tls_mode: str = "helm") -> list[AuditEntry]:
 
 def _coverage(values: dict[str, Any]) -> Coverage:
     tls_mode = values.get("webhook", {}).get("tls", {}).get("mode", "helm")
-    return check(operator_calls(tls_mode), grants_for(render(values), SA, NAMESPACE))
+    namespaced = bool(values.get("operator", {}).get("namespaces"))
+    return check(operator_calls(tls_mode, namespaced=namespaced), grants_for(render(values), SA, NAMESPACE))
 
 
 def test_rbac_with_cordoning_on_is_exactly_what_the_code_calls() -> None:
@@ -164,6 +170,24 @@ def test_default_rbac_cannot_cordon_and_allows_everything_else() -> None:
     coverage = _coverage({})
     assert [(e.verb, e.resource) for e in coverage.denied] == [("patch", "nodes")], coverage.explain()
     assert not coverage.unused and not coverage.wildcards, coverage.explain()
+
+
+def test_watched_namespaces_add_exactly_kopfs_namespace_scanning() -> None:
+    """operator.namespaces set: the operator watches those (kopf patterns allowed) and may list/watch
+    namespaces, which kopf needs to match them; unset (cluster-wide), no grant on namespaces at all."""
+    values: dict[str, Any] = {"remediation": {"enabled": True, "dryRun": False}}
+    watched = {**values, "operator": {"namespaces": ["team-a", "team-*"]}}
+    coverage = _coverage(watched)
+    assert coverage.exact, coverage.explain()
+    (deployment,) = [d for d in render(watched) if d["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    config = load_config({"FRWATCH_OPERATOR_NAMESPACES": env["FRWATCH_OPERATOR_NAMESPACES"]})
+    assert namespaces_of(config) == ["team-a", "team-*"]
+    clusterwide = render(values)
+    assert not any("namespaces" in r.get("resources", []) for d in clusterwide for r in d.get("rules") or [])
+    assert "FRWATCH_OPERATOR_NAMESPACES" not in str(clusterwide)
+    with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmError):
+        chart.validate_schema({"operator": {"namespaces": "team-a,team-b"}})  # a list, not kopf's string
 
 
 def test_the_derivation_sees_the_operators_calls() -> None:

@@ -128,11 +128,16 @@ class WebhookSettings(_Section):
         "another replica's rotation, a caBundle reset by an upgrade).",
     )
 
+    @property
+    def certs_file(self) -> str:
+        """The file served with manage_certs (certificate then key); start-up sets cert_file/key_file to it."""
+        return f"{self.certs_dir.rstrip('/')}/tls.pem"
+
     @model_validator(mode="after")
     def _one_way_to_serve_tls(self) -> WebhookSettings:
         if not self.manage_certs:
             return self
-        if self.insecure or self.cert_file or self.key_file:
+        if self.insecure or {self.cert_file, self.key_file} - {None, self.certs_file}:
             raise ValueError(
                 "FRWATCH_WEBHOOK_MANAGE_CERTS=true makes its own certificate: unset FRWATCH_WEBHOOK_INSECURE, "
                 "FRWATCH_WEBHOOK_CERT_FILE and FRWATCH_WEBHOOK_KEY_FILE"

@@ -3,7 +3,7 @@
 :func:`start_webhook_tls` runs once at start-up, before the webhook serves: it makes sure the Secret in
 the operator's namespace holds a usable CA and certificate (:func:`frwatch_operator.webhook_tls.ensure_tls`
 decides), that the MutatingWebhookConfiguration trusts that CA, and writes ``tls.pem`` (certificate and
-key, mode 0600, replaced atomically) into ``config.webhook.certs_dir``. It returns the config with
+key, mode 0600, replaced atomically) into ``config.webhook.certs_dir`` (``certs_file``). It returns the config with
 ``cert_file``/``key_file`` pointing at that file, for the ``kopf.WebhookServer``. A :class:`CertKeeper`
 thread then repeats the pass every ``certs_check_seconds``; when the file changes (renewal, another
 replica's rotation) kopf's server notices it and restarts its listener with the new certificate.
@@ -43,10 +43,6 @@ from frwatch_operator.webhook_tls import (
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-#: The file the webhook server loads (certificate then key) inside ``certs_dir``.
-SERVER_PEM = "tls.pem"
-
 
 class _Conflict(Exception):
     """409 (exists / changed since read) or 422 on a JSON patch whose test failed."""
@@ -143,11 +139,11 @@ class TlsKube:
         return True
 
 
-def write_server_file(folder: str | Path, pem: bytes) -> tuple[Path, bool]:
-    """Write ``pem`` to ``<folder>/tls.pem`` (0600) by an atomic rename, unless it already holds it.
-    Returns the path and whether it changed."""
-    folder = Path(folder)
-    path = folder / SERVER_PEM
+def write_server_file(path: str | Path, pem: bytes) -> tuple[Path, bool]:
+    """Write ``pem`` to ``path`` (0600) by an atomic rename, unless it already holds it. Returns the path
+    and whether it changed."""
+    path = Path(path)
+    folder = path.parent
     try:
         if path.read_bytes() == pem:
             return path, False
@@ -155,7 +151,7 @@ def write_server_file(folder: str | Path, pem: bytes) -> tuple[Path, bool]:
         pass
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{SERVER_PEM}.")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.")
     except OSError as exc:
         raise FatalError(
             f"cannot write the webhook certificate into {folder} ({exc}): FRWATCH_WEBHOOK_CERTS_DIR must be a "
@@ -188,7 +184,7 @@ class CertKeeper:
     def run_once(self) -> tuple[Outcome, Path]:
         outcome = ensure_tls(self.store, self.names, self.policy, self.clock())
         self._log(outcome)
-        path, changed = write_server_file(self.settings.certs_dir, outcome.material.server_pem())
+        path, changed = write_server_file(self.settings.certs_file, outcome.material.server_pem())
         if changed:
             logger.info("webhook certificate %s written to %s", outcome.material.fingerprint(), path)
         return outcome, path
@@ -252,7 +248,7 @@ def start_webhook_tls(config: Config, api_client: client.ApiClient) -> tuple[Con
     return ``config`` with the webhook serving ``<certs_dir>/tls.pem``."""
     w = config.webhook
     keeper = CertKeeper(TlsKube(api_client, w.namespace, w.certs_secret, w.configuration_name), w)
-    path = keeper.run_at_start()
+    path = str(keeper.run_at_start())
     keeper.start()
-    served = w.model_copy(update={"cert_file": str(path), "key_file": str(path)})
+    served = WebhookSettings.model_validate({**w.model_dump(), "cert_file": path, "key_file": path})
     return config.model_copy(update={"webhook": served}), keeper

@@ -1,0 +1,136 @@
+"""What the operator-mode TLS tests stand on: the chart's MutatingWebhookConfiguration in the emulator,
+pods and AdmissionReviews, the webhook server on a thread, and an HTTPS client that verifies the server
+the way the API server does (the caBundle as the only trust, the Service's DNS name as SNI and hostname)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import ssl
+import threading
+import uuid
+from typing import Any
+
+import urllib3
+
+from frwatch_operator import constants as c
+from frwatch_operator.config import Config
+from frwatch_operator.injection import apply_ops
+from frwatch_operator.webhook import HANDLER_ID, JobIndex, serve
+
+SERVICE = "frwatch-webhook"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def configuration(name: str, namespace: str) -> dict[str, Any]:
+    """The chart's MutatingWebhookConfiguration in tls.mode=operator (no caBundle), sent only pods of
+    ``namespace`` (other tests share the emulator)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "inject.frwatch.io", "admissionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"name": SERVICE, "namespace": namespace, "path": f"/{HANDLER_ID}",
+                                         "port": 443}},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"],
+                       "scope": "Namespaced"}],
+            "failurePolicy": "Ignore", "sideEffects": "None", "timeoutSeconds": 5,
+            "objectSelector": {"matchExpressions": [{"key": c.KF_LABEL_JOB_NAME, "operator": "Exists"}]},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        }],
+    }  # fmt: skip
+
+
+def job(namespace: str, name: str = "llama") -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
+                     "annotations": {c.ANN_CAPTURE: c.CAPTURE_ENABLED}},
+    }  # fmt: skip
+
+
+def pod(namespace: str, job_name: str = "llama") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{job_name}-master-0", "namespace": namespace,
+                     "labels": {c.KF_LABEL_JOB_NAME: job_name, c.KF_LABEL_REPLICA_TYPE: "master",
+                                c.KF_LABEL_REPLICA_INDEX: "0", c.KF_LABEL_JOB_ROLE: "master"}},
+        "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}], "restartPolicy": "Never"},
+    }  # fmt: skip
+
+
+def review(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
+            "namespace": namespace, "object": obj, "userInfo": {"username": "test"}, "dryRun": False,
+        },
+    }  # fmt: skip
+
+
+def https_admit(port: int, ca_bundle_b64: str, hostname: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST an AdmissionReview over HTTPS to 127.0.0.1:``port`` as the API server would: trusting only the
+    caBundle, with ``hostname`` as SNI and as the name the certificate must carry. Returns the response."""
+    context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle_b64).decode("ascii"))
+    pool = urllib3.HTTPSConnectionPool(
+        "127.0.0.1", port, ssl_context=context, server_hostname=hostname, assert_hostname=hostname,
+        retries=False, timeout=10.0,
+    )  # fmt: skip
+    try:
+        resp = pool.request("POST", f"/{HANDLER_ID}", body=json.dumps(body).encode(),
+                            headers={"Content-Type": "application/json"})  # fmt: skip
+    finally:
+        pool.close()
+    assert resp.status == 200, resp.data
+    answer: dict[str, Any] = json.loads(resp.data)["response"]
+    return answer
+
+
+def patched(obj: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    assert answer["allowed"] is True
+    if "patch" not in answer:
+        return obj
+    return apply_ops(json.loads(json.dumps(obj)), json.loads(base64.b64decode(answer["patch"])))
+
+
+class WebhookThread:
+    """``frwatch_operator.webhook.serve`` (a kopf.WebhookServer) on its own event loop in a thread."""
+
+    def __init__(self, index: JobIndex, config: Config) -> None:
+        self.index, self.config = index, config
+        self.url = ""
+        self._ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            async with serve(self.index, self.config) as url:
+                self.url = url
+                self._ready.set()
+                await self._stop.wait()
+
+        self._loop.run_until_complete(main())
+
+    def __enter__(self) -> WebhookThread:
+        self._thread.start()
+        assert self._ready.wait(10), "webhook server did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)

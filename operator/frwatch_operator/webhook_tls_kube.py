@@ -44,6 +44,7 @@ from frwatch_operator.webhook_tls import (
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+
 class _Conflict(Exception):
     """409 (exists / changed since read) or 422 on a JSON patch whose test failed."""
 

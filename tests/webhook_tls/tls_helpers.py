@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import os
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import threading
+import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
@@ -134,3 +144,93 @@ class WebhookThread:
         assert self._stop is not None
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+
+
+# --- the real operator, configured by the chart --------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = [ROOT / "crds" / "incident.yaml", ROOT / "crds" / "capturepolicy.yaml",
+        ROOT / "tests" / "emulator" / "pytorchjob-crd.yaml"]  # fmt: skip
+
+
+def render_chart(values: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """The chart's objects (helm-python-sdk, offline) as ``helm install -n namespace`` would create them."""
+    import helm_python as helm
+
+    with helm.Chart.load(ROOT / "charts" / "frwatch") as chart:
+        chart.validate_schema(values)
+        out = chart.render(values, name="frwatch", namespace=namespace, is_install=True)
+    return [d for path, text in sorted(out.items()) if not path.endswith("NOTES.txt")
+            for d in yaml.safe_load_all(text) if d]  # fmt: skip
+
+
+def chart_env(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The literal env of the chart's operator container."""
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+@dataclass
+class OperatorProcess:
+    """``frwatch operator`` as a subprocess (its own session, so a stop reaches its whole group)."""
+
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def webhook_port(self) -> int:
+        return int(self.env["FRWATCH_WEBHOOK_PORT"])
+
+    def start(self, timeout: float = 30.0) -> OperatorProcess:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "frwatch_operator.cli", "operator"],
+                                         env=self.env, stdout=log, stderr=log, start_new_session=True)  # fmt: skip
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.log()[-3000:]}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.webhook_port), 0.2),
+            ):
+                return self
+            time.sleep(0.1)
+        raise AssertionError(f"the operator's webhook never listened:\n{self.log()[-3000:]}")
+
+    def stop(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait(timeout=10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def log_records(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log().splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    out.append(record)
+        return out
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+    end = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < end:
+        try:
+            last = check()
+        except Exception as exc:  # not yet (e.g. the job not in the index yet)
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .summarize import STATE_CODES, EntrySig, PgTrace, RankTrace, TailEntry
+from .summarize import STATE_CODES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
 from .verdict import Category
 
 #: Disagreements kept per group: the first ones (the branch) and the last ones (where it hung).
@@ -64,14 +64,16 @@ class GroupInfo:
 def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, GroupInfo]:
     """Every process group seen in any dump, with its members (pg_config when sane, else the entries)."""
     seen_in: dict[str, list[int]] = {}
-    config: dict[str, Counter[tuple[int, ...]]] = {}
+    config: dict[str, Counter[Ranks]] = {}
     desc: dict[str, str] = {}
     for rank, t in traces.items():
         for name, pg in t.pgs.items():
             if len(pg.seqs):
                 seen_in.setdefault(name, []).append(rank)
             if pg.config_ranks:
-                config.setdefault(name, Counter())[tuple(pg.config_ranks)] += 1
+                config.setdefault(name, Counter())[pg.config_ranks] += (
+                    1  # ranges hash in O(1); tuples are interned
+                )
             if pg.desc and pg.desc != "undefined":
                 desc.setdefault(name, pg.desc)
             else:

@@ -158,7 +158,8 @@ def _expected_ranks(world: World) -> tuple[list[int], str]:
         for t in world.traces.values():
             for pg in t.pgs.values():
                 if pg.config_ranks and (pg.desc == "default_pg" or pg.name == "0"):
-                    size, source = max(size or 0, max(pg.config_ranks) + 1), "pg_config"
+                    top = pg.config_ranks[-1] if isinstance(pg.config_ranks, range) else max(pg.config_ranks)
+                    size, source = max(size or 0, top + 1), "pg_config"
     seen = set(world.traces) | {p.rank for p in world.problems if p.rank is not None}
     if size is None:
         size = (max(seen) + 1) if seen else 0

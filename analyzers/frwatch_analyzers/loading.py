@@ -16,7 +16,7 @@ from typing import Any
 
 from .safe_load import DEFAULT_MAX_BYTES, DumpError, decode
 from .sources import DumpRef, Inputs, S3Config, read_bytes, s3_client
-from .summarize import PgTrace, RankTrace, Summarizer
+from .summarize import PgTrace, Ranks, RankTrace, Summarizer
 from .verdict import FileProblem
 
 
@@ -103,6 +103,7 @@ class ArrayPool:
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, bytes], PgTrace] = {}
+        self._members: dict[Ranks, Ranks] = {}
 
     def intern(self, trace: RankTrace) -> None:
         for name, pg in trace.pgs.items():
@@ -114,6 +115,8 @@ class ArrayPool:
                     shared.plain,
                     shared.created,
                 )
+            if isinstance(pg.config_ranks, tuple):
+                pg.config_ranks = self._members.setdefault(pg.config_ranks, pg.config_ranks)
 
 
 # --- parent side -----------------------------------------------------------------------------------------

@@ -23,6 +23,9 @@ TAIL = 48
 #: Frames from these paths are library plumbing; the first frame outside them is the user's call site.
 _LIBRARY_MARKERS = ("/torch/", "\\torch\\", "/site-packages/", "/dist-packages/", "<frozen ", "/threading.py")
 
+#: Members of a group: a range when contiguous (compact to pickle and to hash), else a tuple.
+Ranks = range | tuple[int, ...]
+
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
 
@@ -84,7 +87,7 @@ class PgTrace:
     plain: array[int]  # the same without the call site: compared when some ranks' dumps have no frames (JSON)
     created: array[int]  # time_created_ns per seq (0 unknown)
     tail: list[TailEntry]
-    config_ranks: list[int] | None  # from pg_config when it is sane, else None
+    config_ranks: Ranks | None  # from pg_config when it is sane, else None (a range when contiguous)
     last_enqueued: int  # from pg_status when present, else the last seq held
     last_started: int
     last_completed: int  # from pg_status when present, else derived from states/retired
@@ -155,6 +158,14 @@ def _parse_ranks(value: Any) -> list[int] | None:
     return None
 
 
+def compact_ranks(ranks: list[int]) -> Ranks:
+    """A member list as a ``range`` when it is one (the usual case: 16k ranks pickle as three ints, not
+    16k), else a tuple. Members lists are per rank and per group: a list each would be O(ranks^2)."""
+    if ranks and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return range(ranks[0], ranks[-1] + 1)
+    return tuple(ranks)
+
+
 def _tupled(sizes: Any) -> tuple[tuple[int, ...], ...]:
     if not isinstance(sizes, list | tuple):
         return ()
@@ -199,6 +210,7 @@ class Summarizer:
     def __init__(self) -> None:
         self._emitted: set[int] = set()
         self._plain_of: dict[int, int] = {}  # signature -> the same without call site
+        self._ranks_cache: dict[str, Ranks] = {}  # pg_config 'ranks' text -> members
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
         entries: list[Any] = dump.get("entries") or []
@@ -354,12 +366,18 @@ class Summarizer:
         config = dump.get("pg_config") if isinstance(dump.get("pg_config"), dict) else {}
         status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
         assert isinstance(config, dict) and isinstance(status, dict)
-        config_ranks: dict[str, list[int]] = {}
+        config_ranks: dict[str, Ranks] = {}
         for key, cfg in config.items():
             if not isinstance(cfg, dict):
                 continue
             name = str(cfg.get("name") or key)
-            ranks = _parse_ranks(cfg.get("ranks"))
+            raw = cfg.get("ranks")
+            ranks = self._ranks_cache.get(raw) if isinstance(raw, str) else None
+            if ranks is None:
+                parsed = _parse_ranks(raw)
+                ranks = compact_ranks(parsed) if parsed else None
+                if isinstance(raw, str) and ranks is not None:
+                    self._ranks_cache[raw] = ranks  # every rank's dump repeats the same strings
             if name and ranks:
                 config_ranks[name] = ranks
                 pg_desc.setdefault(name, str(cfg.get("desc", "")))

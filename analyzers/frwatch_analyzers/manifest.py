@@ -5,7 +5,7 @@ Written by the operator, read by the analyzer to turn ranks into pods and nodes 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 MANIFEST_VERSION = "frwatch.io/manifest/v1"
 
@@ -57,20 +57,23 @@ class Manifest(BaseModel):
     collection_ended: str = ""
     deadline_reached: bool = False
 
+    _index: dict[int, tuple[str, str]] | None = PrivateAttr(default=None)
+
+    def _lookup(self, rank: int) -> tuple[str, str]:
+        """(pod, node) of a rank, from an index built once (a 16k-rank manifest is read per rank)."""
+        if self._index is None:
+            index: dict[int, tuple[str, str]] = {}
+            for p in self.pods:
+                for r in p.ranks:
+                    index.setdefault(r, (p.pod, p.node))
+            for rr in self.ranks:
+                pod, node = index.get(rr.rank, ("", ""))
+                index[rr.rank] = (rr.pod or pod, rr.node or node)
+            self._index = index
+        return self._index.get(rank, ("", ""))
+
     def node_of(self, rank: int) -> str:
-        for r in self.ranks:
-            if r.rank == rank and r.node:
-                return r.node
-        for p in self.pods:
-            if rank in p.ranks:
-                return p.node
-        return ""
+        return self._lookup(rank)[1]
 
     def pod_of(self, rank: int) -> str:
-        for r in self.ranks:
-            if r.rank == rank and r.pod:
-                return r.pod
-        for p in self.pods:
-            if rank in p.ranks:
-                return p.pod
-        return ""
+        return self._lookup(rank)[0]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 from e2e_helpers import GPU_HANG, WORKLOAD, Target, wait_for
@@ -89,3 +90,17 @@ def test_opted_out_job_gets_nothing_injected(target: Target) -> None:
         )
     time.sleep(3)
     assert target.incidents(name) == []
+
+
+def test_local_operator_serves_health_and_metrics_on_its_own_loopback_ports(target: Target) -> None:
+    """Local clusters side by side never collide (the cordon test runs one next to this one): each
+    operator's /healthz and /metrics listen on free loopback ports, not on all interfaces at 8080/9090."""
+    if target.local is None:
+        pytest.skip("the local cluster's own operator only")
+    cluster = target.local
+    assert cluster.metrics_url == f"http://127.0.0.1:{cluster.metrics_port}/metrics"
+    assert cluster.frwatch_env()["FRWATCH_OPERATOR_LISTEN_ADDR"] == "127.0.0.1"
+    with urllib.request.urlopen(cluster.health_url, timeout=5) as health:
+        assert health.status == 200
+    with urllib.request.urlopen(cluster.metrics_url, timeout=5) as metrics:
+        assert "frwatch_" in metrics.read().decode()

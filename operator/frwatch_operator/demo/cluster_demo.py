@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
             f"  cluster up in {time.monotonic() - started:.1f}s; every process logs to {cluster.logs_dir}",
             flush=True,
         )
+        print(f"  operator metrics (Prometheus): {cluster.metrics_url}", flush=True)
         print(
             f"  kubectl apply: PyTorchJob {JOB} (annotation {c.ANN_CAPTURE}={c.CAPTURE_ENABLED})", flush=True
         )

@@ -19,7 +19,9 @@ What runs (every process's output in ``cluster.logs_dir``):
   background thread of this process;
 * the real frwatch operator (``frwatch operator``) as a subprocess, configured by env: the emulator
   (``KUBECONFIG``), S3, a plain-HTTP webhook on a free loopback port that a
-  ``MutatingWebhookConfiguration`` (``frwatch-local``) points at. Skipped, with the reason in
+  ``MutatingWebhookConfiguration`` (``frwatch-local``) points at, its ``/healthz`` and ``/metrics`` on
+  free loopback ports too (``cluster.health_url``, ``cluster.metrics_url``: clusters side by side never
+  collide). Skipped, with the reason in
   ``cluster.operator_status``, while ``frwatch_operator.main`` does not exist.
 """
 
@@ -69,6 +71,8 @@ MWC_NAME = "frwatch-local"
 OPERATOR_NAMESPACE = "frwatch-system"
 S3_SECRET = "frwatch-s3"  # noqa: S105 - a Secret's name
 TOKEN_SECRET = "frwatch-agent-token"  # noqa: S105 - a Secret's name
+#: where the operator's /healthz and /metrics listen (its default, all interfaces, is for a pod)
+LISTEN_ADDR = "127.0.0.1"
 
 
 def free_port() -> int:
@@ -150,6 +154,9 @@ class LocalCluster:
         self.keep_workdir = keep_workdir
         self.agent_token = secrets.token_hex(16)
         self.webhook_port = free_port()
+        #: the operator's /healthz and /metrics, on loopback free ports (two clusters side by side never collide)
+        self.health_port = free_port()
+        self.metrics_port = free_port()
         self.apiserver: ApiServerHandle | None = None
         self.store: ObjectStore | None = None
         self.kubelet: Kubelet | None = None
@@ -164,6 +171,16 @@ class LocalCluster:
         if self.apiserver is None:
             raise RuntimeError("the local cluster is not started")
         return self.apiserver.url
+
+    @property
+    def metrics_url(self) -> str:
+        """The operator's Prometheus metrics (``GET``)."""
+        return f"http://{LISTEN_ADDR}:{self.metrics_port}/metrics"
+
+    @property
+    def health_url(self) -> str:
+        """The operator's liveness endpoint (kopf's ``/healthz``)."""
+        return f"http://{LISTEN_ADDR}:{self.health_port}/healthz"
 
     def start(self) -> LocalCluster:
         started = time.monotonic()
@@ -278,6 +295,9 @@ class LocalCluster:
             "FRWATCH_S3_CREDENTIALS_SECRET": S3_SECRET,
             "FRWATCH_REMEDIATION_BREAKER_NAMESPACE": OPERATOR_NAMESPACE,
             "FRWATCH_AGENT_TOKEN_SECRET": TOKEN_SECRET,
+            "FRWATCH_OPERATOR_LISTEN_ADDR": LISTEN_ADDR,
+            "FRWATCH_OPERATOR_HEALTH_PORT": str(self.health_port),
+            "FRWATCH_OPERATOR_METRICS_PORT": str(self.metrics_port),
             "FRWATCH_WEBHOOK_ADDR": "127.0.0.1",
             "FRWATCH_WEBHOOK_PORT": str(self.webhook_port),
             "FRWATCH_WEBHOOK_INSECURE": "true",
@@ -449,6 +469,7 @@ def _up(args: argparse.Namespace) -> int:
     )
     print(f"  nodes: {', '.join(n if isinstance(n, str) else n.name for n in cluster.nodes)}")
     print(f"  operator: {cluster.operator_status}")
+    print(f"  operator metrics: {cluster.metrics_url}")
     print(f"  logs: {cluster.logs_dir}")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
     print("  stop: Ctrl-C, or `python -m frwatch_operator.localcluster.cluster down`", flush=True)

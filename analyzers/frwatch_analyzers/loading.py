@@ -8,13 +8,14 @@ summaries, not to the dumps. A file that cannot be used becomes a :class:`FilePr
 from __future__ import annotations
 
 import gc
+import io
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from .safe_load import DEFAULT_MAX_BYTES, DumpError, decode
+from .safe_load import DEFAULT_MAX_BYTES, DumpError, decode, decode_stream
 from .sources import DumpRef, Inputs, S3Config, read_bytes, s3_client
 from .summarize import PgTrace, Ranks, RankTrace, Summarizer
 from .verdict import FileProblem
@@ -56,14 +57,23 @@ def _work(batch: Sequence[DumpRef], bucket: str | None, s3: S3Config | None, max
 
 def _one(summarizer: Summarizer, ref: DumpRef, bucket: str | None, max_bytes: int) -> Any:
     try:
-        data = read_bytes(ref, bucket, _client, max_bytes)
+        if bucket is None and 0 < ref.size <= max_bytes:
+            # a local file: the unpickler reads it straight from the OS buffer (no copy of the bytes)
+            with open(ref.location, "rb", buffering=1 << 20) as fh:
+                dump, fmt = decode_stream(cast(io.BufferedReader, fh))  # buffering>1 gives one
+        else:
+            dump, fmt = decode(read_bytes(ref, bucket, _client, max_bytes))
     except ValueError as exc:
         return FileProblem(file=ref.name, rank=ref.rank, reason=f"too large: {exc}")
-    except Exception as exc:  # OSError, botocore errors: the file is named with the reason
+    except DumpError as exc:
+        return FileProblem(file=ref.name, rank=ref.rank, reason=str(exc))
+    except OSError as exc:
+        return FileProblem(file=ref.name, rank=ref.rank, reason=f"cannot read: {type(exc).__name__}: {exc}")
+    except RecursionError:
+        return FileProblem(file=ref.name, rank=ref.rank, reason="malformed dump: nested too deeply")
+    except Exception as exc:  # botocore errors and the like: the file is named with the reason
         return FileProblem(file=ref.name, rank=ref.rank, reason=f"cannot read: {type(exc).__name__}: {exc}")
     try:
-        dump, fmt = decode(data)
-        del data
         rank = ref.rank if ref.rank is not None else _rank_in(dump)
         if rank is None:
             return FileProblem(
@@ -140,7 +150,8 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
         finally:
             _reset_worker_state(was_enabled)
     else:
-        batch = max(1, min(32, len(refs) // (jobs * 8)))
+        # small batches: the last ones of a run leave a core idle for at most a few files
+        batch = max(1, min(8, len(refs) // (jobs * 8)))
         ctx = multiprocessing.get_context("fork")
         share = ArrayPool()
         with ctx.Pool(jobs) as pool:

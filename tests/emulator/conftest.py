@@ -40,7 +40,16 @@ def pytorchjob_crd(api_client: client.ApiClient) -> dict[str, Any]:
     """The minimal PyTorchJob CRD (tests/emulator/pytorchjob-crd.yaml), created once."""
     crd = yaml.safe_load((HERE / "pytorchjob-crd.yaml").read_text())
     ext = client.ApiextensionsV1Api(api_client)
-    created = api_client.sanitize_for_serialization(ext.create_custom_resource_definition(crd))
+    try:
+        made = ext.create_custom_resource_definition(crd)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+        # another test folder of this session (the same emulator) registered PyTorchJobs first: use ours
+        current = ext.read_custom_resource_definition(crd["metadata"]["name"])
+        crd["metadata"]["resourceVersion"] = current.metadata.resource_version
+        made = ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+    created = api_client.sanitize_for_serialization(made)
     return created  # type: ignore[no-any-return]
 
 

@@ -230,8 +230,8 @@ def incident_crd() -> Schema:
         {
             "name": "Suspects",
             "type": "string",
-            "jsonPath": ".status.suspectRanks",
-            "description": "Culprit global ranks.",
+            "jsonPath": ".status.suspects",
+            "description": "Culprit ranks and their nodes in a few words (e.g. 'rank 1 on node-b').",
         },
         {
             "name": "Nodes",

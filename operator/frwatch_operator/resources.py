@@ -205,6 +205,10 @@ class Condition(_Wire):
     last_transition_time: str = Field(default="", description="RFC 3339 time of the last status change.")
 
 
+#: Longest ``status.suspects`` (the Suspects column of ``kubectl get incidents``).
+SUSPECTS_MAX = 64
+
+
 class IncidentStatus(_Wire):
     """Everything the operator knows and has done; a restarted operator resumes from here."""
 
@@ -219,6 +223,13 @@ class IncidentStatus(_Wire):
     hardware_class: bool | None = Field(default=None, description="The verdict's hardware_class.")
     suspect_ranks: list[int] = Field(default_factory=list, description="Culprit global ranks.")
     suspect_nodes: list[str] = Field(default_factory=list, description="Nodes of the culprit ranks.")
+    suspects: str = Field(
+        default="",
+        max_length=SUSPECTS_MAX,
+        description="suspectRanks and suspectNodes in a few words for `kubectl get incidents` (the Suspects "
+        "column), e.g. 'rank 1 on node-b', 'ranks 0-3 on node-a,node-b', '40 ranks on 12 nodes'; at most "
+        "64 characters; empty: nobody named.",
+    )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
     conditions: list[Condition] = Field(default_factory=list, description="Collected, Analyzed, Remediated.")
     message: str = Field(

@@ -125,6 +125,10 @@ def test_crd_names_printer_columns_and_subresources() -> None:
     assert version["subresources"] == {"status": {}}
     cols = [col["name"] for col in version["additionalPrinterColumns"] if not col.get("priority")]
     assert cols == ["Job", "Phase", "Category", "Suspects", "Age"]
+    by_name = {col["name"]: col for col in version["additionalPrinterColumns"]}
+    # a short string, not the suspectRanks list (kubectl would print it as JSON: [1])
+    assert by_name["Suspects"]["jsonPath"] == ".status.suspects"
+    assert crd_schema("incident")["properties"]["status"]["properties"]["suspects"]["type"] == "string"
     pcols = [
         col["name"]
         for col in pol["spec"]["versions"][0]["additionalPrinterColumns"]
@@ -174,6 +178,7 @@ GOOD_INCIDENT: dict[str, Any] = {
         "hardwareClass": True,
         "suspectRanks": [3],
         "suspectNodes": ["node-7"],
+        "suspects": "rank 3 on node-7",
         "conditions": [{"type": "Analyzed", "status": "True", "reason": "VerdictStored"}],
         "message": "rank 3 never started all_reduce seq 41",
     },

@@ -17,6 +17,7 @@ from frwatch_operator.verdictloop.job_report import (
     failed_status,
     job_annotations,
     reported_status,
+    suspects_line,
     verdict_events,
     verdict_line,
     with_condition,
@@ -131,3 +132,28 @@ def test_status_patches_keep_other_conditions() -> None:
 def test_verdict_line_and_lists() -> None:
     assert verdict_line(hardware_verdict("n").model_copy(update={"headline": "  a\tb\n c "})) == "a b c"
     assert comma_list([1, 2, 3]) == "1,2,3" and comma_list([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("ranks", "nodes", "line"),
+    [
+        ([1], ["node-b"], "rank 1 on node-b"),
+        ([3, 1, 2, 0, 0], ["node-a", "node-b", "node-a"], "ranks 0-3 on node-a,node-b"),
+        ([0, 1, 2, 7, 9, 10], [], "ranks 0-2,7,9-10"),
+        ([], ["gpu-7"], "node gpu-7"),
+        ([], [], ""),
+        ([4], [f"a-very-long-node-name-{i}.example.internal" for i in range(3)], "rank 4 on 3 nodes"),
+        (list(range(0, 4000, 2)), [f"n{i}" for i in range(90)], "2000 ranks on 90 nodes"),
+    ],
+)
+def test_suspects_line_is_short_words(ranks: list[int], nodes: list[str], line: str) -> None:
+    assert suspects_line(ranks, nodes) == line
+    assert len(suspects_line(ranks, nodes)) <= 64
+
+
+def test_reported_status_says_the_suspects_in_words() -> None:
+    status = reported_status(
+        hardware_verdict("gpu-7", ranks=[3, 11]), report="s3://b/r", now=NOW, conditions=[]
+    )
+    assert IncidentStatus.model_validate(status).suspects == "ranks 3,11 on gpu-7"
+    assert status["suspectRanks"] == [3, 11] and status["suspectNodes"] == ["gpu-7"]  # the lists stay

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from frwatch_analyzers.layout import REPORT
 from frwatch_analyzers.verdict import Status, Verdict
 from frwatch_operator import constants as c
-from frwatch_operator.resources import Condition, IncidentPhase
+from frwatch_operator.resources import SUSPECTS_MAX, Condition, IncidentPhase
 
 VERDICT_LINE_MAX = 256
 #: Longer comma lists are cut (with "+N more") to keep the job's annotations far below the 256 KiB limit.
@@ -77,6 +77,49 @@ def comma_list(items: Sequence[object], limit: int = LIST_MAX) -> str:
         out.append(text)
         used += len(text) + 1
     return ",".join(out)
+
+
+def rank_ranges(ranks: Sequence[int]) -> str:
+    """``0-3,7,9-12``: sorted, duplicates dropped, runs of consecutive ranks as ``first-last``."""
+    out: list[str] = []
+    run: list[int] = []
+    for r in sorted(set(ranks)):
+        if run and r == run[-1] + 1:
+            run.append(r)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [r]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def suspects_line(ranks: Sequence[int], nodes: Sequence[str], limit: int = SUSPECTS_MAX) -> str:
+    """The Incident's ``status.suspects`` (the Suspects column of ``kubectl get incidents``): e.g.
+    ``rank 1 on node-b``, ``ranks 0-3 on node-a,node-b``; names give way to counts (``40 ranks on 12
+    nodes``) when they would not fit in ``limit`` characters. Empty when nobody is named."""
+    unique_ranks, unique_nodes = sorted(set(ranks)), list(dict.fromkeys(n for n in nodes if n))
+
+    def counted(n: int, word: str) -> str:
+        return f"{n} {word}{'s' if n != 1 else ''}"
+
+    plural = "" if len(unique_ranks) == 1 else "s"
+    who = (
+        [f"rank{plural} {rank_ranges(unique_ranks)}", counted(len(unique_ranks), "rank")]
+        if unique_ranks
+        else []
+    )
+    where = [",".join(unique_nodes), counted(len(unique_nodes), "node")] if unique_nodes else []
+    if who and where:  # names first, then counts: the nodes' names give way before the ranks'
+        candidates = [f"{w} on {n}" for w in who for n in where]
+    elif who:
+        candidates = who
+    elif where:  # no rank named: "node gpu-7", "nodes a,b", "3 nodes"
+        candidates = [f"node{'s' if len(unique_nodes) > 1 else ''} {where[0]}", where[1]]
+    else:
+        return ""
+    return next((t for t in candidates if len(t) <= limit), one_line(candidates[-1], limit))
 
 
 def report_url(evidence_url: str) -> str:
@@ -209,6 +252,7 @@ def reported_status(
         "hardwareClass": verdict.hardware_class,
         "suspectRanks": list(verdict.culprit_ranks),
         "suspectNodes": list(verdict.suspect_nodes),
+        "suspects": suspects_line(verdict.culprit_ranks, verdict.suspect_nodes),
         "reportUrl": report,
         "message": one_line(message, 1024),
         "conditions": with_condition(

@@ -210,6 +210,23 @@ class OperatorSettings(_Section):
     agent_timeout_seconds: float = Field(
         default=2.0, gt=0, description="Seconds to wait for one agent's control endpoint to answer."
     )
+    refused_backoff_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="After a verdict-loop pass the API refused for good (403, 422, a missing object), "
+        "the next pass waits this long, doubling after each refused pass up to refused_backoff_max_seconds. "
+        "Transient errors (5xx, timeouts, 409 conflicts) are retried at once instead.",
+    )
+    refused_backoff_max_seconds: float = Field(
+        default=300.0, gt=0, description="Cap of the wait between two refused verdict-loop passes (seconds)."
+    )
+    refused_give_up_seconds: float = Field(
+        default=1800.0,
+        ge=0,
+        description="Seconds from the first refused pass after which the Incident ends Failed (reason "
+        "ApiRefused, one Warning Event naming the call and what to grant or fix); time for a person to fix "
+        "RBAC or a CRD. 0: fail at the first refusal.",
+    )
     listen_addr: str = Field(
         default="0.0.0.0",  # noqa: S104 - probed and scraped inside the cluster
         description="Listen address of the liveness endpoint (/healthz) and the metrics (/metrics).",

@@ -205,6 +205,20 @@ class Condition(_Wire):
     last_transition_time: str = Field(default="", description="RFC 3339 time of the last status change.")
 
 
+class ApiRefusals(_Wire):
+    """Consecutive verdict-loop passes the API refused for good (403 forbidden, 422 invalid, a required object
+    missing): retried with a growing wait until the operator's give-up time, then the Incident ends Failed.
+    Gone again after a pass that went through."""
+
+    count: int = Field(ge=1, description="How many passes in a row were refused.")
+    first_at: str = Field(description="RFC 3339: when the first of them was refused.")
+    next_pass_at: str = Field(description="RFC 3339: no pass before this time (the backoff).")
+    give_up_at: str = Field(description="RFC 3339: a pass refused after this time ends the Incident Failed.")
+    last_error: str = Field(
+        description="The last refusal: the call, the HTTP status, and what to grant or fix."
+    )
+
+
 #: Longest ``status.suspects`` (the Suspects column of ``kubectl get incidents``).
 SUSPECTS_MAX = 64
 
@@ -231,6 +245,9 @@ class IncidentStatus(_Wire):
         "64 characters; empty: nobody named.",
     )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
+    api_refusals: ApiRefusals | None = Field(
+        default=None, description="Set while the API refuses the verdict loop's calls (see ApiRefusals)."
+    )
     conditions: list[Condition] = Field(default_factory=list, description="Collected, Analyzed, Remediated.")
     message: str = Field(
         default="", description="One line a person reads: the verdict or why frwatch failed."

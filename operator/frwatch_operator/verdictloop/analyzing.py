@@ -10,6 +10,14 @@ Two entry points (synchronous; kopf runs sync handlers in threads):
   Events; done -> reads verdict.json, writes the ``frwatch.io/*`` annotations and Events on the training
   job, runs the cordon policy, returns the status for phase ``Reported``.
 
+A pass the API refuses for good (:class:`FatalError`: 403 forbidden, 422 invalid, a required object
+missing; creating the analyzer Job included) is bounded: it is recorded in ``status.apiRefusals``, the
+next pass waits (``operator.refused_backoff_seconds``, doubling up to ``refused_backoff_max_seconds``),
+and a pass refused ``operator.refused_give_up_seconds`` after the first ends the Incident ``Failed``
+(reason ``ApiRefused``: the call, its status, what to grant or fix) with one Warning Event on the
+Incident and the job. :class:`RetryableError` (5xx, timeouts, 409 conflicts) is raised as before: the
+timer retries it soon.
+
 ``Step.status`` is a merge patch for the Incident's ``.status`` (camelCase; lists whole). Nothing is kept
 between calls: progress lives in the Incident's status, so a restarted operator resumes. Every write is
 idempotent (deterministic Job and Event names, merge patches, the breaker persisted before a cordon).
@@ -17,6 +25,7 @@ idempotent (deterministic Job and Event names, merge patches, the breaker persis
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -25,9 +34,9 @@ from typing import Any
 from frwatch_analyzers.manifest import Manifest
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.config import Config
-from frwatch_operator.errors import RetryableError
+from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
 from frwatch_operator.optin import CaptureSettings
-from frwatch_operator.resources import IncidentPhase
+from frwatch_operator.resources import ApiRefusals, Condition, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import wiring
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_name, effective_run
@@ -41,13 +50,23 @@ from frwatch_operator.verdictloop.job_report import (
     analyzing_status,
     failed_status,
     job_annotations,
+    one_line,
     report_url,
     reported_status,
+    rfc3339,
     verdict_events,
 )
-from frwatch_operator.verdictloop.ports import AnalysisRequestLike, KubeActions, Obj
+from frwatch_operator.verdictloop.ports import AnalysisRequestLike, ApiRefusedError, KubeActions, Obj
 from frwatch_operator.verdictloop.remediation import effective_rules
 from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_manifest, read_verdict
+
+logger = logging.getLogger(__name__)
+
+#: Condition reason (type Analyzed) of an Incident whose analyzer Job could not be created yet: the
+#: verdict loop creates it on a later pass.
+NOT_CREATED = "AnalyzerJobNotCreated"
+#: Condition reason and the Warning's "no verdict (...)" of an Incident given up on after API refusals.
+API_REFUSED = "ApiRefused"
 
 #: How soon to look at a running analyzer Job again (seconds).
 POLL_SECONDS = 5.0
@@ -104,13 +123,55 @@ def start_analysis(
     ``kube``: the Kubernetes adapter (default: the one :func:`frwatch_operator.verdictloop.handler.register`
     wired, else the ``kubernetes`` client's default configuration). Raises :class:`RetryableError` when
     the API does not answer, or while a Job of that name left by an earlier Incident of the same name is
-    being deleted; :class:`FatalError` when the request cannot be analysed (no s3:// evidence URL).
+    being deleted. A :class:`FatalError` (the create forbidden or invalid, no s3:// evidence URL) is not
+    raised: the status it returns records the refusal (``apiRefusals``, condition Analyzed
+    ``AnalyzerJobNotCreated``) and the verdict loop retries the create with backoff until it gives up.
     """
     kube = kube or wiring.actions()
     now = now or datetime.now(UTC)
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
-    url = evidence_url(request.storage_url, f"Incident {incident.key}")
-    run = effective_run(config.analyzer, request.settings)
+    name = analyzer_job_name(incident.name)
+    try:
+        return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
+    except FatalError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
+        not_created = Condition(
+            type="Analyzed", status="Unknown", reason=NOT_CREATED,
+            message=one_line(f"analyzer Job {name} not created: {exc}", 1024), last_transition_time=rfc3339(now),
+        )  # fmt: skip
+        refused, give_up = _refusal_status(None, exc, config, now)
+        if give_up:  # refused_give_up_seconds 0: no second try
+            message = f"the API refused creating the analyzer Job: {_refusal_text(exc)}"
+            spec = EventSpec(
+                "Warning", Reason.ANALYSIS_FAILED, f"no verdict ({API_REFUSED}): {message}"[:1024]
+            )
+            try:
+                kube.post_event(
+                    event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now)
+                )
+            except FatalError as post:
+                logger.warning("Incident %s: Warning Event not posted: %s", incident.key, post)
+            return Step(failed_status(API_REFUSED, message, now=now, conditions=()), done=True)
+        status = {
+            "phase": IncidentPhase.ANALYZING.value,
+            "analyzerJob": name,
+            "conditions": [not_created.wire()],
+            **refused,
+        }
+        return Step(status, done=False, retry_after=config.operator.refused_backoff_seconds)
+
+
+def _create_analyzer_job(
+    incident: IncidentIdentity,
+    storage_url: str,
+    config: Config,
+    settings: CaptureSettings | None,
+    kube: KubeActions,
+    now: datetime,
+    conditions: tuple[Condition, ...] | list[Condition] = (),
+) -> Step:
+    """Create the Incident's analyzer Job (idempotent), post AnalyzerStarted; the status for Analyzing."""
+    url = evidence_url(storage_url, f"Incident {incident.key}")
+    run = effective_run(config.analyzer, settings)
     manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run)
     job = kube.create_job(manifest)
     name = str(manifest["metadata"]["name"])
@@ -124,7 +185,7 @@ def start_analysis(
         )
     spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {name}")
     kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
-    return Step(analyzing_status(name, now=now, conditions=()), done=False, retry_after=POLL_SECONDS)
+    return Step(analyzing_status(name, now=now, conditions=conditions), done=False, retry_after=POLL_SECONDS)
 
 
 def advance_analysis(
@@ -140,12 +201,40 @@ def advance_analysis(
 
     ``settings``: the job's effective capture settings (analyzer deadline, remediation switch, dry-run and
     cap); None: the operator's. Raises :class:`RetryableError` when the API or S3 does not answer
-    (nothing was half-done that a retry would not redo the same way).
+    (nothing was half-done that a retry would not redo the same way); a :class:`FatalError` of a pass is
+    recorded and bounded instead (see the module's docstring).
     """
     now = now or datetime.now(UTC)
     view = IncidentView.of(incident)
     if view.status.phase is not IncidentPhase.ANALYZING:
         return Step(done=view.status.phase in (IncidentPhase.REPORTED, IncidentPhase.FAILED))
+    refusals = view.status.api_refusals
+    if refusals is not None:
+        wait = ((_parse_time(refusals.next_pass_at) or now) - now).total_seconds()
+        if wait > 0:  # backing off after a refused pass
+            return Step(done=False, retry_after=wait)
+    try:
+        step = _advance(view, config, kube, store, settings, now)
+    except FatalError as exc:  # RetryableError (5xx, timeouts, 409) goes up: the timer retries it soon
+        return _refused(view, exc, config, kube, now)
+    if refusals is not None:  # this pass went through: the refusals are over
+        step = replace(step, status={**step.status, "apiRefusals": None})
+    return step
+
+
+def _advance(
+    view: IncidentView,
+    config: Config,
+    kube: KubeActions,
+    store: S3Store,
+    settings: CaptureSettings | None,
+    now: datetime,
+) -> Step:
+    """One pass of :func:`advance_analysis` (raises what the adapters raise)."""
+    if _analyzed_reason(view) == NOT_CREATED:
+        return _create_analyzer_job(
+            view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
+        )
     url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
     name = view.status.analyzer_job or analyzer_job_name(view.name)
     first = (
@@ -252,15 +341,73 @@ def _fail(
     message: str,
     now: datetime,
     first: Mapping[str, Any],
+    *,
+    best_effort: bool = False,
 ) -> Step:
+    """Phase Failed with the reason; one Warning on the Incident and the job. ``best_effort``: an Event the
+    API refuses is logged, not raised (the refusal being reported may be the Events' own)."""
     spec = EventSpec("Warning", Reason.ANALYSIS_FAILED, f"no verdict ({reason}): {message}"[:1024])
     targets = [view.identity.reference()]
     if training is not None:
         targets.append(_job_involved(view, training))
     for about in targets:
-        kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+        try:
+            kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+        except FatalError as exc:
+            if not best_effort:
+                raise
+            logger.warning("Incident %s: Warning Event not posted: %s", view.key, exc)
     status = failed_status(reason, message, now=now, conditions=view.status.conditions)
     return Step({**first, **status}, done=True)
+
+
+# --- passes the API refused ---------------------------------------------------------------------------
+
+
+def _refusal_text(exc: FatalError) -> str:
+    """The call, its status, and what to grant or fix."""
+    if isinstance(exc, ApiRefusedError):
+        return f"{exc} (HTTP {exc.status}); to fix: {exc.fix}"
+    return str(exc)
+
+
+def _refusal_status(
+    prior: ApiRefusals | None, exc: FatalError, config: Config, now: datetime
+) -> tuple[dict[str, Any], bool]:
+    """The status patch recording one more refused pass, and whether it is time to give up."""
+    settings = config.operator
+    count = prior.count + 1 if prior is not None else 1
+    first = (_parse_time(prior.first_at) if prior is not None else None) or now
+    give_up = first + timedelta(seconds=settings.refused_give_up_seconds)
+    wait = min(
+        settings.refused_backoff_seconds * 2 ** min(count - 1, 30), settings.refused_backoff_max_seconds
+    )
+    text = _refusal_text(exc)
+    refusals = ApiRefusals(
+        count=count, first_at=rfc3339(first), next_pass_at=rfc3339(now + timedelta(seconds=wait)),
+        give_up_at=rfc3339(give_up), last_error=one_line(text, 1024),
+    )  # fmt: skip
+    message = f"pass refused ({count} in a row): {text}; next pass after {refusals.next_pass_at}, "
+    message += f"Failed if still refused after {refusals.give_up_at}"
+    return {"apiRefusals": refusals.wire(), "message": one_line(message, 1024)}, now >= give_up
+
+
+def _refused(view: IncidentView, exc: FatalError, config: Config, kube: KubeActions, now: datetime) -> Step:
+    """A refused pass: back off, or (past the give-up time) end the Incident Failed with one Warning."""
+    prior = view.status.api_refusals
+    patch, give_up = _refusal_status(prior, exc, config, now)
+    count = prior.count + 1 if prior is not None else 1
+    if not give_up:
+        logger.warning("Incident %s: %s", view.key, patch["message"])
+        wait = _parse_time(patch["apiRefusals"]["nextPassAt"]) or now
+        return Step(patch, done=False, retry_after=(wait - now).total_seconds())
+    since = prior.first_at if prior is not None else rfc3339(now)
+    message = f"the API refused {count} pass{'es' if count > 1 else ''} since {since}: {_refusal_text(exc)}"
+    try:
+        training = _training_job(view, kube)
+    except FrwatchError:
+        training = None
+    return _fail(view, training, kube, API_REFUSED, message, now, {"apiRefusals": None}, best_effort=True)
 
 
 # --- small helpers -----------------------------------------------------------------------------------
@@ -272,6 +419,10 @@ def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
     if job is None or (job.get("metadata") or {}).get("uid") != view.spec.job_ref.uid:
         return None
     return job
+
+
+def _analyzed_reason(view: IncidentView) -> str:
+    return next((x.reason for x in view.status.conditions if x.type == "Analyzed"), "")
 
 
 def _parse_time(value: str) -> datetime | None:

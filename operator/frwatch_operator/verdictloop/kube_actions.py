@@ -35,12 +35,16 @@ from kubernetes.client.exceptions import ApiException
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.resources import JobRef
-from frwatch_operator.verdictloop.ports import ConflictError, NamespaceMissingError, Obj
+from frwatch_operator.verdictloop.ports import ApiRefusedError, ConflictError, NamespaceMissingError, Obj
 
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
 #: kind -> plural of the training-job kinds frwatch knows (the group/version come from the JobRef).
 TRAINING_JOB_PLURALS = {"PyTorchJob": c.KF_PLURAL}
+
+
+#: The first word of a call's description -> its RBAC verb, where they differ.
+RBAC_VERBS = {"annotate": "patch", "replace": "update"}
 
 
 class _Missing(Exception):
@@ -64,12 +68,22 @@ def _call(what: str, fn: Callable[[], T]) -> T:
         if status == 409:
             raise ConflictError(f"{what}: conflict: {detail}", delay=0.5) from exc
         if status in (401, 403):
-            raise FatalError(
-                f"{what}: forbidden ({detail}); the operator's RBAC must allow it (see verdictloop.kube_actions)"
-            ) from exc
+            action, _, target = what.partition(" ")
+            verb = RBAC_VERBS.get(action, action)
+            fix = (
+                f"grant the operator's ServiceAccount '{verb}' on {target.split(' ')[0]} objects "
+                "(the chart's ClusterRole lists every call of verdictloop.kube_actions)"
+            )
+            raise ApiRefusedError(
+                f"{what}: forbidden ({detail}); the operator's RBAC must allow it (see verdictloop.kube_actions)",
+                call=what, status=status, fix=fix,
+            ) from exc  # fmt: skip
         if status in (429,) or status >= 500 or status == 0:
             raise RetryableError(f"{what}: API server answered {status}: {detail}", delay=2.0) from exc
-        raise FatalError(f"{what}: refused ({status}): {detail}") from exc
+        fix = "fix what the API server names (an invalid object: the operator's or the CapturePolicy's settings)"
+        raise ApiRefusedError(
+            f"{what}: refused ({status}): {detail}", call=what, status=status, fix=fix
+        ) from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise RetryableError(f"{what}: API server unreachable ({exc})", delay=2.0) from exc
 
@@ -85,7 +99,8 @@ def _required(what: str, fn: Callable[[], T]) -> T:
     try:
         return _call(what, fn)
     except _Missing as exc:
-        raise FatalError(f"{what}: not found") from exc
+        fix = "create it, or install the CustomResourceDefinition of its kind"
+        raise ApiRefusedError(f"{what}: not found", call=what, status=404, fix=fix) from exc
 
 
 def _json(response: Any) -> Obj:

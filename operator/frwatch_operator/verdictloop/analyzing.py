@@ -123,9 +123,10 @@ def start_analysis(
     ``kube``: the Kubernetes adapter (default: the one :func:`frwatch_operator.verdictloop.handler.register`
     wired, else the ``kubernetes`` client's default configuration). Raises :class:`RetryableError` when
     the API does not answer, or while a Job of that name left by an earlier Incident of the same name is
-    being deleted. A :class:`FatalError` (the create forbidden or invalid, no s3:// evidence URL) is not
-    raised: the status it returns records the refusal (``apiRefusals``, condition Analyzed
-    ``AnalyzerJobNotCreated``) and the verdict loop retries the create with backoff until it gives up.
+    being deleted; :class:`FatalError` when the request cannot be analysed (no s3:// evidence URL). A
+    create the API refuses (:class:`ApiRefusedError`: forbidden, invalid) is not raised: the status it
+    returns records the refusal (``apiRefusals``, condition Analyzed ``AnalyzerJobNotCreated``) and the
+    verdict loop retries the create with backoff until it gives up.
     """
     kube = kube or wiring.actions()
     now = now or datetime.now(UTC)
@@ -133,7 +134,7 @@ def start_analysis(
     name = analyzer_job_name(incident.name)
     try:
         return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
-    except FatalError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
+    except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
         not_created = Condition(
             type="Analyzed", status="Unknown", reason=NOT_CREATED,
             message=one_line(f"analyzer Job {name} not created: {exc}", 1024), last_transition_time=rfc3339(now),

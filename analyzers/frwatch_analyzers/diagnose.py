@@ -338,7 +338,8 @@ def _root_from(world: World, group: GroupInfo, d: Disagreement) -> _Root:
         Category.size_mismatch: "size mismatch",
         Category.dtype_mismatch: "dtype mismatch",
     }.get(d.category, d.category.value)
-    headline = f"{kind} in {pg_label} at #{d.seq} ({op_short(op)}): {odd_desc} vs {ref_desc}{absent_txt}{tie}"
+    what = "" if d.category == Category.desync else f" {op_short(op)}"  # a desync's sides name their ops
+    headline = f"{kind} at {pg_label} #{d.seq}{what}: {odd_desc} vs {ref_desc}{absent_txt}{tie}"
     if silent:
         detail = (
             f"Every member went on past #{d.seq}: the collective did not hang, it ran with mismatched "

@@ -221,8 +221,8 @@ def _time_of(world: World, group: str, seq: int, ranks: list[int]) -> int:
         pg = t.pgs.get(group) if t else None
         if pg is None:
             continue
-        i = bisect.bisect_left(pg.seqs, seq)
-        if i < len(pg.seqs) and pg.seqs[i] == seq and pg.created[i]:
+        i = _index(pg, seq)
+        if i is not None and pg.created[i]:
             return int(pg.created[i])
     return 0
 
@@ -361,14 +361,16 @@ def _root_from(world: World, group: GroupInfo, d: Disagreement) -> _Root:
     return _Root(group, d, d.category, culprits, headline, f"{headline}. {detail}", d.seq, op, silent=silent)
 
 
+def _index(pg: PgTrace, seq: int) -> int | None:
+    """Where ``seq`` sits in a group's arrays on a rank (None: the rank does not hold it)."""
+    i = bisect.bisect_left(pg.seqs, seq)
+    return i if i < len(pg.seqs) and pg.seqs[i] == seq else None
+
+
 def _sig_at(world: World, rank: int, group: str, seq: int) -> int | None:
     pg = world.traces[rank].pgs.get(group)
-    if pg is None:
-        return None
-    i = bisect.bisect_left(pg.seqs, seq)
-    if i < len(pg.seqs) and pg.seqs[i] == seq:
-        return int(pg.sigs[i])
-    return None
+    i = _index(pg, seq) if pg is not None else None
+    return int(pg.sigs[i]) if pg is not None and i is not None else None
 
 
 def _usually_follows(world: World, rank: int, group: str, before: int, first: int, then: int) -> bool:
@@ -665,14 +667,10 @@ def _prev_entry_state(world: World, ranks: list[int], group: str, seq: int) -> s
 
 def _op_at(world: World, g: GroupInfo, seq: int) -> str:
     for r in g.dumped:
-        pg = world.traces[r].pgs.get(g.name)
-        if pg is None:
-            continue
-        i = bisect.bisect_left(pg.seqs, seq)
-        if i < len(pg.seqs) and pg.seqs[i] == seq:
-            sig = world.details.get(pg.sigs[i])
-            if sig:
-                return sig.op
+        sig_id = _sig_at(world, r, g.name, seq)
+        sig = world.details.get(sig_id) if sig_id is not None else None
+        if sig:
+            return sig.op
     return "?"
 
 
@@ -802,11 +800,9 @@ def _rank_groups(
 
 
 def _op_of(world: World, pg: PgTrace, seq: int) -> str:
-    i = bisect.bisect_left(pg.seqs, seq)
-    if i < len(pg.seqs) and pg.seqs[i] == seq:
-        sig = world.details.get(pg.sigs[i])
-        return f"{sig.op} #{seq}" if sig else f"#{seq}"
-    return f"#{seq}"
+    i = _index(pg, seq)
+    sig = world.details.get(pg.sigs[i]) if i is not None else None
+    return f"{sig.op} #{seq}" if sig else f"#{seq}"
 
 
 def _group_label(t: RankTrace, flight: dict[str, str], culprit: set[int], root: _Root | None) -> str:
@@ -848,12 +844,7 @@ def _evidence(world: World, root: _Root) -> list[Evidence]:
     else:
         by_sig: dict[tuple[int | None, str], list[int]] = {}
         for r in g.dumped:
-            pg = world.traces[r].pgs.get(g.name)
-            sig = None
-            if pg is not None:
-                i = bisect.bisect_left(pg.seqs, root.seq)
-                if i < len(pg.seqs) and pg.seqs[i] == root.seq:
-                    sig = pg.sigs[i]
+            sig = _sig_at(world, r, g.name, root.seq)
             by_sig.setdefault((sig, _state_name(world, r, g.name, root.seq)), []).append(r)
         src = [(sig, ranks) for (sig, _), ranks in by_sig.items()]
     for sig, ranks in src:

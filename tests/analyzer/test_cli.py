@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -12,41 +11,15 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from frwatch_analyzers.testing import world
 from frwatch_analyzers.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _entry(seq: int) -> dict[str, object]:
-    return {
-        "record_id": seq,
-        "pg_id": 0,
-        "process_group": ("0", "default_pg"),
-        "collective_seq_id": seq,
-        "p2p_seq_id": 0,
-        "op_id": seq,
-        "profiling_name": "nccl:all_reduce",
-        "time_created_ns": seq * 10**9,
-        "input_sizes": [[4]],
-        "input_dtypes": ["Float"],
-        "output_sizes": [[4]],
-        "output_dtypes": ["Float"],
-        "state": "completed",
-        "retired": True,
-        "is_p2p": False,
-        "frames": [{"name": "step", "filename": "/job/train.py", "line": 42}],
-    }
-
-
 def _write_world(folder: Path, stop_rank: int = 3) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for r in range(4):
-        n = 9 if r == stop_rank else 10
-        entries = [_entry(s) for s in range(1, n + 1)]
-        if r != stop_rank:
-            entries[-1]["state"] = "started"
-        dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
-        (folder / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(dump, protocol=2))
+    """4 ranks of the real schema: everyone but ``stop_rank`` waits in all_reduce #10."""
+    world(4).all_reduce(steps=9).rank(stop_rank).stops_at(10).write(folder)
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

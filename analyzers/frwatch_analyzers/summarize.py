@@ -225,6 +225,7 @@ class Summarizer:
         has_states = False
         last_record_id = -1
         pg_cache: dict[Any, str] = {}
+        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int]] = {}
         get_state = STATE_CODES.get
         with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
@@ -255,14 +256,29 @@ class Summarizer:
                     site = site_cache[fkey] = _call_site(frames)
             else:
                 site = ()
-            raw_key: tuple[Any, ...]
-            try:  # hashable copies: 3x cheaper than repr()
-                raw_key = (op, tuple(map(tuple, isz)), tuple(idt), tuple(map(tuple, osz)), tuple(odt), site)
-            except TypeError:  # not lists of lists: fall back to the text form
-                raw_key = (op, repr((isz, idt, osz, odt)), site)
-            sig = key_cache.get(raw_key)
-            if sig is None:
-                sig = key_cache[raw_key] = self._new_sig(e, op, site, local)
+            # fast path: the same op from the same call site usually carries the same sizes and dtypes as
+            # the last time: comparing the lists (in C, no allocation) is cheaper than building a key
+            last = last_by_site.get((op, site))
+            if last is not None and last[0] == isz and last[1] == idt and last[2] == osz and last[3] == odt:
+                sig = last[4]
+            else:
+                raw_key: tuple[Any, ...]
+                try:  # hashable copies: 3x cheaper than repr()
+                    raw_key = (
+                        op,
+                        tuple(map(tuple, isz)),
+                        tuple(idt),
+                        tuple(map(tuple, osz)),
+                        tuple(odt),
+                        site,
+                    )
+                except TypeError:  # not lists of lists: fall back to the text form
+                    raw_key = (op, repr((isz, idt, osz, odt)), site)
+                cached = key_cache.get(raw_key)
+                if cached is None:
+                    cached = key_cache[raw_key] = self._new_sig(e, op, site, local)
+                sig = cached
+                last_by_site[(op, site)] = (isz, idt, osz, odt, sig)
             state = get_state(state_name, -1) if type(state_name) is str else -1
             if state > 0:
                 has_states = True

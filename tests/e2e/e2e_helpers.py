@@ -81,9 +81,22 @@ class Target:
         return [x["type"] for x in conds if x.get("status") == "True"]
 
     def wait_verdict(self, name: str, timeout: float = 100) -> dict[str, str]:
-        return wait_for(
-            lambda: (a := self.annotations(name)).get(c.ANN_VERDICT) and a, timeout, f"a verdict on {name}"
-        )
+        try:
+            return wait_for(
+                lambda: (a := self.annotations(name)).get(c.ANN_VERDICT) and a,
+                timeout,
+                f"a verdict on {name}",
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.diagnostics()}") from None
+
+    def diagnostics(self) -> str:
+        """What the local cluster's operator did (its status and log tail), for a failure message."""
+        if self.local is None:
+            return "(a real cluster: see the operator's logs)"
+        log = self.local.logs_dir / "frwatch-operator.log"
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
+        return f"operator: {self.local.operator_status}\n--- operator log tail ---\n{tail}"
 
     def wait_finished(self, name: str, timeout: float = 90) -> list[str]:
         return wait_for(

@@ -162,6 +162,8 @@ class LocalCluster:
         self.kubelet: Kubelet | None = None
         self.operator: subprocess.Popen[bytes] | None = None
         self.operator_status = "not started"
+        self.operator_restarts = 0  #: times the supervisor restarted a dead operator
+        self._stopping = False
         self._loop: _LoopThread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -218,6 +220,7 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
+        self._stopping = True
         if self.operator is not None:
             _stop_process(self.operator, 10)
             self.operator = None
@@ -365,19 +368,12 @@ class LocalCluster:
             )
             logger.warning("local cluster: %s", self.operator_status)
             return
-        frwatch = Path(sys.executable).parent / "frwatch"
-        env = {**_base_env(), **self.frwatch_env()}
-        log = open(self.logs_dir / "frwatch-operator.log", "ab")  # noqa: SIM115 - handed to the child
-        self.operator = subprocess.Popen(
-            [str(frwatch), "operator"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-        log.close()
+        proc = self._spawn_operator()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if self.operator.poll() is not None:
+            if proc.poll() is not None:
                 tail = (self.logs_dir / "frwatch-operator.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"`frwatch operator` exited with {self.operator.returncode}:\n{tail}")
+                raise RuntimeError(f"`frwatch operator` exited with {proc.returncode}:\n{tail}")
             with (
                 contextlib.suppress(OSError),
                 socket.create_connection(("127.0.0.1", self.webhook_port), timeout=0.5),
@@ -391,7 +387,43 @@ class LocalCluster:
         from frwatch_operator.webhook import HANDLER_ID
 
         self.register_webhook(f"http://127.0.0.1:{self.webhook_port}/{HANDLER_ID}")
-        self.operator_status = f"running (pid {self.operator.pid})"
+        self.operator_status = f"running (pid {proc.pid})"
+        threading.Thread(target=self._supervise_operator, name="operator-supervisor", daemon=True).start()
+
+    def _spawn_operator(self) -> subprocess.Popen[bytes]:
+        frwatch = Path(sys.executable).parent / "frwatch"
+        env = {**_base_env(), **self.frwatch_env()}
+        log = open(self.logs_dir / "frwatch-operator.log", "ab")  # noqa: SIM115 - handed to the child
+        self.operator = subprocess.Popen(
+            [str(frwatch), "operator"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        return self.operator
+
+    def _supervise_operator(self) -> None:
+        """Restart the operator if it dies, as a Deployment would (it resumes from the Incidents' status),
+        and say so loudly: the exit code and the log tail go to this process's log."""
+        while True:
+            proc = self.operator
+            if proc is None:
+                return
+            code = proc.wait()
+            if self.operator is not proc or self._stopping:
+                return
+            tail = (self.logs_dir / "frwatch-operator.log").read_text(errors="replace")[-2000:]
+            self.operator_restarts += 1
+            logger.error(
+                "local cluster: `frwatch operator` exited with %s; restarting it (restart %d). Log tail:\n%s",
+                code,
+                self.operator_restarts,
+                tail,
+            )
+            time.sleep(1.0)
+            if self._stopping:
+                return
+            restarted = self._spawn_operator()
+            self.operator_status = f"running (pid {restarted.pid}, restarted {self.operator_restarts}x)"
 
     # -- for users and tests -------------------------------------------------------------------------
 

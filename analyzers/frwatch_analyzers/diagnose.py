@@ -731,17 +731,8 @@ def _findings(
             if i >= 3 and name == root.group.name:
                 rest = g.total_disagreements - i - 1
                 if rest > 0:
-                    consequences.append(
-                        Finding(
-                            category=d.category,
-                            process_group=name,
-                            seq=d.seq,
-                            op=op,
-                            ranks=d.odd,
-                            summary=f"... and {rest} more disagreement(s) in {_pg_label(g)}",
-                            explained_by=why,
-                        )
-                    )
+                    more = f"... and {rest} more disagreement(s) in {_pg_label(g)}"
+                    consequences.append(f.model_copy(update={"summary": more}))
                 break
     return findings, consequences
 

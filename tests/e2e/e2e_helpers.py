@@ -3,34 +3,21 @@ so the same tests run on the local cluster and on a real one."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes import client, config
 
 from frwatch_operator import constants as c
 from frwatch_operator.localcluster.cluster import LocalCluster
+from polling import wait_for as wait_for  # the one poller of the test suite (tests/polling.py)
 
-T = TypeVar("T")
 Obj = dict[str, Any]
 WORKLOAD = ["python", "-m", "frwatch_operator.workloads.faulty_training"]
 GPU_HANG = ["python", "-m", "frwatch_operator.demo.gpu_hang"]
 CULPRIT_POD = "worker-0"  # rank 1: the workloads' default culprit
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 @dataclass

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from frwatch_operator import constants as c
+from polling import wait_for as wait_for  # the one poller of the test suite (tests/polling.py)
 
 Obj = dict[str, Any]
-T = TypeVar("T")
 
 WORKLOAD = ["python", "-m", "frwatch_operator.workloads.faulty_training"]
 
@@ -66,18 +64,6 @@ class Kube:
             for e in self.items(f"/api/v1/namespaces/{ns}/events")
             if e["involvedObject"].get("name") == name
         ]
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.25) -> T:
-    """Poll ``fn`` until it returns something truthy; fail naming ``what`` and the last value seen."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def true_conditions(obj: Obj | None) -> list[str]:

@@ -44,6 +44,29 @@ class Category(StrEnum):
     inconclusive = "inconclusive"
 
 
+class CulpritKind(StrEnum):
+    """What the culprit ranks did, in the words people use. Drives the short verdict and the next steps."""
+
+    #: Skipped the collective the others wait in: it moved on to a later collective (a rank-dependent branch).
+    took_another_path = "took_another_path"
+    #: Idle outside any collective when it dumped: stuck on the CPU side (data loading, I/O, a lock, a loop).
+    cpu_stuck = "cpu_stuck"
+    #: Issued a collective its peers never issue: its #s+1 is the others' #s.
+    extra_call = "extra_call"
+    #: Issued a different collective (type, sizes, dtypes, tensor count or call site) at the same point.
+    mismatched_call = "mismatched_call"
+    #: Left no dump while its peers waited for it: the process died (exit code and reason when known).
+    crashed = "crashed"
+    #: A collective scheduled on it but never started while its peers started it: a GPU kernel never finished.
+    gpu_hang = "gpu_hang"
+    #: Every member started the collective and none completed it: the transport stopped moving data.
+    network_hang = "network_hang"
+    #: Completed on some members, still running on others: a partial transport stall, not a GPU hang.
+    transport_stall = "transport_stall"
+    #: The evidence does not say what the culprits did.
+    unknown = "unknown"
+
+
 #: Categories whose evidence points at a GPU, a NIC or a node rather than at the program.
 HARDWARE_CATEGORIES = frozenset({Category.gpu_hang, Category.network_hang})
 
@@ -145,6 +168,13 @@ class Verdict(BaseModel):
     culprit_ranks: list[int] = Field(default_factory=list)
     culprit_detail: str = Field(
         default="", description="what the culprits did: took another path, stuck, crashed, unknown"
+    )
+    culprit_kind: CulpritKind | None = Field(
+        default=None, description="what the culprits did, as a kind (None: no culprit, e.g. healthy)"
+    )
+    short: str = Field(
+        default="",
+        description="the verdict in at most 120 characters (kubectl describe shows it whole); empty: use headline",
     )
     suspect_nodes: list[str] = Field(default_factory=list)
     world_size: int | None = None

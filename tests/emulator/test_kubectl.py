@@ -12,6 +12,9 @@ from emulator_helpers import pod, pytorchjob
 from kubernetes import client
 
 from frwatch_operator.localcluster import ApiServerHandle
+from frwatch_operator.localcluster.kubectl import kubectl_path
+
+KUBECTL = kubectl_path()
 
 HERE = Path(__file__).parent
 
@@ -160,7 +163,7 @@ def test_get_watch_prints_new_objects(
 ) -> None:
     core.create_namespaced_pod(k8s_namespace, pod("listed"))
     proc = subprocess.Popen(
-        ["kubectl", "get", "pods", "-n", k8s_namespace, "-w", "--request-timeout=20s"],
+        [KUBECTL, "get", "pods", "-n", k8s_namespace, "-w", "--request-timeout=20s"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -207,7 +210,7 @@ def test_the_module_runs_as_a_separate_process(tmp_path: Path) -> None:
         assert line.startswith("frwatch API emulator serving at http://127.0.0.1:")
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(tmp_path / "cache")}
         out = subprocess.run(
-            ["kubectl", "get", "namespaces", "-o", "name"],
+            [KUBECTL, "get", "namespaces", "-o", "name"],
             capture_output=True,
             text=True,
             env=env,

@@ -55,6 +55,7 @@ from frwatch_operator.localcluster.admission import install_webhook_admission
 from frwatch_operator.localcluster.apiserver import ApiServerHandle, start_apiserver
 from frwatch_operator.localcluster.client import Api, ApiStatusError, ns_path
 from frwatch_operator.localcluster.jobcontroller import JobController
+from frwatch_operator.localcluster.kubectl import kubectl_path
 from frwatch_operator.localcluster.kubelet import Kubelet, NodeSpec
 from frwatch_operator.localcluster.objectstore import ObjectStore
 from frwatch_operator.localcluster.training_operator import TrainingOperator
@@ -190,6 +191,7 @@ class LocalCluster:
             self.logs_dir.mkdir(parents=True, exist_ok=True)
             self.apiserver = start_apiserver()
             self.apiserver.write_kubeconfig(self.kubeconfig)
+            self.apiserver.server.pod_logs_dir = self.logs_dir / "pods"  # `kubectl logs` reads the kubelet's files
             install_webhook_admission(self.apiserver)
             self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
             self.store.start()
@@ -432,7 +434,7 @@ class LocalCluster:
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this cluster (``--kubeconfig``); raises with its stderr on failure when ``check``."""
         proc = subprocess.run(
-            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args], input=stdin, capture_output=True,
+            [kubectl_path(), f"--kubeconfig={self.kubeconfig}", *args], input=stdin, capture_output=True,
             text=True, timeout=timeout, env={**os.environ, "KUBECACHEDIR": str(self.workdir / "kubectl-cache")},
         )  # fmt: skip
         if check and proc.returncode != 0:

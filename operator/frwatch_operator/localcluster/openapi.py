@@ -49,7 +49,7 @@ _FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
 
 def _definitions_file() -> Path | None:
     try:
-        import kubernetes_validate  # a dev dependency: the local cluster only runs where it is installed
+        import kubernetes_validate  # type: ignore[import-untyped]  # a dev dependency: the local cluster only runs where it is installed
     except ImportError:
         return None
     folder = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"{SCHEMA_RELEASE}-local"
@@ -66,8 +66,8 @@ def _to_openapi(node: Any) -> Any:
         if key == "$ref":
             continue
         if key == "type" and isinstance(value, list):
-            kinds = [v for v in value if v != "null"]
-            out["type"] = kinds[0] if kinds else "object"
+            named = [v for v in value if v != "null"]
+            out["type"] = named[0] if named else "object"
         elif key == "properties" and isinstance(value, dict):
             out[key] = {name: _to_openapi(sub) for name, sub in value.items()}
         elif key in ("items", "additionalProperties", "not"):
@@ -75,11 +75,11 @@ def _to_openapi(node: Any) -> Any:
         elif key in ("allOf", "anyOf"):
             out[key] = [_to_openapi(sub) for sub in value]
         elif key == "oneOf":
-            kinds = {k for sub in value for k in ([sub.get("type")] if isinstance(sub.get("type"), str)
+            types = {k for sub in value for k in ([sub.get("type")] if isinstance(sub.get("type"), str)
                                                   else sub.get("type") or []) if k != "null"}  # fmt: skip
-            if kinds == {"string", "integer"}:
+            if types == {"string", "integer"}:
                 out.update(type="string", format="int-or-string")
-            elif kinds == {"string", "number"}:
+            elif types == {"string", "number"}:
                 out["type"] = "string"  # resource.Quantity
             else:
                 out[key] = [_to_openapi(sub) for sub in value]
@@ -122,12 +122,12 @@ def component_name(rt: ResourceType) -> str | None:
 
 
 def _crd_schema(rt: ResourceType) -> Schema:
-    schema = (
+    schema: Schema = (
         copy.deepcopy(rt.schema)
         if rt.schema
         else {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     )
-    props = schema.setdefault("properties", {})
+    props: Schema = schema.setdefault("properties", {})
     props["apiVersion"] = {"type": "string", "description": "APIVersion defines the versioned schema of this "
                            "representation of an object."}  # fmt: skip
     props["kind"] = {"type": "string", "description": "Kind is a string value representing the REST resource "

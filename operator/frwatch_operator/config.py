@@ -13,6 +13,7 @@ JSON. S3 credentials come from the usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_AC
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -251,6 +252,11 @@ class AnalyzerSettings(_Section):
     image: str = Field(
         default="ghcr.io/frwatch/frwatch:0.1.0", description="Image that runs `frwatch analyze`."
     )
+    image_pull_secrets: list[str] = Field(
+        default_factory=list,
+        description="Names of the Secrets (in the job's namespace) the analyzer Job's pod pulls its image with "
+        "(its spec.template.spec.imagePullSecrets); JSON list in the env var.",
+    )
     resources: ComputeResources = Field(
         default=ComputeResources(requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "4Gi"}),
         description="Container resources (JSON in the env var).",
@@ -310,6 +316,11 @@ class AgentSettings(_Section):
 
     image: str = Field(
         default="ghcr.io/frwatch/frwatch:0.1.0", description="Image that runs `frwatch agent`."
+    )
+    image_pull_secrets: list[str] = Field(
+        default_factory=list,
+        description="Names of the Secrets (in the job's namespace) the webhook adds to a pod's imagePullSecrets "
+        "when it injects the agent (those the pod has are kept); JSON list in the env var.",
     )
     resources: ComputeResources = Field(
         default=ComputeResources(requests={"cpu": "10m", "memory": "64Mi"}, limits={"memory": "256Mi"}),
@@ -420,6 +431,8 @@ def env_names() -> dict[str, str]:
 
 
 def _is_structured(annotation: Any) -> bool:
+    """Whether the env var holds JSON: a model, a dict or a list (``list[str]`` included)."""
+    annotation = typing.get_origin(annotation) or annotation
     return isinstance(annotation, type) and issubclass(annotation, BaseModel | dict | list)
 
 

@@ -13,13 +13,23 @@ from kube import wait_for
 from frwatch_operator.localcluster.updown import choose_cluster
 
 
-def _up(workdir: Path) -> subprocess.Popen[bytes]:
+def _env(tmp: Path, kubeconfig: str | None = None) -> dict[str, str]:
+    """The clusters' state files go to this test's own temp dir: clusters of other runs on the machine
+    (another checkout's suite, a developer's `up`) are not this test's business."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env["TMPDIR"] = str(tmp)
+    if kubeconfig:
+        env["KUBECONFIG"] = kubeconfig
+    return env
+
+
+def _up(workdir: Path, tmp: Path) -> subprocess.Popen[bytes]:
     workdir.mkdir()
     with open(workdir / "up.out", "wb") as out:  # a file, not a pipe: nobody has to keep reading it
         return subprocess.Popen(
             [sys.executable, "-m", "frwatch_operator.localcluster.cluster", "up", "--no-operator",
              "--workdir", str(workdir)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env(tmp),
         )  # fmt: skip
 
 
@@ -36,31 +46,33 @@ def _wait_up(proc: subprocess.Popen[bytes], workdir: Path) -> str:
     return wait_for(printed, 90, "`cluster up` to be up")
 
 
-def _down(*args: str, kubeconfig: str | None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    if kubeconfig:
-        env["KUBECONFIG"] = kubeconfig
+def _down(tmp: Path, *args: str, kubeconfig: str | None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "frwatch_operator.localcluster.cluster", "down", *args],
-        capture_output=True, text=True, env=env, timeout=90,
+        capture_output=True, text=True, env=_env(tmp, kubeconfig), timeout=90,
     )  # fmt: skip
 
 
 def test_down_stops_the_cluster_its_shell_points_at(tmp_path: Path) -> None:
-    first, second = _up(tmp_path / "one"), _up(tmp_path / "two")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    first, second = _up(tmp_path / "one", tmp), _up(tmp_path / "two", tmp)
     try:
         kube_one, kube_two = _wait_up(first, tmp_path / "one"), _wait_up(second, tmp_path / "two")
         assert kube_one != kube_two
 
-        stopped = _down(kubeconfig=kube_two)
+        assert sorted(p.name for p in (tmp / "frwatch-localcluster").iterdir()) == sorted(
+            [f"{first.pid}.json", f"{second.pid}.json"]
+        )
+        stopped = _down(tmp, kubeconfig=kube_two)
         assert stopped.returncode == 0, stopped.stderr
         assert wait_for(lambda: second.poll() is not None, 30, "the second cluster to stop")
         assert first.poll() is None, "`down` stopped the other cluster"
 
         # with one left, `down` needs no hint
-        assert _down(kubeconfig=None).returncode == 0
+        assert _down(tmp, kubeconfig=None).returncode == 0
         assert wait_for(lambda: first.poll() is not None, 30, "the first cluster to stop")
-        assert "no local cluster is up" in _down(kubeconfig=None).stderr
+        assert "no local cluster is up" in _down(tmp, kubeconfig=None).stderr
     finally:
         for proc in (first, second):
             if proc.poll() is None:

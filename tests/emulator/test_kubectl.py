@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from emulator_helpers import pod, pytorchjob
 from kubernetes import client
 
@@ -241,3 +242,11 @@ def test_the_kubectl_run_is_the_one_set_up_pins() -> None:
                              timeout=30, check=True).stdout  # fmt: skip
     if Path(KUBECTL).parent == Path(sys.executable).parent:  # the venv's (not FRWATCH_KUBECTL's)
         assert json.loads(version)["clientVersion"]["gitVersion"] == "v" + tool.PINNED.split("==")[1]
+
+
+def test_a_named_kubectl_that_is_not_there_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from frwatch_operator.localcluster import kubectl as tool
+
+    monkeypatch.setenv("FRWATCH_KUBECTL", "/nonexistent/kubectl")
+    with pytest.raises(tool.KubectlNotFound, match="FRWATCH_KUBECTL=/nonexistent/kubectl: no such executable"):
+        tool.kubectl_path()

@@ -394,12 +394,15 @@ class LocalCluster:
         frwatch = Path(sys.executable).parent / "frwatch"
         env = {**_base_env(), **self.frwatch_env()}
         log = open(self.logs_dir / "frwatch-operator.log", "ab")  # noqa: SIM115 - handed to the child
-        self.operator = subprocess.Popen(
+        proc = subprocess.Popen(
             [str(frwatch), "operator"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
         log.close()
-        return self.operator
+        restarted = f", restarted {self.operator_restarts}x" if self.operator_restarts else ""
+        self.operator_status = f"running (pid {proc.pid}{restarted})"
+        self.operator = proc  # published last: whoever sees the new process sees its status and count too
+        return proc
 
     def _supervise_operator(self) -> None:
         """Restart the operator if it dies, as a Deployment would (it resumes from the Incidents' status),
@@ -422,8 +425,7 @@ class LocalCluster:
             time.sleep(1.0)
             if self._stopping:
                 return
-            restarted = self._spawn_operator()
-            self.operator_status = f"running (pid {restarted.pid}, restarted {self.operator_restarts}x)"
+            self._spawn_operator()
 
     # -- for users and tests -------------------------------------------------------------------------
 

@@ -67,3 +67,20 @@ def test_logs_of_a_pod_not_yet_running_say_it_is_waiting(kube: Kube, ns: str, cl
     out = cluster.kubectl("logs", "-n", ns, "nowhere", check=False)
     assert out.returncode != 0
     assert 'container "c" in pod "nowhere" is waiting to start: ContainerCreating' in out.stderr, out.stderr
+
+
+def test_follow_streams_until_the_container_ends(kube: Kube, ns: str, cluster: LocalCluster) -> None:
+    script = "import time\nprint('one', flush=True)\ntime.sleep(1.5)\nprint('two', flush=True)\n"
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "talker", "namespace": ns},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "python:3.11", "command": ["python", "-c", script]}]}}  # fmt: skip
+    kube.create(PODS.format(ns=ns), body)
+
+    def started() -> dict | None:
+        pod = kube.get(PODS.format(ns=ns) + "/talker")
+        return pod if pod and pod["status"].get("phase") in ("Running", "Succeeded") else None
+
+    wait_for(started, 30, "the container to start")
+    # attached while it runs or after it ended: the whole output either way, and kubectl returns at the end
+    followed = cluster.kubectl("logs", "-n", ns, "talker", "-f", timeout=60)
+    assert followed.stdout == "one\ntwo\n"

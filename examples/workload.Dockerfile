@@ -11,9 +11,10 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 WORKDIR /src
-COPY requirements/image.lock requirements/image.lock
+COPY requirements/ requirements/
+# torch and what it pulls in at the versions the tests ran with (dev.lock, torch-cuda.constraints)
 RUN pip install --no-deps -r requirements/image.lock \
-    && pip install "torch==2.13.0"
+    && pip install -c requirements/dev.lock -c requirements/torch-cuda.constraints "torch==2.13.0"
 COPY pyproject.toml README.md ./
 COPY analyzers/ analyzers/
 COPY operator/ operator/

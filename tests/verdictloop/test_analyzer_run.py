@@ -19,6 +19,7 @@ from vl_builders import (
     create_s3_secret,
     finish_job,
     get_incident,
+    observed_record,
     settings,
     write_status,
 )
@@ -192,7 +193,8 @@ def test_a_gpu_hang_cordons_its_node(
     upload_attempt(store, key, {r: pickle_bytes(d) for r, d in dumps.items()}, nodes)
     url = f"s3://{s3.bucket}/{key.root}"
     create_s3_secret(core, ns, config.s3.credentials_secret, s3.access_key, s3.secret_key)
-    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
+    observed = observed_record({n: str(r) for r, n in enumerate(nodes)})
+    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing(observed=observed))
     meta = incident["metadata"]
     start_analysis(Request(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
     (analyzer,) = client.BatchV1Api(api_client).list_namespaced_job(ns).items

@@ -27,6 +27,7 @@ from vl_builders import (
     finish_job,
     get_incident,
     hardware_verdict,
+    observed_record,
     settings,
     write_status,
 )
@@ -107,7 +108,8 @@ def setup(k8s_namespace: str, crds: None, s3: Any, custom: Any) -> Setup:
     job = create_pytorchjob(custom, ns)
     key = AttemptKey("frwatch", ns, "llama", job["metadata"]["uid"], "0")
     url = f"s3://{s3.bucket}/{key.root}"
-    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
+    observed = observed_record({"node-0": "0", "node-1": "1", "node-2": "2", "node-7": "3"})
+    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing(observed=observed))
     return Setup(ns, config, S3Store(s3.settings()), key, url, incident)
 
 

@@ -27,6 +27,7 @@ from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
 from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.textsafe import printable
 from frwatch_operator.verdictloop.breaker import BreakerState, try_cordon
 from frwatch_operator.verdictloop.job_report import one_line
 
@@ -286,7 +287,7 @@ def cordon_patch(view: NodeView, *, incident: str, reason: str, evidence: str) -
     meta: dict[str, Any] = {
         "annotations": {
             c.ANN_CORDONED_BY: c.CORDONED_BY_FRWATCH,
-            c.ANN_CORDON_REASON: one_line(reason, 256),
+            c.ANN_CORDON_REASON: printable(one_line(reason, 256)),
             c.ANN_CORDON_INCIDENT: incident,
             c.ANN_CORDON_EVIDENCE: evidence,
         }

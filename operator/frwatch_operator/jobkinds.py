@@ -73,8 +73,9 @@ class JobKind(Protocol):
 
     def ranks_of(self, pod: Mapping[str, Any], layout: RankLayout) -> range: ...
 
-    def owns(self, pod: Mapping[str, Any]) -> bool:
-        """Whether a controller of this kind made the pod (its ownerReferences, not a label alone)."""
+    def owned_elsewhere(self, pod: Mapping[str, Any], job_uid: str | None = None) -> bool:
+        """Whether the pod's controller (its ownerReferences, not a label alone) is not a job of this kind
+        (or, with ``job_uid``, not that job). A pod with no controller reference is not ruled out."""
         ...
 
 
@@ -150,15 +151,14 @@ class PyTorchJobKind:
         name = _labels(pod).get(self.pod_job_label)
         return str(name) if isinstance(name, str) and name else None
 
-    def owns(self, pod: Mapping[str, Any]) -> bool:
+    def owned_elsewhere(self, pod: Mapping[str, Any], job_uid: str | None = None) -> bool:
         meta = pod.get("metadata")
         refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
-        return any(
-            isinstance(ref, Mapping)
-            and ref.get("kind") == self.kind
-            and str(ref.get("apiVersion") or "").split("/")[0] == self.group
-            for ref in (refs if isinstance(refs, list) else [])
-        )
+        for ref in refs if isinstance(refs, list) else []:
+            if isinstance(ref, Mapping) and ref.get("controller") is True:
+                mine = ref.get("kind") == self.kind and str(ref.get("apiVersion") or "").split("/")[0] == self.group
+                return not mine or (job_uid is not None and ref.get("uid") != job_uid)
+        return False
 
     def ranks_of(self, pod: Mapping[str, Any], layout: RankLayout) -> range:
         labels = _labels(pod)

@@ -34,7 +34,7 @@ from vl_builders import (
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config, OperatorSettings
+from frwatch_operator.config import AnalyzerSettings, Config, OperatorSettings
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import advance_analysis, start_analysis
@@ -104,7 +104,7 @@ class Setup:
 @pytest.fixture
 def setup(k8s_namespace: str, crds: None, s3: Any, custom: Any) -> Setup:
     ns = k8s_namespace
-    config = Config(s3=s3.settings())
+    config = Config(s3=s3.settings(), analyzer=AnalyzerSettings(namespace=ns))
     job = create_pytorchjob(custom, ns)
     key = AttemptKey("frwatch", ns, "llama", job["metadata"]["uid"], "0")
     url = f"s3://{s3.bucket}/{key.root}"

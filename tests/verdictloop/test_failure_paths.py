@@ -26,7 +26,7 @@ from vl_builders import (
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config, RemediationSettings
+from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import advance_analysis, start_analysis
 from frwatch_operator.verdictloop.kube_actions import KubernetesActions
@@ -62,7 +62,8 @@ def case(
 ) -> Case:
     ns = k8s_namespace
     config = Config(
-        s3=s3.settings(), remediation=RemediationSettings(breaker_namespace=ns, breaker_configmap="breaker")
+        s3=s3.settings(),
+        analyzer=AnalyzerSettings(namespace=ns), remediation=RemediationSettings(breaker_namespace=ns, breaker_configmap="breaker")
     )
     store = S3Store(s3.settings())
     job = create_pytorchjob(custom, ns)

@@ -33,13 +33,14 @@ from typing import Any
 
 from frwatch_analyzers.layout import MANIFEST, split_s3_url
 from frwatch_analyzers.verdict import Verdict
+from frwatch_operator import constants as c
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
 from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import ApiRefusals, Condition, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import wiring
-from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_name, effective_run
+from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
@@ -136,7 +137,7 @@ def start_analysis(
     kube = kube or wiring.actions()
     now = now or datetime.now(UTC)
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
-    name = analyzer_job_name(incident.name)
+    ns, name = analyzer_job_ref(incident, config.analyzer)
     try:
         return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
     except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
@@ -160,6 +161,7 @@ def start_analysis(
         status = {
             "phase": IncidentPhase.ANALYZING.value,
             "analyzerJob": name,
+            "analyzerNamespace": ns,
             "conditions": [not_created.wire()],
             **refused,
         }
@@ -178,20 +180,23 @@ def _create_analyzer_job(
     """Create the Incident's analyzer Job (idempotent), post AnalyzerStarted; the status for Analyzing."""
     url = evidence_url(storage_url, f"Incident {incident.key}")
     run = effective_run(config.analyzer, settings)
-    manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run)
+    manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
     job = kube.create_job(manifest)
-    name = str(manifest["metadata"]["name"])
-    owners = [ref.get("uid") for ref in (job.get("metadata") or {}).get("ownerReferences") or []]
-    if incident.uid not in owners:
-        kube.delete_job(incident.namespace, name)
+    name, ns = str(manifest["metadata"]["name"]), str(manifest["metadata"]["namespace"])
+    meta = job.get("metadata") or {}
+    owners = [ref.get("uid") for ref in meta.get("ownerReferences") or []]
+    if incident.uid not in owners and (meta.get("annotations") or {}).get(c.ANN_INCIDENT_UID) != incident.uid:
+        kube.delete_job(ns, name)
         raise RetryableError(
-            f"Job {incident.namespace}/{name} belongs to an earlier Incident of the same name; deleting it, "
+            f"Job {ns}/{name} belongs to an earlier Incident of the same name; deleting it, "
             "will create this Incident's Job after",
             delay=2.0,
         )
-    spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {name}")
+    where = name if ns == incident.namespace else f"{ns}/{name}"
+    spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
     kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
-    return Step(analyzing_status(name, now=now, conditions=conditions), done=False, retry_after=POLL_SECONDS)
+    status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
+    return Step(status, done=False, retry_after=POLL_SECONDS)
 
 
 def advance_analysis(
@@ -242,11 +247,14 @@ def _advance(
             view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
         )
     url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
-    name = view.status.analyzer_job or analyzer_job_name(view.name)
+    ns, name = analyzer_job_ref(view.identity, config.analyzer)
+    if view.status.analyzer_job:  # where this Incident's Job was created (the setting may have changed since)
+        ns, name = view.status.analyzer_namespace or view.namespace, view.status.analyzer_job
     first = (
-        {} if view.status.analyzer_job else analyzing_status(name, now=now, conditions=view.status.conditions)
-    )
-    job = kube.get_job(view.namespace, name)
+        {} if view.status.analyzer_job
+        else {**analyzing_status(name, now=now, conditions=view.status.conditions), "analyzerNamespace": ns}
+    )  # fmt: skip
+    job = kube.get_job(ns, name)
     note = ""
     ended = Observed()
     if job is None:
@@ -256,7 +264,7 @@ def _advance(
         run = effective_run(config.analyzer, settings)
         outcome = job_outcome(
             job,
-            kube.list_job_pods(view.namespace, name),
+            kube.list_job_pods(ns, name),
             now=now,
             overdue_after=timedelta(seconds=run.deadline_seconds) + OVERDUE_GRACE,
         )

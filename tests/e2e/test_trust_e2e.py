@@ -85,7 +85,7 @@ def test_a_tenant_forging_the_evidence_gets_no_foreign_node_cordoned(cordoning_t
         f"{root}/manifest.json": json.dumps(manifest).encode(),
         f"{root}/pods/ghost-{tag}.json": json.dumps({"pod": f"ghost-{tag}", "node": victims[1], "ranks": [1], "dumps": {}}).encode(),
         f"{root}/pods/{name}-worker-0.json": json.dumps({"pod": f"{name}-worker-0", "node": victims[0], "ranks": [1]}).encode(),
-        f"{root}/ranks/{10**15}.pickle": b"not a dump",
+        f"{root}/ranks/9.pickle": b"not a dump",  # a rank past the 4-rank world
     }  # fmt: skip
     written = {key: tenant.put(key, body) for key, body in writes.items()}
     # the forged verdict is written again and again until the verdict lands: whichever copy the operator
@@ -112,7 +112,7 @@ def test_a_tenant_forging_the_evidence_gets_no_foreign_node_cordoned(cordoning_t
         assert not (set(victims) | set(decoys)) & set(status["observed"]["nodes"])
         # no foreign node cordoned, and nothing foreign reported as a suspect
         for node in victims:
-            assert not target.node(node)["spec"].get("unschedulable"), f"{node} was cordoned"
+            assert not (target.node(node).get("spec") or {}).get("unschedulable"), f"{node} was cordoned"
         assert set(filter(None, ann.get(c.ANN_SUSPECT_NODES, "").split(","))) <= ran_on, ann
         assert set(status.get("suspectNodes") or []) <= ran_on
         # the suspect share counts only nodes the cluster saw: at most the job's own nodes in the plan
@@ -122,7 +122,7 @@ def test_a_tenant_forging_the_evidence_gets_no_foreign_node_cordoned(cordoning_t
             assert share is None or int(share.group(2)) == len(ran_on), plan
             assert not any(v in plan for v in [*victims, *decoys]) or "skip" in plan, plan
         for node in ran_on:  # a cordon, if any, only of a node that ran a pod and whose rank hung
-            cordoned = target.node(node)["spec"].get("unschedulable")
+            cordoned = (target.node(node).get("spec") or {}).get("unschedulable")
             assert not cordoned or node == target.culprit_node(name), node
         # said in a Warning Event on the job: the evidence was inconsistent with what the cluster saw
         warnings = target.events(name, "EvidenceInconsistent")

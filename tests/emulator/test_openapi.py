@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from frwatch_operator.localcluster import openapi
 from frwatch_operator.localcluster.apiserver import ApiServerHandle
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -88,3 +89,15 @@ def test_the_index_names_each_document_with_its_hash(k8s_api: ApiServerHandle) -
     assert patch["x-kubernetes-group-version-kind"] == {"group": "", "kind": "Pod", "version": "v1"}
     assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
     assert doc["components"]["schemas"]["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"]
+
+
+def test_a_custom_resource_s_metadata_is_checked_as_object_meta(k8s_api: ApiServerHandle, kubectl: Kubectl) -> None:
+    """metadata of a custom resource follows ObjectMeta (a built-in type): its free-form parts
+    (managedFields[].fieldsV1) are not unknown fields, a misspelled key is."""
+    kubectl("apply", "-f", str(ROOT / "crds" / "capturepolicy.yaml"))
+    rt = k8s_api.call(lambda store: store.type_for("frwatch.io", "v1alpha1", "capturepolicies"))
+    assert rt is not None
+    body = {"metadata": {"name": "p", "labels": {"a": "b"}, "lables": {},
+                         "managedFields": [{"manager": "x", "fieldsV1": {"f:spec": {"f:jobSelector": {}}}}]},
+            "spec": {"jobSelector": {}, "jobSelectr": {}}}  # fmt: skip
+    assert openapi.unknown_fields(rt, body) == ["metadata.lables", "spec.jobSelectr"]

@@ -310,6 +310,8 @@ def _resolve(schema: Schema) -> Schema:
 
 
 def _unknown(value: Any, schema: Schema, path: str, structural: bool, found: list[str]) -> None:
+    if "$ref" in schema or any("$ref" in part for part in schema.get("allOf") or []):
+        structural = False  # a built-in type (ObjectMeta in a custom resource): Go's rules, not pruning's
     schema = _resolve(schema)
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):

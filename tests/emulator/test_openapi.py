@@ -101,3 +101,12 @@ def test_a_custom_resource_s_metadata_is_checked_as_object_meta(k8s_api: ApiServ
                          "managedFields": [{"manager": "x", "fieldsV1": {"f:spec": {"f:jobSelector": {}}}}]},
             "spec": {"jobSelector": {}, "jobSelectr": {}}}  # fmt: skip
     assert openapi.unknown_fields(rt, body) == ["metadata.lables", "spec.jobSelectr"]
+
+
+def test_frwatch_crds_leave_no_field_open() -> None:
+    """No x-kubernetes-preserve-unknown-fields (nor additionalProperties: true) anywhere in frwatch's CRDs:
+    a real API server refuses a misspelled field under kubectl's Strict validation, as the emulator does."""
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        text = path.read_text()
+        assert "x-kubernetes-preserve-unknown-fields" not in text, path
+        assert "additionalProperties: true" not in text, path

@@ -103,8 +103,6 @@ ANN_ATTEMPT_STARTED: Final = PREFIX + "attempt-started"
 LABEL_JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
 #: Name of the agent's control port (authenticated with ``Authorization: Bearer <token>``).
 AGENT_CONTROL_PORT_NAME: Final = "frwatch-ctl"
-#: Volume holding the agent's control token (a Secret, mounted read-only, optional).
-AGENT_TOKEN_VOLUME: Final = "frwatch-agent-token"
 DUMP_VOLUME: Final = "frwatch-dumps"
 DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"
 DUMP_FILE_PREFIX: Final = "nccl_trace_rank_"

@@ -35,7 +35,6 @@ INJECTED_VALUE = "v1"  #: value of frwatch.io/injected (the injection's format v
 #: Seconds of terminationGracePeriodSeconds beyond the agent's drain budget (its own start-up of the drain
 #: and exit; the kubelet's SIGKILL comes after the whole period).
 GRACE_MARGIN_SECONDS = 5
-TOKEN_MOUNT_DIR_DEFAULT = "/var/run/frwatch/token"  # noqa: S105 - a path, not a secret
 
 
 class InjectionError(ValueError):
@@ -147,7 +146,6 @@ def _warnings_for(container: str, user: Mapping[str, str | None], config: Config
 
 def agent_container(settings: CaptureSettings, config: Config, job: JobContext) -> dict[str, Any]:
     """The frwatch agent sidecar (native: an init container with restartPolicy Always)."""
-    token_dir = config.agent.token_path.rsplit("/", 1)[0] or TOKEN_MOUNT_DIR_DEFAULT
     literal = {
         env_name("s3", "bucket"): settings.bucket,
         env_name("s3", "prefix"): settings.prefix,
@@ -156,7 +154,6 @@ def agent_container(settings: CaptureSettings, config: Config, job: JobContext) 
         env_name("fr", "dump_dir"): config.fr.dump_dir,
         env_name("fr", "file_prefix"): config.fr.file_prefix,
         env_name("agent", "control_port"): str(config.agent.control_port),
-        env_name("agent", "token_path"): config.agent.token_path,
         env_name("agent", "stable_seconds"): str(config.agent.stable_seconds),
         env_name("agent", "drain_seconds"): str(config.agent.drain_seconds),
         env_name("agent", "upload_backoff_max_seconds"): str(config.agent.upload_backoff_max_seconds),
@@ -180,6 +177,10 @@ def agent_container(settings: CaptureSettings, config: Config, job: JobContext) 
         }
         for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
     ]
+    env.append({
+        "name": env_name("agent", "token"),
+        "valueFrom": {"secretKeyRef": {"name": config.agent.token_secret, "key": c.AGENT_TOKEN_KEY, "optional": True}},
+    })  # fmt: skip
     return {
         "name": c.AGENT_CONTAINER,
         "image": config.agent.image,
@@ -192,7 +193,6 @@ def agent_container(settings: CaptureSettings, config: Config, job: JobContext) 
         "resources": settings.agent_resources.wire(),
         "volumeMounts": [
             {"name": c.DUMP_VOLUME, "mountPath": config.fr.dump_dir},
-            {"name": c.AGENT_TOKEN_VOLUME, "mountPath": token_dir, "readOnly": True},
         ],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
     }
@@ -267,13 +267,6 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
     new_volumes: list[dict[str, Any]] = []
     if c.DUMP_VOLUME not in vol_names:
         new_volumes.append({"name": c.DUMP_VOLUME, "emptyDir": {"sizeLimit": config.fr.volume_size_limit}})
-    if c.AGENT_TOKEN_VOLUME not in vol_names:
-        new_volumes.append(
-            {
-                "name": c.AGENT_TOKEN_VOLUME,
-                "secret": {"secretName": config.agent.token_secret, "optional": True},
-            }
-        )
     ops += _append(("spec", "volumes"), spec.get("volumes"), new_volumes)
 
     grace_op, grace_warning = _grace(spec, config)

@@ -352,9 +352,6 @@ class AgentSettings(_Section):
         "from the operator's agent key, the pod's namespace and job (frwatch_operator.agentkeys). Unset: "
         "every control call is refused (503).",
     )
-    token_secret: str = Field(
-        default="frwatch-agent-token", description="Secret (key 'token') the agent's token is read from."
-    )
     key_secret: str = Field(
         default="frwatch-agent-key",
         description="Secret in key_namespace holding the keys agent tokens are derived from; the operator "

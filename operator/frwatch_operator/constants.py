@@ -137,5 +137,3 @@ LABEL_INCIDENT_ATTEMPT: Final = PREFIX + "job-attempt"
 KOPF_PERSISTENCE_PREFIX: Final = GROUP
 #: Component name on the Events frwatch posts (``source.component``, ``reportingComponent``).
 EVENT_COMPONENT: Final = "frwatch"
-#: Key of the agent control token in the Secret ``agent.token_secret`` of the job's namespace.
-AGENT_TOKEN_KEY: Final = "token"  #: a key name, not a secret

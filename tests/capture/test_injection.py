@@ -13,12 +13,12 @@ from frwatch_operator.config import AgentSettings, Config, env_name
 from frwatch_operator.injection import (
     GRACE_MARGIN_SECONDS,
     InjectionError,
-    JobContext,
     apply_ops,
     attempt_of,
     inject,
 )
 from frwatch_operator.optin import defaults
+from frwatch_operator.sidecar import JobContext
 
 CFG = Config()
 SETTINGS = defaults(CFG)

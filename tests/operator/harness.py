@@ -35,7 +35,6 @@ from frwatch_operator.s3store import S3Store
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = c.GROUP, c.VERSION
-TOKEN = "operator-test-token"
 
 
 def free_port() -> int:
@@ -76,6 +75,7 @@ def operator_env(s3_env: dict[str, str], namespace: str, deadline_seconds: int, 
         "FRWATCH_OPERATOR_INCIDENT_POLL_SECONDS": "0.5", "FRWATCH_OPERATOR_ASK_AGENTS_AFTER_SECONDS": "1",
         "FRWATCH_LOG_LEVEL": "INFO", "FRWATCH_OPERATOR_LISTEN_ADDR": "127.0.0.1",
         "FRWATCH_OPERATOR_HEALTH_PORT": str(free_port()), "FRWATCH_OPERATOR_METRICS_PORT": str(free_port()),
+        **({"FRWATCH_AGENT_KEY_NAMESPACE": namespace} if namespace else {}),  # its key ring beside the jobs
         **env,
     }  # fmt: skip
 
@@ -369,9 +369,16 @@ class AgentProcess:
                 self.proc.wait()
 
 
+def agent_token(pod: dict[str, Any]) -> str:
+    """The control token the webhook gave the pod's agent (derived from the operator's key ring)."""
+    agent = next(x for x in pod["spec"]["initContainers"] if x["name"] == c.AGENT_CONTAINER)
+    return str(next(e["value"] for e in agent["env"] if e["name"] == "FRWATCH_AGENT_TOKEN"))
+
+
 def start_agent(s3_env: dict[str, str], job: dict[str, Any], pod: str, node: str, workdir: Path,
-                control_port: int, attempt: str = "0") -> AgentProcess:  # fmt: skip
-    """`frwatch agent` for one pod, with the environment the webhook injects (identity, store, token)."""
+                control_port: int, token: str, attempt: str = "0") -> AgentProcess:  # fmt: skip
+    """`frwatch agent` for one pod, with the environment the webhook injects (identity, store, ``token``:
+    the one injected into the admitted pod, :func:`agent_token`)."""
     dump_dir = workdir / f"dumps-{pod}"
     dump_dir.mkdir(parents=True, exist_ok=True)
     meta = job["metadata"]
@@ -381,7 +388,7 @@ def start_agent(s3_env: dict[str, str], job: dict[str, Any], pod: str, node: str
         "FRWATCH_POD_NODE": node, "FRWATCH_POD_UID": "", "FRWATCH_JOB_NAME": meta["name"],
         "FRWATCH_JOB_UID": meta["uid"], "FRWATCH_JOB_ATTEMPT": attempt, "FRWATCH_FR_DUMP_DIR": str(dump_dir),
         "FRWATCH_AGENT_CONTROL_ADDR": "127.0.0.1", "FRWATCH_AGENT_CONTROL_PORT": str(control_port),
-        "FRWATCH_AGENT_TOKEN": TOKEN, "FRWATCH_AGENT_STABLE_SECONDS": "0.2",
+        "FRWATCH_AGENT_TOKEN": token, "FRWATCH_AGENT_STABLE_SECONDS": "0.2",
         "FRWATCH_AGENT_SCAN_INTERVAL_SECONDS": "0.1", "FRWATCH_AGENT_UPLOAD_BACKOFF_INITIAL_SECONDS": "0.2",
         "FRWATCH_AGENT_UPLOAD_BACKOFF_MAX_SECONDS": "1", "FRWATCH_AGENT_DRAIN_SECONDS": "5",
     }  # fmt: skip

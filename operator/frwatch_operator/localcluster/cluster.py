@@ -11,7 +11,8 @@ From a shell::
 
 What runs (every process's output in ``cluster.logs_dir``):
 
-* the Kubernetes API emulator (HTTP, loopback) with mutating admission webhooks (``admission.py``);
+* the Kubernetes API emulator (HTTP, loopback) with mutating admission webhooks (``admission.py``) and
+  Pod Security admission by namespace label (``podsecurity.py``);
 * SeaweedFS (``objectstore.py``), its keys in the Secret ``frwatch-s3`` of each prepared namespace;
 * CRDs: PyTorchJob (``crds/pytorchjob.yaml``) and frwatch's own (``<checkout>/crds/*.yaml``, if any);
 * nodes ``node-a``, ``node-b`` (default) run by the stand-in kubelet and scheduler (``kubelet.py``), the
@@ -56,6 +57,7 @@ from frwatch_operator.localcluster.client import Api, ApiStatusError, ns_path
 from frwatch_operator.localcluster.jobcontroller import JobController
 from frwatch_operator.localcluster.kubelet import Kubelet, NodeSpec
 from frwatch_operator.localcluster.objectstore import ObjectStore
+from frwatch_operator.localcluster.podsecurity import install_pod_security
 from frwatch_operator.localcluster.training_operator import TrainingOperator
 
 logger = logging.getLogger(__name__)
@@ -188,6 +190,7 @@ class LocalCluster:
             self.apiserver = start_apiserver()
             self.apiserver.write_kubeconfig(self.kubeconfig)
             install_webhook_admission(self.apiserver)
+            install_pod_security(self.apiserver)  # after the webhooks, as the real plugin judges the result
             self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
             self.store.start()
             self._loop = _LoopThread()

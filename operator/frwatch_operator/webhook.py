@@ -36,6 +36,7 @@ from frwatch_operator import constants as c
 from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.injection import InjectionError, NotInjected, apply_ops, attempt_of, inject
+from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.optin import CaptureDecision, OptIn, resolve
 from frwatch_operator.sidecar import JobContext
 
@@ -173,6 +174,8 @@ async def mutate_pod(
         return Mutation([], [], None)
     pod_name = str(meta.get("name") or meta.get("generateName") or "") if isinstance(meta, Mapping) else ""
     namespace = namespace or (str(meta.get("namespace") or "") if isinstance(meta, Mapping) else "")
+    if PYTORCHJOB.owned_elsewhere(pod):  # another kind's pod sharing the label: never wait for a job
+        return Mutation([], [], None)
     try:
         entry = await index.wait_for_job(namespace, job_name, config.webhook.job_wait_seconds)
         if entry is None:

@@ -310,13 +310,15 @@ def test_operator_tls_mode_names_what_the_operator_makes_and_may_touch() -> None
             "verbs": ["get", "patch"],
         }
     ]
+    agent = load_config({k: v for k, v in env.items() if isinstance(v, str) and k in env_names()}).agent
     secrets = [r for r in one(docs, "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
     assert secrets == [
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [w.certs_secret],
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [agent.key_secret, w.certs_secret],
          "verbs": ["get", "update"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},  # create cannot name the object
     ]  # fmt: skip
-    assert not [r for r in one(render(), "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
+    default = [r for r in one(render(), "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
+    assert [r.get("resourceNames") for r in default] == [[agent.key_secret], None]  # the key ring only
 
 
 @pytest.mark.parametrize(
@@ -388,10 +390,10 @@ def test_private_registry_and_pull_secrets_reach_the_agent_and_the_analyzer() ->
     env = _env(docs)
     config = load_config({k: v for k, v in env.items() if isinstance(v, str) and k in env_names()})
     assert config.agent.image == config.analyzer.image == "mirror.example:5000/frwatch/frwatch:0.1.0"
-    assert config.agent.image_pull_secrets == ["regcred"]
-    assert config.analyzer.image_pull_secrets == ["analyzer-pull"]
+    assert config.agent.pull_secrets == ["regcred"]
+    assert config.analyzer.pull_secrets == ["analyzer-pull"]
     defaults = load_config({k: v for k, v in _env(render()).items() if isinstance(v, str) and k in env_names()})
-    assert defaults.agent.image_pull_secrets == defaults.analyzer.image_pull_secrets == []
+    assert defaults.agent.pull_secrets == defaults.analyzer.pull_secrets == []
     explicit = _env(render({"image": {"registry": "mirror.example"}, "agent": {"image": "localhost/own/agent:2"}}))
     assert explicit["FRWATCH_AGENT_IMAGE"] == "mirror.example/own/agent:2"
 

@@ -37,6 +37,11 @@
 {{- printf "%s-webhook-certs" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The Secret where the operator keeps the keys the agents' control tokens derive from. */}}
+{{- define "frwatch.agentKeySecretName" -}}
+{{- printf "%s-agent-key" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "frwatch.webhookConfigName" -}}
 {{- include "frwatch.fullname" . -}}
 {{- end -}}
@@ -86,13 +91,13 @@ app.kubernetes.io/part-of: frwatch
 {{- end -}}
 
 {{/* Names of the pull Secrets of a pod the operator makes or changes (the agent's, the analyzer Job's):
-     its own list, else the chart's imagePullSecrets; as the JSON list config.py reads. */}}
+     its own list, else the chart's imagePullSecrets; comma-separated, as config.py reads them. */}}
 {{- define "frwatch.pullSecretNames" -}}
 {{- $names := list -}}
 {{- range (default .top.Values.imagePullSecrets .own) -}}
 {{- $names = append $names .name -}}
 {{- end -}}
-{{- $names | toJson -}}
+{{- join "," $names -}}
 {{- end -}}
 
 {{/* JSON of a resources map as config.ComputeResources reads it: {"requests": {...}, "limits": {...}} */}}

@@ -1,0 +1,64 @@
+"""What untrusted input may cost the analyzer: one file, one worker, one job attempt.
+
+Dumps, manifests and file names are hostile input (DESIGN.md, "Trust boundaries"). Every bound here holds
+while decoding, not after: a worker process decodes and summarises each file under an address-space limit
+the kernel enforces, and the parent kills a worker that overruns its time. The defaults come from real
+dumps (torch 2.13, measured in ``tests/hostile/README.md``); each one a flag of ``frwatch analyze`` changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1 << 20
+
+#: Dump files larger than this are refused unread. A real 2000-entry dump is 0.25 MB with Python frames
+#: and 0.36 MB with C++ stacks as well (torch 2.13 gloo, ``TORCH_FR_CPP_STACK=1``): 32 MB holds a ring
+#: buffer about 100 times the recommended 2000 entries.
+DEFAULT_MAX_FILE_BYTES = 32 * MIB
+
+#: Memory a worker may map beyond what it held when it started. A real dump decodes to about 10 times its
+#: size (14 times at the peak of decoding): the largest file allowed by default needs about 450 MB. A
+#: pickle's memo alone can ask for gigabytes from a few bytes; past this budget the decoder gets a
+#: MemoryError and the file is named.
+DEFAULT_WORKER_MEMORY_BYTES = 1024 * MIB
+
+#: Seconds one file may take to decode and summarise, plus ``FILE_SECONDS_PER_MB`` for each MB it holds.
+#: A 32 MB dump takes about 1.5 s here (the unpickler reads about 60 MB/s); the budget leaves a margin
+#: of ten times and more for a loaded machine. Shared-reference bombs hashed while decoding run past it.
+DEFAULT_FILE_SECONDS = 10.0
+FILE_SECONDS_PER_MB = 0.5
+
+#: Seconds for the whole map step. Past it, files not read yet are named and the verdict is made from the
+#: rest; under the analyzer Job's default deadline (900 s), so a verdict is written before the Job is killed.
+DEFAULT_DEADLINE_SECONDS = 600.0
+
+#: Ranks and world sizes must be below this. The largest training jobs run so far hold about 100k GPUs;
+#: a rank of 2**18 or more, in a file name, a ``pg_config`` or a manifest, is not a real job.
+MAX_WORLD_SIZE = 1 << 18
+
+#: Files one location may list (two a rank: a job using gloo and NCCL leaves two dumps per rank).
+MAX_FILES = 2 * MAX_WORLD_SIZE
+
+#: manifest.json is about 300 bytes a rank: 64 MB holds the largest world allowed.
+MAX_MANIFEST_BYTES = 64 * MIB
+
+#: Process groups one dump may hold (3D/4D parallelism uses tens to hundreds).
+MAX_GROUPS = 1 << 14
+
+#: User frames kept for a call site (the innermost ones; real Python stacks hold 3 to 30).
+MAX_CALL_SITE_FRAMES = 128
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds one analysis runs under (defaults above)."""
+
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    worker_memory_bytes: int = DEFAULT_WORKER_MEMORY_BYTES
+    file_seconds: float = DEFAULT_FILE_SECONDS
+    deadline_seconds: float = DEFAULT_DEADLINE_SECONDS
+
+    def seconds_for(self, size: int) -> float:
+        """The time budget of a file of ``size`` bytes."""
+        return self.file_seconds + FILE_SECONDS_PER_MB * size / MIB

@@ -13,6 +13,7 @@ file still runs in a child, never in the parent.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gc
 import multiprocessing
 import os
@@ -209,9 +210,9 @@ def _stop(w: _Worker) -> None:
 # --- worker side -----------------------------------------------------------------------------------------
 def _worker_main(conn: Connection, tasks: Sequence[T], work: Callable[[T], R], budget: Budget[T]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
-    resource.setrlimit(
-        resource.RLIMIT_CORE, (0, 0)
-    )  # a crash on a crafted file writes no core to fill a disk
+    # a crash on a crafted file writes no core (to fill a disk) and no traceback (the parent names the file)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    faulthandler.disable()
     limit_memory(budget.memory_bytes)
     # decoded dumps are acyclic trees freed by reference counting: the cyclic collector would only rescan
     # them again and again while they are built (about a third of the decode time)

@@ -3,7 +3,8 @@
 Dumps, manifests and file names are hostile input (DESIGN.md, "Trust boundaries"). Every bound here holds
 while decoding, not after: a worker process decodes and summarises each file under an address-space limit
 the kernel enforces, and the parent kills a worker that overruns its time. The defaults come from real
-dumps (torch 2.13, measured in ``tests/hostile/README.md``); each one a flag of ``frwatch analyze`` changes.
+dumps (torch 2.13, measured; what each hostile class costs: ``benchmarks/bench_hostile.py``); a flag of
+``frwatch analyze`` changes each one.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ MIB = 1 << 20
 DEFAULT_MAX_FILE_BYTES = 32 * MIB
 
 #: Memory a worker may map beyond what it held when it started. A real dump decodes to about 10 times its
-#: size (14 times at the peak of decoding): the largest file allowed by default needs about 450 MB. A
-#: pickle's memo alone can ask for gigabytes from a few bytes; past this budget the decoder gets a
-#: MemoryError and the file is named.
+#: size: a 31 MB dump of the real schema (150k entries) peaks at 336 MB RSS while it is decoded and
+#: summarised, a third of this budget. A pickle's memo alone can ask for gigabytes from a few bytes; past
+#: this budget the decoder gets a MemoryError and the file is named.
 DEFAULT_WORKER_MEMORY_BYTES = 1024 * MIB
 
 #: Seconds one file may take to decode and summarise, plus ``FILE_SECONDS_PER_MB`` for each MB it holds.
-#: A 32 MB dump takes about 1.5 s here (the unpickler reads about 60 MB/s); the budget leaves a margin
-#: of ten times and more for a loaded machine. Shared-reference bombs hashed while decoding run past it.
+#: A 31 MB dump takes about 2.4 s here on a loaded machine (26 s allowed); a 0.4 MB one about 20 ms (10 s).
+#: Shared-reference bombs hashed while decoding run past it.
 DEFAULT_FILE_SECONDS = 10.0
 FILE_SECONDS_PER_MB = 0.5
 

@@ -42,11 +42,7 @@ def _with_rank2(content: bytes, name: str = "nccl_trace_rank_2") -> Writer:
 
 
 def _empties(folder: Path) -> None:
-    good = world(5002).all_reduce(steps=1).dumps()
-    for rank in range(2, 5002):
-        (folder / f"nccl_trace_rank_{rank}").write_bytes(b"")
-    for rank in (0, 1):
-        (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle_bytes(good[rank]))
+    p.empty_files_and_two_good(folder, world_size=5002)
 
 
 def _odd_entries(folder: Path) -> None:

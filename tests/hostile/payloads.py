@@ -12,6 +12,7 @@ import copy
 import json
 import pickle
 import struct
+from pathlib import Path
 from typing import Any
 
 from frwatch_analyzers.testing import json_view, pickle_bytes, world
@@ -134,3 +135,13 @@ def one_seq_json(count: int) -> bytes:
         entries.append(e)
     dump["entries"] = entries
     return json.dumps(dump).encode()
+
+
+def empty_files_and_two_good(folder: Path, world_size: int, empties: int = 5000) -> None:
+    """Ranks 0 and 1 of a world of ``world_size`` ranks (by their pg_config), and ``empties`` empty files
+    named for ranks 2, 3, ..."""
+    good = world(world_size).all_reduce(steps=1).dumps()
+    for rank in (0, 1):
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle_bytes(good[rank]))
+    for rank in range(2, 2 + empties):
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(b"")

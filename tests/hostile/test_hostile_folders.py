@@ -13,7 +13,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from hostile_run import analyze, within_bounds
-from payloads import HOSTILE_RANK, WORLD, good_bytes, memo_index
+from payloads import HOSTILE_RANK, WORLD, empty_files_and_two_good, good_bytes, memo_index
 
 from frwatch_analyzers.testing import pickle_bytes, world
 from frwatch_analyzers.verdict import Status
@@ -30,11 +30,7 @@ def _good(tmp_path: Path, ranks: tuple[int, ...] = (0, 1)) -> Path:
 
 def test_5000_empty_files_and_2_good_ranks_are_not_healthy(tmp_path: Path) -> None:
     """It was reported healthy with 5,001 ranks missing."""
-    good = world(2).all_reduce(steps=5).dumps()
-    for rank in range(5000):
-        (tmp_path / f"nccl_trace_rank_{rank + 2}").write_bytes(b"")
-    for rank in (0, 1):
-        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle_bytes(good[rank]))
+    empty_files_and_two_good(tmp_path, world_size=2)
     run = analyze(tmp_path, "--format", "json")
     assert run.code == 0, run.stderr
     v = run.verdict
@@ -51,11 +47,7 @@ def test_5000_empty_files_and_2_good_ranks_are_not_healthy(tmp_path: Path) -> No
 
 
 def test_5000_empty_files_in_a_world_that_holds_them(tmp_path: Path) -> None:
-    good = world(5002).all_reduce(steps=1).dumps()
-    for rank in range(2, 5002):
-        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(b"")
-    for rank in (0, 1):
-        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle_bytes(good[rank]))
+    empty_files_and_two_good(tmp_path, world_size=5002)
     run = analyze(tmp_path, "--format", "json")
     assert run.code == 0, run.stderr
     v = run.verdict

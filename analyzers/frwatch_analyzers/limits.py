@@ -9,7 +9,8 @@ dumps (torch 2.13, measured; what each hostile class costs: ``benchmarks/bench_h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 MIB = 1 << 20
 
@@ -63,3 +64,39 @@ class Limits:
     def seconds_for(self, size: int) -> float:
         """The time budget of a file of ``size`` bytes."""
         return self.file_seconds + FILE_SECONDS_PER_MB * size / MIB
+
+
+#: Where a container's memory limit is read: cgroup v2, then v1.
+CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+#: Memory kept for the parent (listing, summaries, the diagnosis) when workers are fitted under a limit.
+PARENT_RESERVE_BYTES = 512 * MIB
+
+
+def container_memory(paths: Sequence[str] = CGROUP_MEMORY_LIMITS) -> int | None:
+    """The memory limit of this process's container, in bytes (None: no limit, or not known)."""
+    for path in paths:
+        try:
+            with open(path) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text == "max":
+            return None
+        if text.isdigit():
+            value = int(text)
+            return value if value < 1 << 60 else None  # cgroup v1 writes a huge number for "no limit"
+    return None
+
+
+def fit(limits: Limits, jobs: int, memory: int | None) -> tuple[Limits, int]:
+    """Workers that fit a container of ``memory`` bytes: each keeps its budget when it can (fewer workers
+    run), and a single worker gets what the parent leaves when even one full budget does not fit. Without a
+    known limit, nothing changes: the kernel's OOM killer would otherwise end a worker frwatch could have
+    bounded itself."""
+    if memory is None:
+        return limits, jobs
+    room = max(memory - PARENT_RESERVE_BYTES, 64 * MIB)
+    if room < limits.worker_memory_bytes:
+        return replace(limits, worker_memory_bytes=room), 1
+    return limits, max(1, min(jobs, room // limits.worker_memory_bytes))

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import isolation
 from .isolation import Budget, Lost
-from .limits import MAX_WORLD_SIZE, MIB, Limits
+from .limits import MAX_WORLD_SIZE, MIB, Limits, container_memory, fit
 from .pickle_scan import explain
 from .safe_load import DumpError, decode, decode_stream
 from .safe_text import printable
@@ -162,6 +162,7 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
     jobs = opts.jobs or (os.cpu_count() or 1)
     if not opts.jobs and (len(refs) < 8 or total < 8 * MIB):
         jobs = 1  # forking more workers would cost more than it saves (the one worker still isolates)
+    limits, jobs = fit(limits, jobs, container_memory())  # every worker's budget fits the container
     # small batches: the last ones of a run leave a core idle for at most a few files
     batch = max(1, min(8, len(refs) // (jobs * 8)))
     share = ArrayPool()

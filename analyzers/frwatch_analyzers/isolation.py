@@ -50,7 +50,7 @@ class _Worker:
     conn: Connection
     pending: deque[int] = field(default_factory=deque)
     started: float = 0.0  # when the task at pending[0] started
-    timed_out: bool = False
+    killed_on: int | None = None  # the task it was stopped on for running out of time
 
 
 @dataclass(frozen=True)
@@ -109,12 +109,12 @@ def run(
             now = time.monotonic()
             for w in list(workers):
                 if w.pending and now - w.started > budget.seconds(tasks[w.pending[0]]):
-                    w.timed_out = True
+                    w.killed_on = w.pending[0]
                     w.proc.kill()
-                if w.timed_out or not w.proc.is_alive():
+                if w.killed_on is not None or not w.proc.is_alive():
                     w.proc.join()
                     _receive(w, results, queue, retried, arrived)  # what it sent before it ended
-                    _bury(w, results, queue, budget.seconds(tasks[w.pending[0]]) if w.pending else 0)
+                    _bury(w, results, queue, lambda i: budget.seconds(tasks[i]))
                     workers.remove(w)
     finally:
         for w in workers:
@@ -169,13 +169,17 @@ def _receive(
             queue.appendleft(i)
 
 
-def _bury(w: _Worker, results: list[Any], queue: deque[int], seconds: float) -> None:
-    """A worker has ended: the task it was running is lost (unless it retired cleanly); the tasks sent
-    after it go back to the front of the queue."""
+def _bury(w: _Worker, results: list[Any], queue: deque[int], seconds: Callable[[int], float]) -> None:
+    """A worker has ended: the task it was running is lost; the tasks sent after it (all of them, when it
+    retired cleanly or its last result came in just before the kill) go back to the front of the queue."""
     code = w.proc.exitcode
-    if w.pending and not (code == 0 and not w.timed_out):
-        i = w.pending.popleft()
-        results[i] = _death(code, w.timed_out, seconds)
+    if w.killed_on is not None:
+        victim = w.killed_on if w.pending and w.pending[0] == w.killed_on else None
+    else:
+        victim = w.pending[0] if w.pending and code != 0 else None
+    if victim is not None:
+        w.pending.popleft()
+        results[victim] = _death(code, w.killed_on is not None, seconds(victim))
     queue.extendleft(reversed(w.pending))
     w.pending.clear()
     w.conn.close()

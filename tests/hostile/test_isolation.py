@@ -124,3 +124,30 @@ def test_one_small_file_is_still_decoded_in_a_child(tmp_path: Path) -> None:
     assert result.code == 0, result.stderr  # the parent did not segfault
     assert "the decoder crashed (SIGSEGV)" in result.bad("rank_0").reason
     within_bounds(result)
+
+
+class _Ended:
+    """A worker process that has ended with ``exitcode``, and its closed pipe end."""
+
+    def __init__(self, exitcode: int) -> None:
+        self.exitcode = exitcode
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_result_that_came_in_just_before_the_kill_is_kept_and_nothing_else_is_blamed() -> None:
+    from collections import deque
+
+    from frwatch_analyzers.isolation import _bury, _Worker
+
+    results: list[object] = ["a done", None, None]
+    queue: deque[int] = deque()
+    w = _Worker(_Ended(-9), _Ended(0), pending=deque([1, 2]), killed_on=0)  # type: ignore[arg-type]
+    _bury(w, results, queue, lambda i: 2.0)
+    assert results == ["a done", None, None] and list(queue) == [1, 2]
+    # killed on task 1 while it ran: task 1 is lost, task 2 goes back
+    w = _Worker(_Ended(-9), _Ended(0), pending=deque([1, 2]), killed_on=1)  # type: ignore[arg-type]
+    _bury(w, results, queue := deque(), lambda i: 2.0)
+    assert results[1] == Lost("timeout", "took longer than its 2 s budget (the worker was stopped)")
+    assert list(queue) == [2]

@@ -64,7 +64,7 @@ def _client_for(bucket: str | None, s3: S3Config | None) -> Any:
 def _summarise(
     ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int
 ) -> RankTrace | FileProblem:
-    """One file -> its summary or its problem (runs in a worker)."""
+    """One file -> its summary or its problem (runs in a worker; a MemoryError is the worker's to report)."""
     global _summarizer
     if _summarizer is None:
         _summarizer = Summarizer()
@@ -75,13 +75,6 @@ def _summarise(
                 dump, fmt = decode_stream(fh)  # type: ignore[arg-type]  # a BufferedReader
         else:
             dump, fmt = decode(read_bytes(ref, bucket, _client_for(bucket, s3), max_bytes))
-        rank = ref.rank if ref.rank is not None else _rank_in(dump)
-        if rank is None:
-            return _problem(ref, "no rank in the file name (expected a trailing number) nor in the dump")
-        trace = _summarizer.summarize(dump, rank, ref.name, fmt)
-        del dump
-        outside = _outside_own_group(trace)
-        return _problem(ref, outside) if outside else trace
     except TooLarge as exc:
         return _problem(ref, f"too large: {exc} (--max-file-mb)")
     except DumpError as exc:
@@ -93,9 +86,25 @@ def _summarise(
     except RecursionError:
         return _problem(ref, "malformed dump: nested too deeply")
     except MemoryError:
-        raise  # the worker reports it (and retires)
-    except Exception as exc:  # botocore errors, a dict of the wrong shape somewhere: name it, keep going
+        raise
+    except Exception as exc:  # botocore errors and the like: the file is named with the reason
+        return _problem(ref, f"cannot read: {type(exc).__name__}: {printable(str(exc), 200)}")
+    try:
+        rank = ref.rank if ref.rank is not None else _rank_in(dump)
+        if rank is None:
+            return _problem(ref, "no rank in the file name (expected a trailing number) nor in the dump")
+        trace = _summarizer.summarize(dump, rank, ref.name, fmt)
+    except DumpError as exc:
+        return _problem(ref, str(exc))
+    except RecursionError:
+        return _problem(ref, "malformed dump: nested too deeply")
+    except MemoryError:
+        raise
+    except Exception as exc:  # a dict of the wrong shape somewhere the checks did not foresee: name it
         return _problem(ref, f"malformed dump: {type(exc).__name__}: {printable(str(exc), 200)}")
+    del dump
+    outside = _outside_own_group(trace)
+    return _problem(ref, outside) if outside else trace
 
 
 def _problem(ref: DumpRef, reason: str) -> FileProblem:

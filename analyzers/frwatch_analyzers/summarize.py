@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from . import fields
+from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
+from .safe_load import DumpError, describe
+from .safe_text import printable
+
 #: How many of a group's last entries keep their full detail (states, times, record ids).
 TAIL = 48
 
@@ -46,7 +51,7 @@ _CREATED = operator.methodcaller("get", "time_created_ns", 0)
 _FIELDS_NO_FRAMES = itemgetter(*_FIELD_NAMES)
 _FIELDS = itemgetter(*_FIELD_NAMES, "frames")
 
-_P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>\d+)\s*(?P<arrow>->|<-)\s*(?P<b>\d+)$")
+_P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>[0-9]{1,9})\s*(?P<arrow>->|<-)\s*(?P<b>[0-9]{1,9})$")
 
 
 @dataclass(frozen=True)
@@ -136,17 +141,15 @@ def _as_int(value: Any, default: int = -1) -> int:
     if value is None:
         return default
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
         return default
+    return number if -fields.I64 <= number < fields.I64 else default
 
 
 def _parse_ranks(value: Any) -> list[int] | None:
     if isinstance(value, list | tuple):
-        try:
-            return [int(v) for v in value]
-        except (TypeError, ValueError):
-            return None
+        return list(value) if all(type(v) is int for v in value) else None
     if isinstance(value, str):
         text = value.strip().strip("[]").strip()
         if not text:
@@ -161,7 +164,7 @@ def _parse_ranks(value: Any) -> list[int] | None:
 def compact_ranks(ranks: list[int]) -> Ranks:
     """A member list as a ``range`` when it is one (the usual case: 16k ranks pickle as three ints, not
     16k), else a tuple. Members lists are per rank and per group: a list each would be O(ranks^2)."""
-    if ranks and ranks == list(range(ranks[0], ranks[-1] + 1)):
+    if ranks and len(ranks) == ranks[-1] - ranks[0] + 1 and ranks == list(range(ranks[0], ranks[-1] + 1)):
         return range(ranks[0], ranks[-1] + 1)
     return tuple(ranks)
 
@@ -175,21 +178,12 @@ def _tupled(sizes: Any) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _call_site(frames: Any) -> tuple[tuple[str, str, int], ...]:
-    if not isinstance(frames, list) or not frames:
+def _call_site(frames: Any, where: str = "an entry") -> tuple[tuple[str, str, int], ...]:
+    if not isinstance(frames, list | tuple) or not frames:
         return ()
-    user = []
-    for f in frames:
-        if not isinstance(f, dict):
-            continue
-        filename = str(f.get("filename", ""))
-        if any(m in filename for m in _LIBRARY_MARKERS):
-            continue
-        user.append((str(f.get("name", "")), filename, _as_int(f.get("line"), 0)))
-    if not user:
-        f = frames[0] if isinstance(frames[0], dict) else {}
-        return ((str(f.get("name", "")), str(f.get("filename", "")), _as_int(f.get("line"), 0)),)
-    return tuple(user)
+    checked = [fields.frame(f, where) for f in frames]  # every frame type-checked, library ones too
+    user = [f for f in checked if not any(m in f[1] for m in _LIBRARY_MARKERS)]
+    return tuple(user[:MAX_CALL_SITE_FRAMES]) if user else tuple(checked[:1])
 
 
 def parse_p2p(op: str) -> tuple[str, int, int] | None:
@@ -229,9 +223,10 @@ class Summarizer:
         get_state = STATE_CODES.get
         with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
-        for e in entries:
+        runs: dict[str, list[int]] = {}  # per pg: the part signatures of a coalesced region still open
+        for i, e in enumerate(entries):
             if type(e) is not dict:
-                continue
+                raise DumpError(f"malformed dump: entry {i} is {describe(e)}, not a dict")
             try:
                 if with_frames:
                     pg, pg_id, op, isz, idt, osz, odt, state_name, record_id, is_p2p, seq, frames = fast(e)
@@ -243,17 +238,24 @@ class Summarizer:
                     e.get, _FIELD_NAMES
                 )
                 frames = e.get("frames")
-            pgk = (pg_id, pg if type(pg) is tuple else (tuple(pg) if isinstance(pg, list) else pg))
+            # type-strict before anything is hashed: a nested tuple here would crash or hang a hash
+            if type(pg) is not tuple or len(pg) != 2 or type(pg[0]) is not str or type(pg[1]) is not str:
+                pg = fields.process_group(pg, f"entry {i}")
+            if type(pg_id) is not int and type(pg_id) is not str:
+                pg_id = fields.pg_id(pg_id, f"entry {i}")
+            pgk = (pg_id, pg)
             pg_name = pg_cache.get(pgk)
             if pg_name is None:
-                pg_name = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
+                pg_name = pg_cache[pgk] = self._pg_name(i, pg_id, pg, pg_desc, pgid_to_name)
             if type(op) is not str:
-                op = str(op)
+                op = fields.text(op, "profiling_name", f"entry {i}")
             if frames:
+                if type(frames) is not list:
+                    frames = fields.frames(frames, f"entry {i}")
                 fkey = tuple(map(id, frames))
                 site = site_cache.get(fkey)
                 if site is None:
-                    site = site_cache[fkey] = _call_site(frames)
+                    site = site_cache[fkey] = _call_site(frames, f"entry {i}")
             else:
                 site = ()
             # fast path: the same op from the same call site usually carries the same sizes and dtypes as
@@ -262,30 +264,38 @@ class Summarizer:
             if last is not None and last[0] == isz and last[1] == idt and last[2] == osz and last[3] == odt:
                 sig = last[4]
             else:
-                raw_key: tuple[Any, ...]
-                try:  # hashable copies: 3x cheaper than repr()
-                    raw_key = (
-                        op,
-                        tuple(map(tuple, isz)),
-                        tuple(idt),
-                        tuple(map(tuple, osz)),
-                        tuple(odt),
-                        site,
-                    )
-                except TypeError:  # not lists of lists: fall back to the text form
-                    raw_key = (op, repr((isz, idt, osz, odt)), site)
+                where = f"entry {i}"
+                raw_key = (  # hashable, type-checked copies
+                    op,
+                    fields.sizes(isz, "input_sizes", where),
+                    fields.dtypes(idt, "input_dtypes", where),
+                    fields.sizes(osz, "output_sizes", where),
+                    fields.dtypes(odt, "output_dtypes", where),
+                    site,
+                )
                 cached = key_cache.get(raw_key)
                 if cached is None:
                     cached = key_cache[raw_key] = self._new_sig(e, op, site, local)
                 sig = cached
                 last_by_site[(op, site)] = (isz, idt, osz, odt, sig)
-            state = get_state(state_name, -1) if type(state_name) is str else -1
+            if type(state_name) is str:
+                state = get_state(state_name, -1)
+            else:
+                fields.state(state_name, f"entry {i}")
+                state = -1
             if state > 0:
                 has_states = True
             if type(record_id) is not int:
-                record_id = _as_int(record_id)
+                record_id = fields.integer(record_id, "record_id", f"entry {i}")
             if record_id > last_record_id:
                 last_record_id = record_id
+            elif record_id >= 0:  # a recorder's ids increase; a repeated or reordered entry is not its dump
+                raise DumpError(
+                    f"malformed dump: entry {i}: record_id {record_id} does not follow {last_record_id} "
+                    "(a Flight Recorder's record ids increase)"
+                )
+            if type(is_p2p) is not bool:
+                is_p2p = fields.flag(is_p2p, "is_p2p", f"entry {i}")
             if is_p2p:
                 parsed = parse_p2p(op)
                 if parsed is not None:
@@ -305,26 +315,31 @@ class Summarizer:
                     )
                 continue  # p2p ops (and a p2p batch's closing entry) have no collective sequence number
             if type(seq) is not int:
-                seq = _as_int(seq)
+                seq = fields.integer(seq, "collective_seq_id", f"entry {i}")
             cols = per_pg.get(pg_name)
             if cols is None:
                 cols = per_pg[pg_name] = ([], [], [])
             seqs_l, sigs_l, ents_l = cols
             if seqs_l and seqs_l[-1] == seq:
-                # coalesced: several entries share one sequence number; combine their signatures
-                prev_sig = sigs_l[-1]
-                combined = _digest((prev_sig, sig))
-                if combined not in local:
-                    local[combined] = _combine(local[prev_sig], local[sig])
-                    self._plain_of[combined] = _plain(local[combined], local)
-                sigs_l[-1] = combined
+                # coalesced: several entries share one sequence number; their signature is a chain digest
+                # (O(1) a part) and the combined detail is built once, when the region ends (linear)
+                run = runs.get(pg_name)
+                if run is None:
+                    run = runs[pg_name] = [sigs_l[-1]]
+                run.append(sig)
+                sigs_l[-1] = _digest((sigs_l[-1], sig))
                 ents_l[-1] = e
             else:
+                run = runs.pop(pg_name, None)
+                if run is not None:
+                    self._close_run(sigs_l[-1], run, local)
                 seqs_l.append(seq)
                 sigs_l.append(sig)
                 ents_l.append(e)
+        for name, run in runs.items():
+            self._close_run(per_pg[name][1][-1], run, local)
         has_frames = bool(site_cache)
-        backend = next(iter(key_cache))[0].split(":", 1)[0] if key_cache else ""
+        backend = printable(next(iter(key_cache))[0].split(":", 1)[0], 40) if key_cache else ""
         pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name)
         details = {k: v for k, v in local.items() if k not in self._emitted}
         self._emitted.update(details)
@@ -344,27 +359,36 @@ class Summarizer:
         )
 
     @staticmethod
-    def _pg_name(e: dict[str, Any], pg: Any, pg_desc: dict[str, str], pgid_to_name: dict[str, str]) -> str:
-        if isinstance(pg, list | tuple) and pg:
-            name = str(pg[0])
-            desc = str(pg[1]) if len(pg) > 1 else ""
+    def _pg_name(
+        i: int, pg_id: Any, pg: tuple[str, ...] | None, pg_desc: dict[str, str], pgid_to_name: dict[str, str]
+    ) -> str:
+        pg_id = fields.pg_id(pg_id, f"entry {i}")  # bounded: str() of a huge integer fails
+        if pg:
+            name = printable(pg[0])
+            desc = printable(pg[1]) if len(pg) > 1 else ""
         else:
-            name, desc = str(e.get("pg_id", "?")), ""
+            name, desc = ("?" if pg_id is None else printable(str(pg_id))), ""
         pg_desc.setdefault(name, desc)
-        pgid_to_name.setdefault(str(e.get("pg_id")), name)
+        pgid_to_name.setdefault(printable(str(pg_id)), name)
         return name
+
+    def _close_run(self, combined: int, parts: list[int], local: dict[int, EntrySig]) -> None:
+        """The detail of a coalesced region's chain signature ``combined``, from its parts, once."""
+        if combined not in local:
+            local[combined] = _combine_all([local[p] for p in parts])
+            self._plain_of[combined] = _plain(local[combined], local)
 
     def _new_sig(
         self, e: dict[str, Any], op: str, site: tuple[tuple[str, str, int], ...], local: dict[int, EntrySig]
     ) -> int:
         in_dtypes = e.get("input_dtypes")
         out_dtypes = e.get("output_dtypes")
-        esig = EntrySig(
-            op=op,
+        esig = EntrySig(  # the fields were type-checked (fields.sizes/dtypes) before this is called
+            op=printable(op),
             input_sizes=_tupled(e.get("input_sizes")),
-            input_dtypes=tuple(map(str, in_dtypes if isinstance(in_dtypes, list | tuple) else ())),
+            input_dtypes=tuple(map(printable, in_dtypes if isinstance(in_dtypes, list | tuple) else ())),
             output_sizes=_tupled(e.get("output_sizes")),
-            output_dtypes=tuple(map(str, out_dtypes if isinstance(out_dtypes, list | tuple) else ())),
+            output_dtypes=tuple(map(printable, out_dtypes if isinstance(out_dtypes, list | tuple) else ())),
             call_site=site,
         )
         sig = _digest(esig)
@@ -379,30 +403,42 @@ class Summarizer:
         pg_desc: dict[str, str],
         pgid_to_name: dict[str, str],
     ) -> dict[str, PgTrace]:
-        config = dump.get("pg_config") if isinstance(dump.get("pg_config"), dict) else {}
-        status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
-        assert isinstance(config, dict) and isinstance(status, dict)
+        config = dump.get("pg_config") or {}
+        status = dump.get("pg_status") or {}
+        for part, value in (("pg_config", config), ("pg_status", status)):
+            if type(value) is not dict:
+                raise DumpError(f"malformed dump: {part} is {describe(value)}, not a dict")
         config_ranks: dict[str, Ranks] = {}
         for key, cfg in config.items():
-            if not isinstance(cfg, dict):
-                continue
-            name = str(cfg.get("name") or key)
+            key = fields.group_key(key, "pg_config")
+            if type(cfg) is not dict:
+                raise DumpError(f"malformed dump: pg_config[{key!r}] is {describe(cfg)}, not a dict")
+            where = f"pg_config[{key!r}]"
+            name = fields.text(cfg.get("name"), "name", where) or key
             raw = cfg.get("ranks")
             ranks = self._ranks_cache.get(raw) if isinstance(raw, str) else None
             if ranks is None:
+                fields.count_members(raw, where)
                 parsed = _parse_ranks(raw)
-                ranks = compact_ranks(parsed) if parsed else None
+                if parsed is None and raw is not None:
+                    raise DumpError(f"malformed dump: {where}.ranks is {describe(raw)}, not a list of ranks")
+                ranks = compact_ranks(fields.members(parsed, f"{where}.ranks")) if parsed else None
                 if isinstance(raw, str) and ranks is not None:
                     self._ranks_cache[raw] = ranks  # every rank's dump repeats the same strings
             if name and ranks:
                 config_ranks[name] = ranks
-                pg_desc.setdefault(name, str(cfg.get("desc", "")))
+                pg_desc.setdefault(name, fields.text(cfg.get("desc"), "desc", where))
         status_by_name: dict[str, dict[str, Any]] = {}
         for pg_id, st in status.items():
-            if isinstance(st, dict):
-                status_by_name[pgid_to_name.get(str(pg_id), str(pg_id))] = st
+            key = fields.group_key(pg_id, "pg_status")
+            if type(st) is not dict:
+                raise DumpError(f"malformed dump: pg_status[{key!r}] is {describe(st)}, not a dict")
+            status_by_name[pgid_to_name.get(key, key)] = st
+        names = set(per_pg) | set(config_ranks)
+        if len(names) > MAX_GROUPS:
+            raise DumpError(f"malformed dump: {len(names)} process groups, more than the {MAX_GROUPS} read")
         out: dict[str, PgTrace] = {}
-        for name in set(per_pg) | set(config_ranks):
+        for name in names:
             seq_l, sig_l, ent_l = per_pg.get(name, ([], [], []))
             if any(a > b for a, b in itertools.pairwise(seq_l)):  # rarely: entries out of order
                 order = sorted(range(len(seq_l)), key=seq_l.__getitem__)
@@ -411,11 +447,17 @@ class Summarizer:
                     [sig_l[i] for i in order],
                     [ent_l[i] for i in order],
                 )
-            seqs = array("q", seq_l)
+            try:
+                seqs = array("q", seq_l)
+            except OverflowError:
+                raise DumpError(f"malformed dump: pg {name}: a collective_seq_id is beyond 2**63") from None
             sigs = array("q", sig_l)
             plain_of = self._plain_of
             plain = array("q", [plain_of[x] for x in sig_l])
-            created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
+            try:
+                created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
+            except OverflowError:  # a time beyond int64 reads as unknown
+                created = array("q", [_as_int(t, 0) for t in map(_CREATED, ent_l)])
             tail = []
             for seq, sig, e in zip(seq_l[-TAIL:], sig_l[-TAIL:], ent_l[-TAIL:], strict=True):
                 st = e.get("state")
@@ -481,13 +523,23 @@ def _plain(sig: EntrySig, local: dict[int, EntrySig]) -> int:
     return digest
 
 
-def _combine(first: EntrySig, part: EntrySig) -> EntrySig:
+def _combine_all(parts: list[EntrySig]) -> EntrySig:
+    """One signature for a coalesced region: ops joined with '+' (once they differ), fields concatenated.
+    Linear in the parts (a region of 20k entries must not cost 20k^2)."""
+    first = parts[0]
+    ops = [first.op]
+    for p in parts[1:]:
+        if len(ops) > 1 or p.op != first.op:
+            ops.append(p.op.split(":", 1)[-1])
+    op = "+".join(ops)
+    if len(op) > 200:
+        op = f"{op[:200]}+... ({len(parts)} parts)"
     return EntrySig(
-        op=first.op if first.op == part.op else f"{first.op}+{part.op.split(':', 1)[-1]}",
-        input_sizes=first.input_sizes + part.input_sizes,
-        input_dtypes=first.input_dtypes + part.input_dtypes,
-        output_sizes=first.output_sizes + part.output_sizes,
-        output_dtypes=first.output_dtypes + part.output_dtypes,
+        op=op,
+        input_sizes=tuple(s for p in parts for s in p.input_sizes),
+        input_dtypes=tuple(d for p in parts for d in p.input_dtypes),
+        output_sizes=tuple(s for p in parts for s in p.output_sizes),
+        output_dtypes=tuple(d for p in parts for d in p.output_dtypes),
         call_site=first.call_site,
-        parts=first.parts + part.parts,
+        parts=sum(p.parts for p in parts),
     )

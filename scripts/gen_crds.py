@@ -233,13 +233,8 @@ def incident_crd() -> Schema:
             "jsonPath": ".status.suspects",
             "description": "Culprit ranks and their nodes in a few words (e.g. 'rank 1 on node-b').",
         },
-        {
-            "name": "Nodes",
-            "type": "string",
-            "jsonPath": ".status.suspectNodes",
-            "description": "Nodes of the culprit ranks.",
-            "priority": 1,
-        },
+        # no Nodes column over .status.suspectNodes: a printer column shows one scalar (an array prints raw,
+        # and a CRD's jsonPath must stay simple), and Suspects already names the nodes ('rank 1 on node-b')
         {
             "name": "Dumps",
             "type": "integer",

@@ -12,11 +12,16 @@ os.environ["KUBECONFIG"] = os.path.join(tempfile.mkdtemp(prefix="frwatch-kube-")
 os.environ["KUBECACHEDIR"] = os.path.join(os.path.dirname(os.environ["KUBECONFIG"]), "kubectl-cache")
 # --- end of the import-time emulator block ----------------------------------------------------------
 
+import atexit
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+# the folder above goes when the session ends: a run leaves nothing in the temp dir
+atexit.register(shutil.rmtree, os.path.dirname(os.environ["KUBECONFIG"]), ignore_errors=True)
 
 if TYPE_CHECKING:
     from fixtures.seaweed import SeaweedFS

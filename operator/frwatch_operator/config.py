@@ -13,6 +13,7 @@ JSON. S3 credentials come from the usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_AC
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -251,11 +252,22 @@ class AnalyzerSettings(_Section):
     image: str = Field(
         default="ghcr.io/frwatch/frwatch:0.1.0", description="Image that runs `frwatch analyze`."
     )
+    image_pull_secrets: str = Field(
+        default="",
+        description="Comma-separated names of Secrets the analyzer Job's pod pulls its image with (its "
+        "spec.template.spec.imagePullSecrets); each must exist in the analyzer Jobs' namespace.",
+    )
     resources: ComputeResources = Field(
         default=ComputeResources(requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "4Gi"}),
         description="Container resources (JSON in the env var).",
     )
     deadline_seconds: int = Field(default=900, ge=10, description="activeDeadlineSeconds of the Job.")
+
+    @property
+    def pull_secrets(self) -> list[str]:
+        """``image_pull_secrets`` as a list of names."""
+        return [n.strip() for n in self.image_pull_secrets.split(",") if n.strip()]
+
     namespace: str = Field(
         default="frwatch-system",
         min_length=1,
@@ -477,6 +489,8 @@ def env_names() -> dict[str, str]:
 
 
 def _is_structured(annotation: Any) -> bool:
+    """Whether the env var holds JSON: a model, a dict or a list (``list[str]`` included)."""
+    annotation = typing.get_origin(annotation) or annotation
     return isinstance(annotation, type) and issubclass(annotation, BaseModel | dict | list)
 
 

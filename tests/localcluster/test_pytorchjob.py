@@ -31,7 +31,15 @@ def test_healthy_job_succeeds_with_four_ranks_on_two_nodes(kube: Kube, ns: str) 
     assert reasons["Succeeded"] == ("True", "PyTorchJobSucceeded")
     assert job["status"]["replicaStatuses"]["Master"]["succeeded"] == 1
 
-    pods = {p["metadata"]["name"]: p for p in kube.pods(ns)}
+    # The training operator marks a PyTorchJob Succeeded as soon as its master succeeded (its
+    # UpdateJobStatus: "when master is succeed, the job is finished"): the workers may still be exiting.
+    # Their pods' own phase is the signal that they ended.
+    def all_ended() -> dict[str, dict] | None:
+        current = {p["metadata"]["name"]: p for p in kube.pods(ns)}
+        ended = all(p["status"].get("phase") in ("Succeeded", "Failed") for p in current.values())
+        return current if len(current) == 4 and ended else None
+
+    pods = wait_for(all_ended, 30, "every rank's pod to end")
     assert sorted(pods) == ["train-master-0", "train-worker-0", "train-worker-1", "train-worker-2"]
     master = pods["train-master-0"]
     assert master["metadata"]["labels"] == {

@@ -8,6 +8,7 @@ import time
 from harness import Cluster, eventually
 
 from frwatch_operator import constants as c
+from frwatch_operator.localcluster.kubectl import kubectl_path
 
 
 def test_a_container_exit_opens_an_incident_and_moves_the_job_to_the_next_attempt(
@@ -41,7 +42,7 @@ def test_a_container_exit_opens_an_incident_and_moves_the_job_to_the_next_attemp
     assert "attempt 1" in events[0].message
 
     described = subprocess.run(
-        ["kubectl", "describe", "pytorchjob", "llama", "-n", cluster.namespace],
+        [kubectl_path(), "describe", "pytorchjob", "llama", "-n", cluster.namespace],
         capture_output=True, text=True, timeout=30, check=True,
     ).stdout  # fmt: skip
     assert "IncidentOpened" in described and incident["metadata"]["name"] in described

@@ -13,6 +13,7 @@ import yaml
 from kubernetes import client, config
 
 from frwatch_operator.localcluster.apiserver import ApiServerHandle
+from frwatch_operator.localcluster.kubectl import kubectl_path
 from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 HERE = Path(__file__).parent
@@ -64,7 +65,7 @@ def kube(api_client: client.ApiClient) -> KubernetesActions:
 def kubectl(k8s_api: ApiServerHandle) -> Kubectl:
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            [os.environ.get("FRWATCH_KUBECTL", "kubectl"), *args],
+            [kubectl_path(), *args],
             capture_output=True, text=True, timeout=30, env=os.environ.copy(),
         )  # fmt: skip
         if check and proc.returncode != 0:

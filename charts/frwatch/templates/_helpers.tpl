@@ -65,11 +65,39 @@ app.kubernetes.io/part-of: frwatch
 {{/* The one image (operator, agent and analyzer run the same `frwatch` entrypoint) ------------------- */}}
 {{- define "frwatch.image" -}}
 {{- $repo := .Values.image.repository -}}
+{{- $ref := "" -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- $ref = printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $ref = printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+{{- include "frwatch.fromRegistry" (dict "ref" $ref "registry" .Values.image.registry) -}}
+{{- end -}}
+
+{{/* An image reference pulled from image.registry (a mirror or private registry) when set: its registry
+     host (a first path part with a dot or a colon, or localhost) is replaced; without one it is prefixed. */}}
+{{- define "frwatch.fromRegistry" -}}
+{{- $ref := .ref -}}
+{{- if .registry -}}
+{{- $parts := splitList "/" $ref -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $ref = join "/" (rest $parts) -}}
+{{- end -}}
+{{- printf "%s/%s" (trimSuffix "/" .registry) $ref -}}
+{{- else -}}
+{{- $ref -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Names of the pull Secrets of a pod the operator makes or changes (the agent's, the analyzer Job's):
+     its own list, else the chart's imagePullSecrets; comma-separated, as config.py reads them. */}}
+{{- define "frwatch.pullSecretNames" -}}
+{{- $names := list -}}
+{{- range (default .top.Values.imagePullSecrets .own) -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- join "," $names -}}
 {{- end -}}
 
 {{/* JSON of a resources map as config.ComputeResources reads it: {"requests": {...}, "limits": {...}} */}}

@@ -18,6 +18,7 @@ from typing import Any
 from frwatch_operator import constants as c
 from frwatch_operator.localcluster.client import Api, ns_path
 from frwatch_operator.localcluster.cluster import LocalCluster, operator_available
+from frwatch_operator.localcluster.kubectl import KubectlNotFound, kubectl_path
 
 NAMESPACE = "default"
 JOB = "llama"
@@ -59,6 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scenario", default="skip", choices=sorted(SCENARIOS), help="the fault (default: %(default)s)"
     )
+    p.add_argument("--keep-logs", action="store_true", help="keep the cluster's logs (default: only when it fails)")
     p.add_argument(
         "--cordon",
         action="store_true",
@@ -169,22 +171,30 @@ def run(args: argparse.Namespace) -> int:
     if not operator_available():
         print("frwatch demo: `frwatch operator` is not in this checkout; nothing to demonstrate")
         return 1
+    try:
+        kubectl = kubectl_path()
+    except KubectlNotFound as exc:
+        print(f"frwatch demo: {exc}")
+        return 1
+    print(f"  kubectl: {kubectl}")
     operator_env = {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30"}
     if args.scenario == "hardware":
         operator_env["FRWATCH_REMEDIATION_ENABLED"] = "true"
         operator_env["FRWATCH_REMEDIATION_DRY_RUN"] = "false" if args.cordon else "true"
     print(f"  starting the local cluster (API emulator, SeaweedFS, nodes {', '.join(scenario.nodes)}, "
           "training operator, frwatch operator) ...", flush=True)  # fmt: skip
-    with LocalCluster(nodes=scenario.nodes, operator_env=operator_env, keep_workdir=True) as cluster:
+    cluster = LocalCluster(nodes=scenario.nodes, operator_env=operator_env, keep_workdir=args.keep_logs)
+    with cluster:
         print(
-            f"  cluster up in {time.monotonic() - started:.1f}s; every process logs to {cluster.logs_dir}",
+            f"  cluster up in {time.monotonic() - started:.1f}s; every process logs to {cluster.logs_dir}"
+            + ("" if args.keep_logs else " (removed at the end unless the demo fails; --keep-logs keeps them)"),
             flush=True,
         )
         print(f"  operator metrics (Prometheus): {cluster.metrics_url}", flush=True)
         print(
             f"  kubectl apply: PyTorchJob {JOB} (annotation {c.ANN_CAPTURE}={c.CAPTURE_ENABLED})", flush=True
         )
-        cluster.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(pytorchjob(scenario)))
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(pytorchjob(scenario)))
         progress = Progress(started)
         verdict = None
         deadline = time.monotonic() + TIMEOUT_SECONDS
@@ -205,11 +215,13 @@ def run(args: argparse.Namespace) -> int:
             print("$ kubectl get nodes\n")
             print(cluster.kubectl("get", "nodes", check=False).stdout)
         print("  tearing the local cluster down ...", flush=True)
+        cluster.keep_workdir = cluster.keep_workdir or not verdict  # a failed run keeps its logs to read
     elapsed = time.monotonic() - started
     if verdict:
         print(f"frwatch demo: done in {elapsed:.0f}s: the verdict reached the job.")
         return 0
     print(
-        f"frwatch demo: no verdict on the job after {elapsed:.0f}s; see the logs above (operator: frwatch-operator.log)"
+        f"frwatch demo: no verdict on the job after {elapsed:.0f}s; the logs are kept in {cluster.logs_dir} "
+        "(operator: frwatch-operator.log)"
     )
     return 1

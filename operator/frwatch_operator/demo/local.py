@@ -27,7 +27,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = args.keep or Path(tempfile.mkdtemp(prefix="frwatch-demo-"))
+    if args.keep:
+        return _run(args, args.keep)
+    with tempfile.TemporaryDirectory(prefix="frwatch-demo-") as tmp:  # nothing left in the temp dir
+        return _run(args, Path(tmp))
+
+
+def _run(args: argparse.Namespace, out: Path) -> int:
     print(f"frwatch demo (local): {args.world_size} real torch gloo ranks, scenario '{args.scenario}'")
     print(f"  training ... (the job hangs; every rank dumps its Flight Recorder into {out})", flush=True)
     started = time.monotonic()
@@ -38,5 +44,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"  analysing {sum(1 for r in result.ranks if r.dump)} dump(s) ...\n", flush=True)
     verdict = analyze(str(out), world_size=args.world_size)
     sys.stdout.write(render(verdict))
-    print(f"\n(done in {time.monotonic() - started:.1f} s; verdict JSON: frwatch analyze {out} --format json)")
+    again = f"verdict JSON: frwatch analyze {out} --format json" if args.keep else "--keep DIR keeps the dumps"
+    print(f"\n(done in {time.monotonic() - started:.1f} s; {again})")
     return 0

@@ -31,6 +31,7 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--world-size", type=int, default=4, help="--local: rank processes (default: %(default)s)")
     p.add_argument("--keep", type=Path, help="--local: keep the dumps in this folder")
+    p.add_argument("--keep-logs", action="store_true", help="cluster: keep the logs (default: only when it fails)")
     args = p.parse_args(argv)
     if args.local:
         if args.scenario not in {s.value for s in Scenario}:

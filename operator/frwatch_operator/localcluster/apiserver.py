@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from frwatch_operator.localcluster import discovery, selectors, tables
+from frwatch_operator.localcluster import discovery, openapi, podlogs, selectors, tables
 from frwatch_operator.localcluster.errors import ApiError
 from frwatch_operator.localcluster.resources import ResourceType
 from frwatch_operator.localcluster.storage import Store
@@ -92,6 +92,13 @@ def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json")
 
 
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    for warning in warnings:  # as the real server: `Warning: 299 - "text"`
+        text = warning.replace("\\", "\\\\").replace('"', '\\"')
+        response.headers.add("Warning", f'299 - "{text}"')
+    return response
+
+
 def _wants(request: web.Request, what: str) -> bool:
     return any(f"as={what}" in part.replace(" ", "") for part in request.headers.get("Accept", "").split(","))
 
@@ -107,6 +114,10 @@ class ApiServer:
         self.store.add_listener(self._notify)
         #: run in order on every CREATE before it is stored (empty: no admission, as before)
         self.admission_hooks: list[AdmissionHook] = []
+        #: where the kubelet keeps container output (``podlogs``), for ``pods/log``; None: no kubelet
+        self.pod_logs_dir: Path | None = None
+        #: group-version -> (the types it was built from, its OpenAPI v3 document)
+        self._openapi_cache: dict[str, tuple[str, Obj | None]] = {}
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
 
@@ -153,37 +164,49 @@ class ApiServer:
                 return await self._watch(request, rt, namespace, route.name)
             if route.name is None:
                 return self._list(request, rt, namespace)
+            if route.subresource == "log" and rt.plural == "pods" and not rt.group:
+                return await self._pod_log(request, rt, namespace or "", route.name)
             if route.subresource and route.subresource not in rt.subresources:
                 raise ApiError.no_route()
             obj = self.store.get(rt, namespace or "", route.name)
             return self._object_response(request, rt, obj)
         if method == "POST" and route.name is None:
-            body, warnings = await self._admit(rt, namespace or "", await self._body(request), dry_run)
+            body = await self._body(request)
+            warnings = self._check_fields(request, rt, body)
+            body, admitted = await self._admit(rt, namespace or "", body, dry_run)
             obj = self.store.create(rt, namespace or "", body, dry_run=dry_run)
-            response = _json(obj, 201)
-            for warning in warnings:  # as the real server relays admission warnings
-                response.headers.add("Warning", '299 - "' + warning.replace('"', "'") + '"')
-            return response
+            return _warned(_json(obj, 201), warnings + admitted)  # admission warnings are relayed too
         if method == "PUT" and route.name is not None:
-            obj = self.store.replace(
-                rt, namespace or "", route.name, await self._body(request), route.subresource, dry_run=dry_run
-            )
-            return _json(obj)
+            body = await self._body(request)
+            warnings = self._check_fields(request, rt, body)
+            obj = self.store.replace(rt, namespace or "", route.name, body, route.subresource, dry_run=dry_run)
+            return _warned(_json(obj), warnings)
         if method == "PATCH" and route.name is not None:
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            body = await self._body(request)
+            # a JSON patch names paths, not fields: the real server checks it after applying; not done here
+            warnings = [] if content_type == "application/json-patch+json" else self._check_fields(request, rt, body)
             obj = self.store.patch(
-                rt,
-                namespace or "",
-                route.name,
-                content_type,
-                await self._body(request),
-                route.subresource,
-                dry_run=dry_run,
+                rt, namespace or "", route.name, content_type, body, route.subresource, dry_run=dry_run
             )
-            return _json(obj)
+            return _warned(_json(obj), warnings)
         if method == "DELETE":
             return await self._delete(request, rt, namespace, route.name, dry_run)
         raise ApiError.method_not_allowed()
+
+    def _check_fields(self, request: web.Request, rt: ResourceType, body: Any) -> list[str]:
+        """Server-side field validation (``fieldValidation``: Strict refuses unknown fields, Warn, the
+        default, warns of them, Ignore says nothing), against the schemas ``openapi.py`` serves."""
+        try:
+            directive = openapi.field_validation(request.query.get("fieldValidation"))
+        except ValueError as exc:
+            raise ApiError.bad_request(str(exc)) from exc
+        if directive == "Ignore":
+            return []
+        unknown = openapi.unknown_fields(rt, body)
+        if unknown and directive == "Strict":
+            raise ApiError.bad_request(openapi.strict_decoding_message(rt, unknown))
+        return [f'unknown field "{name}"' for name in unknown]
 
     async def _admit(self, rt: ResourceType, namespace: str, body: Any, dry_run: bool) -> tuple[Any, list[str]]:
         warnings: list[str] = []
@@ -198,6 +221,8 @@ class ApiServer:
         types = self.store.types()
         if path == "/version":
             return _json(discovery.VERSION)
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            return self._openapi(path.removeprefix("/openapi/v3").strip("/"), types)
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
         if path == "/api":
@@ -221,6 +246,32 @@ class ApiServer:
         if doc is None:
             raise ApiError.no_route()
         return _json(doc)
+
+    def _openapi(self, gv: str, types: list[ResourceType]) -> web.Response:
+        """``/openapi/v3`` (the index, each document's URL carrying its hash) or one group-version's document."""
+        if gv:
+            doc = self._openapi_document(gv, types)
+            if doc is None:
+                raise ApiError.no_route()
+            return _json(doc)
+        index = {}
+        for path in sorted({openapi.gv_path(rt) for rt in types}):
+            doc = self._openapi_document(path, types)
+            if doc is not None:
+                index[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={openapi.document_hash(doc)}"}
+        return _json({"paths": index})
+
+    def _openapi_document(self, gv: str, types: list[ResourceType]) -> Obj | None:
+        chosen = [rt for rt in types if openapi.gv_path(rt) == gv]
+        key = json.dumps(
+            [[rt.group, rt.version, rt.plural, rt.kind, rt.namespaced, rt.subresources, rt.schema] for rt in chosen],
+            sort_keys=True,
+        )
+        cached = self._openapi_cache.get(gv)
+        if cached is None or cached[0] != key:
+            cached = (key, openapi.group_version_document(chosen, gv))
+            self._openapi_cache[gv] = cached
+        return cached[1]
 
     async def _body(self, request: web.Request) -> Any:
         if request.headers.get("Content-Type", "").startswith("application/vnd.kubernetes.protobuf"):
@@ -382,6 +433,49 @@ class ApiServer:
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response
+
+    async def _pod_log(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.StreamResponse:
+        """``GET pods/{name}/log``: the kubelet's file for the container instance asked for (``podlogs``)."""
+        pod = self.store.get(rt, namespace, name)
+        query = request.query
+        container = podlogs.choose_container(pod, query.get("container"))
+        if self.pod_logs_dir is None or not (pod.get("spec") or {}).get("nodeName"):
+            raise ApiError.bad_request(
+                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+            )
+        path = podlogs.log_file(self.pod_logs_dir, pod, container, query.get("previous") in _TRUE)
+        data = podlogs.read(path, query)
+        if query.get("follow") not in _TRUE or query.get("previous") in _TRUE:
+            return web.Response(body=data, content_type="text/plain")
+        response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        limit = podlogs.limit_of(query)
+        sent, offset = len(data), path.stat().st_size
+        with contextlib.suppress(ConnectionError):
+            await response.write(data)
+            while (limit is None or sent < limit) and not self._stopping.is_set():
+                current = self._find(rt, namespace, name)
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    more = f.read()
+                offset += len(more)
+                if more:
+                    more = more[: limit - sent] if limit is not None else more
+                    sent += len(more)
+                    await response.write(more)
+                elif current is None or podlogs.instance_ended(current, container, path):
+                    break
+                else:
+                    await asyncio.sleep(0.2)
+            await response.write_eof()
+        return response
+
+    def _find(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
+        try:
+            return self.store.get(rt, namespace, name)
+        except ApiError:
+            return None
 
     # -- deletes --------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ From a shell::
 
     python -m frwatch_operator.localcluster.cluster up      # prints `export KUBECONFIG=...`; Ctrl-C stops
     python -m frwatch_operator.localcluster.cluster down    # stops the one `up` started (another shell)
+(``updown.py``: several clusters can run side by side; ``down`` stops the right one.)
 
 What runs (every process's output in ``cluster.logs_dir``):
 
@@ -28,12 +29,10 @@ What runs (every process's output in ``cluster.logs_dir``):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import contextlib
 import importlib.util
-import json
 import logging
 import os
 import shutil
@@ -55,6 +54,7 @@ from frwatch_operator.localcluster.admission import install_webhook_admission
 from frwatch_operator.localcluster.apiserver import ApiServerHandle, start_apiserver
 from frwatch_operator.localcluster.client import Api, ApiStatusError, ns_path
 from frwatch_operator.localcluster.jobcontroller import JobController
+from frwatch_operator.localcluster.kubectl import kubectl_path
 from frwatch_operator.localcluster.kubelet import Kubelet, NodeSpec
 from frwatch_operator.localcluster.objectstore import ObjectStore
 from frwatch_operator.localcluster.podsecurity import install_pod_security
@@ -66,7 +66,6 @@ HERE = Path(__file__).resolve().parent
 #: frwatch's own CRDs in a checkout (operator/frwatch_operator/localcluster -> <checkout>/crds)
 CHECKOUT_CRDS = HERE.parents[2] / "crds"
 DEFAULT_NODES = ("node-a", "node-b")
-STATE_FILE = Path("/tmp/frwatch-localcluster/current.json")
 MWC_NAME = "frwatch-local"
 #: the operator's own namespace (the chart's): the remediation breaker keeps its ConfigMap there
 OPERATOR_NAMESPACE = "frwatch-system"
@@ -189,6 +188,7 @@ class LocalCluster:
             self.logs_dir.mkdir(parents=True, exist_ok=True)
             self.apiserver = start_apiserver()
             self.apiserver.write_kubeconfig(self.kubeconfig)
+            self.apiserver.server.pod_logs_dir = self.logs_dir / "pods"  # `kubectl logs` reads the kubelet's files
             install_webhook_admission(self.apiserver)
             install_pod_security(self.apiserver)  # after the webhooks, as the real plugin judges the result
             self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
@@ -394,12 +394,15 @@ class LocalCluster:
         frwatch = Path(sys.executable).parent / "frwatch"
         env = {**_base_env(), **self.frwatch_env()}
         log = open(self.logs_dir / "frwatch-operator.log", "ab")  # noqa: SIM115 - handed to the child
-        self.operator = subprocess.Popen(
+        proc = subprocess.Popen(
             [str(frwatch), "operator"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
         log.close()
-        return self.operator
+        restarted = f", restarted {self.operator_restarts}x" if self.operator_restarts else ""
+        self.operator_status = f"running (pid {proc.pid}{restarted})"
+        self.operator = proc  # published last: whoever sees the new process sees its status and count too
+        return proc
 
     def _supervise_operator(self) -> None:
         """Restart the operator if it dies, as a Deployment would (it resumes from the Incidents' status),
@@ -422,8 +425,7 @@ class LocalCluster:
             time.sleep(1.0)
             if self._stopping:
                 return
-            restarted = self._spawn_operator()
-            self.operator_status = f"running (pid {restarted.pid}, restarted {self.operator_restarts}x)"
+            self._spawn_operator()
 
     # -- for users and tests -------------------------------------------------------------------------
 
@@ -432,7 +434,7 @@ class LocalCluster:
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this cluster (``--kubeconfig``); raises with its stderr on failure when ``check``."""
         proc = subprocess.run(
-            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args], input=stdin, capture_output=True,
+            [kubectl_path(), f"--kubeconfig={self.kubeconfig}", *args], input=stdin, capture_output=True,
             text=True, timeout=timeout, env={**os.environ, "KUBECACHEDIR": str(self.workdir / "kubectl-cache")},
         )  # fmt: skip
         if check and proc.returncode != 0:
@@ -477,82 +479,7 @@ def _stop_process(proc: subprocess.Popen[bytes], grace: float) -> None:
         proc.wait(timeout=10)
 
 
-# -- `python -m frwatch_operator.localcluster.cluster up|down` -------------------------------------------
-
-
-def _up(args: argparse.Namespace) -> int:
-    workdir = Path(args.workdir) if args.workdir else None
-    cluster = LocalCluster(
-        workdir,
-        [n for n in args.nodes.split(",") if n],
-        start_operator=not args.no_operator,
-        keep_workdir=True,
-    )
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    cluster.start()
-    STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-    STATE_FILE.write_text(
-        json.dumps({"pid": os.getpid(), "workdir": str(cluster.workdir), "url": cluster.url})
-    )
-    print(
-        f"frwatch local cluster up: API {cluster.url}, S3 {cluster.store.endpoint if cluster.store else '-'}"
-    )
-    print(f"  nodes: {', '.join(n if isinstance(n, str) else n.name for n in cluster.nodes)}")
-    print(f"  operator: {cluster.operator_status}")
-    print(f"  operator metrics: {cluster.metrics_url}")
-    print(f"  logs: {cluster.logs_dir}")
-    print(f"  export KUBECONFIG={cluster.kubeconfig}")
-    print("  stop: Ctrl-C, or `python -m frwatch_operator.localcluster.cluster down`", flush=True)
-    try:
-        stop.wait()
-    finally:
-        cluster.stop()
-        STATE_FILE.unlink(missing_ok=True)
-        print("frwatch local cluster stopped", flush=True)
-    return 0
-
-
-def _down(_args: argparse.Namespace) -> int:
-    try:
-        state = json.loads(STATE_FILE.read_text())
-    except (OSError, ValueError):
-        print(f"no local cluster is up (no state file at {STATE_FILE})", file=sys.stderr)
-        return 1
-    pid = int(state["pid"])
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        STATE_FILE.unlink(missing_ok=True)
-        print(f"the local cluster's process {pid} is gone; state cleared", file=sys.stderr)
-        return 0
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            print(f"local cluster (pid {pid}) stopped; logs kept in {state['workdir']}/logs")
-            return 0
-        time.sleep(0.2)
-    print(f"the local cluster (pid {pid}) did not stop within 60 s", file=sys.stderr)
-    return 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m frwatch_operator.localcluster.cluster", description=__doc__.split("\n")[0]
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start the local cluster in the foreground (Ctrl-C stops it)")
-    up.add_argument("--workdir", help="folder for state and logs (default: a new temporary folder, kept)")
-    up.add_argument("--nodes", default=",".join(DEFAULT_NODES), help="comma-separated node names")
-    up.add_argument("--no-operator", action="store_true", help="do not start `frwatch operator`")
-    sub.add_parser("down", help="stop the cluster `up` started")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return _up(args) if args.command == "up" else _down(args)
-
-
 if __name__ == "__main__":
+    from frwatch_operator.localcluster.updown import main
+
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Legacy (non-aggregated) discovery documents: /api, /api/v1, /apis, /apis/G, /apis/G/V, /version.
 
-kubectl 1.32 asks for aggregated discovery first and falls back to these when the answer is plain
+kubectl asks for aggregated discovery first and falls back to these when the answer is plain
 ``application/json``.
 """
 
@@ -12,12 +12,12 @@ from frwatch_operator.localcluster.resources import ResourceType
 
 VERSION = {
     "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.0-frwatch-emulator",
+    "minor": "36",
+    "gitVersion": "v1.36.0-frwatch-emulator",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "go1.23.0",
+    "goVersion": "go1.24.0",
     "compiler": "gc",
     "platform": "linux/amd64",
 }

@@ -27,7 +27,8 @@ What it does, as the real ones do (talking to the API over HTTP only):
 
 What it does not: images (see ``podspec``), resource limits and ``OOMKilled``, probes (a running
 container is ready), networking beyond loopback (every pod shares the host's ports: a server in a pod
-binds its pod IP, from the downward API ``status.podIP``), ephemeral containers, ``kubectl logs``/``exec`` (logs are files: ``logs_dir``).
+binds its pod IP, from the downward API ``status.podIP``), ephemeral containers, ``kubectl exec``. Each container instance's output is a file in ``logs_dir``
+(``podlogs``: the real kubelet's layout), which the emulator serves as ``kubectl logs``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from frwatch_operator.localcluster import podspec
+from frwatch_operator.localcluster import podlogs, podspec
 from frwatch_operator.localcluster.client import Api, Informer, now, ns_path
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class NodeSpec:
 class ContainerRun:
     spec: Obj
     role: str  # "init" | "sidecar" | "main"
-    log_path: Path
+    log_dir: Path  #: one file per instance in it (``podlogs``)
     term_path: Path
     proc: subprocess.Popen[bytes] | None = None
     restart_count: int = 0
@@ -89,6 +90,11 @@ class ContainerRun:
     @property
     def name(self) -> str:
         return str(self.spec.get("name") or "")
+
+    @property
+    def log_path(self) -> Path:
+        """This instance's output (``kubectl logs``; the one before it is ``--previous``)."""
+        return self.log_dir / f"{self.restart_count}.log"
 
     @property
     def running(self) -> bool:
@@ -292,7 +298,7 @@ class Kubelet:
             "addresses": [{"type": "InternalIP", "address": HOST_IP}, {"type": "Hostname", "address": node.name}],
             "capacity": capacity,
             "allocatable": capacity,
-            "nodeInfo": {"kubeletVersion": "v1.32.0-frwatch-local", "operatingSystem": "linux", "architecture": "amd64",
+            "nodeInfo": {"kubeletVersion": "v1.36.0-frwatch-local", "operatingSystem": "linux", "architecture": "amd64",
                          "containerRuntimeVersion": "frwatch-local://processes", "osImage": "frwatch local cluster",
                          "kernelVersion": os.uname().release, "kubeProxyVersion": "", "machineID": node.name,
                          "systemUUID": node.name, "bootID": node.name},
@@ -416,10 +422,8 @@ class Kubelet:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
 
         def container(c: Obj, role: str) -> ContainerRun:
-            log = self.logs_dir / f"{meta['namespace']}_{meta['name']}_{c['name']}.log"
-            return ContainerRun(
-                spec=c, role=role, log_path=log, term_path=pod_dir / "termination" / c["name"]
-            )
+            logs = podlogs.container_dir(self.logs_dir, meta["namespace"], meta["name"], meta["uid"], c["name"])
+            return ContainerRun(spec=c, role=role, log_dir=logs, term_path=pod_dir / "termination" / c["name"])
 
         inits = [
             container(c, "sidecar" if podspec.is_sidecar(c) else "init")
@@ -529,11 +533,9 @@ class Kubelet:
             if wanted.is_dir():
                 cwd = wanted
         c.term_path.unlink(missing_ok=True)
+        c.log_path.parent.mkdir(parents=True, exist_ok=True)
+        logger.info("%s/%s %s on %s: %s (output: %s)", run.namespace, run.name, c.name, run.node, argv, c.log_path)
         with open(c.log_path, "ab") as log:
-            log.write(
-                f"# frwatch local kubelet {now()}: {run.namespace}/{run.name} {c.name} on {run.node}: {argv}\n".encode()
-            )
-            log.flush()
             c.proc = subprocess.Popen(
                 argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -148,6 +148,10 @@ class ObjectStore:
             "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
             "actions": ["Admin", "Read", "List", "Tagging", "Write"],
         }, *self.identities]}))  # fmt: skip
+        # weed puts its log files and local sockets in the temp dir (Go's os.TempDir, $TMPDIR, or /tmp for
+        # the sockets named below): keep them in the store's own folder instead of leaving them in /tmp
+        tmp = self.workdir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
         if not self.base:  # a restart keeps its ports: clients keep their endpoint
             self.base = pick_base()
         b = self.base
@@ -156,12 +160,14 @@ class ObjectStore:
             f"-master.port={b}", f"-volume.port={b + 1}", f"-filer.port={b + 2}", f"-s3.port={b + 3}",
             f"-admin.port={b + 4}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
             f"-s3.config={identities}", "-admin.ui=false", f"-bucket={self.bucket}", "-master.telemetry=false",
+            f"-s3.localSocket={tmp / 's3.sock'}", f"-filer.localSocket={tmp / 'filer.sock'}",
         ]  # fmt: skip
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=log, start_new_session=True, cwd=self.workdir
-            )
+                cmd, stdout=log, stderr=log, start_new_session=True, cwd=self.workdir,
+                env={**os.environ, "TMPDIR": str(tmp)},
+            )  # fmt: skip
         (self.state_dir / f"{self.proc.pid}.json").write_text(
             json.dumps({"pid": self.proc.pid, "owner": os.getpid(), "dir": str(data)})
         )

@@ -11,9 +11,9 @@ master`` on the master), an owner reference to the job, the pod ``restartPolicy`
 ``RANK`` (master 0, worker i -> i+1), ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_NNODES``.
 
 It keeps ``status`` as the real one: conditions ``Created``, ``Running`` (the master runs; without a
-master, a worker), ``Restarting``, ``Succeeded`` (every master pod succeeded; without a master, every
-worker), ``Failed`` (``PyTorchJob ns/name has failed because N Worker replica(s) failed.``), with the
-real reasons (``PyTorchJobCreated`` ...) and the real replacement rules (Running and Restarting replace
+master, a worker), ``Restarting``, ``Succeeded`` (every master pod succeeded, the workers may still be
+running; without a master, every worker), ``Failed`` (``PyTorchJob ns/name has failed because N Worker
+replica(s) failed.``), with the real reasons (``PyTorchJobCreated`` ...) and the real replacement rules (Running and Restarting replace
 each other; a terminal condition turns Running False), ``replicaStatuses``, ``startTime``,
 ``completionTime``; and Events (``SuccessfulCreatePod``, ``ExitedWithCode``, ``PyTorchJobFailed`` ...).
 

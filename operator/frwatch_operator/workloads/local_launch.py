@@ -163,6 +163,7 @@ def run_local_job(
     timeout_s: float = 4.0,
     extra_args: Sequence[str] = (),
     deadline_s: float = 60.0,
+    end_grace_s: float | None = None,
     separate_dirs: bool = False,
     python: str = sys.executable,
 ) -> LocalJobResult:
@@ -172,6 +173,10 @@ def run_local_job(
     do; the ranks then learn of a failure through the job's TCPStore only (no shared flag file).
     Returns when every rank has ended, or at `deadline_s`, when the ranks still running (and anything they
     started) are killed with SIGKILL and marked `killed_at_deadline`.
+    `end_grace_s`: also kill them (the same way) this long after the job settled: a rank has ended and every
+    other one has ended or written its dump (as a launcher tears a failed job down once its evidence is
+    written). That moment is a sign the ranks give, whatever the machine's load; the deadline stays the
+    bound for a job that never settles.
     """
     scenario = Scenario(scenario)
     dump_dir = Path(dump_dir)
@@ -207,12 +212,22 @@ def run_local_job(
                     start_new_session=True,  # its own process group: the deadline kills all it started
                 )
             )
+        settled_at: float | None = None
+        while any(proc.poll() is None for proc in procs):
+            now = time.monotonic()
+            if now - started >= deadline_s:
+                break
+            if end_grace_s is not None:
+                ended = [proc.poll() is not None for proc in procs]
+                dumped = [(rank_dirs[r] / f"{DUMP_FILE_PREFIX}{r}").is_file() for r in range(world_size)]
+                if any(ended) and all(e or d for e, d in zip(ended, dumped, strict=True)):
+                    settled_at = settled_at if settled_at is not None else now
+                    if now - settled_at >= end_grace_s:
+                        break
+            time.sleep(0.05)
         killed: set[int] = set()
         for rank, proc in enumerate(procs):
-            left = deadline_s - (time.monotonic() - started)
-            try:
-                proc.wait(timeout=max(left, 0.0))
-            except subprocess.TimeoutExpired:
+            if proc.poll() is None:
                 killed.add(rank)
                 _kill_group(proc)
                 proc.wait()

@@ -228,10 +228,17 @@ def incident_crd() -> Schema:
             "description": "The verdict's category.",
         },
         {
+            "name": "Kind",
+            "type": "string",
+            "jsonPath": ".status.verdict.kindText",
+            "description": "What the culprits did, in words (e.g. 'CPU-stuck', 'crashed (exit 1, Error)').",
+        },
+        {
             "name": "Suspects",
             "type": "string",
             "jsonPath": ".status.suspects",
-            "description": "Culprit ranks and their nodes in a few words (e.g. 'rank 1 on node-b').",
+            "description": "Culprit ranks in a few words: with their suspect nodes for a hardware-class verdict "
+            "('rank 1 on node-b'), else where they ran ('rank 1 ran on node node-b').",
         },
         {
             "name": "Nodes",
@@ -245,6 +252,13 @@ def incident_crd() -> Schema:
             "type": "integer",
             "jsonPath": ".status.counts.dumpedRanks",
             "description": "Ranks whose dump reached the store.",
+            "priority": 1,
+        },
+        {
+            "name": "Verdict",
+            "type": "string",
+            "jsonPath": ".status.verdict.short",
+            "description": "The verdict in at most 120 characters.",
             "priority": 1,
         },
         {

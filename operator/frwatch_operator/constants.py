@@ -100,6 +100,10 @@ ENV_JOB_ATTEMPT: Final = "FRWATCH_JOB_ATTEMPT"  #: literal: the job attempt when
 #: On a PyTorchJob, kept by the operator: the attempt number pods created from now on belong to (default "0").
 #: The operator bumps it when it opens an Incident for the current attempt.
 ANN_ATTEMPT: Final = PREFIX + "attempt"
+#: On a PyTorchJob, kept by the operator: "attempt <N>: ..." while frwatch attempt N of the job runs without
+#: capture (its pods were created before capture was enabled, or while the webhook could not inject them);
+#: gone once a pod of a later attempt is seen injected (frwatch_operator.capture_gaps).
+ANN_NOT_CAPTURED: Final = PREFIX + "not-captured"
 #: On a PyTorchJob, kept by the operator: "<attempt>@<RFC 3339>", when the first pod of that attempt was
 #: created. A job Failed/Restarting condition counts for the current attempt only when it is later
 #: (frwatch_operator.job_failure).

@@ -63,6 +63,7 @@ class Kube:
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -188,6 +189,38 @@ class Kube:
             return None
         raw = (secret.data or {}).get(key)
         return base64.b64decode(raw).decode().strip() if raw else None
+
+    # --- the leader election's Lease (frwatch_operator.leader_election) ----------------------------------
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            lease = self._call(
+                f"read Lease {namespace}/{name}", lambda: self.coordination.read_namespaced_lease(name, namespace)
+            )
+        except NotFoundError:
+            return None
+        return dict(self.api.sanitize_for_serialization(lease))
+
+    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        """Create the Lease; False on a 409 (another replica created it first)."""
+        return self._lease_write(
+            f"create Lease {namespace}", lambda: self.coordination.create_namespaced_lease(namespace, dict(body))
+        )
+
+    def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> bool:
+        """Replace the Lease at the resourceVersion in ``body``; False on a 409 (it changed since)."""
+        return self._lease_write(
+            f"replace Lease {namespace}/{name}",
+            lambda: self.coordination.replace_namespaced_lease(name, namespace, dict(body)),
+        )
+
+    def _lease_write(self, what: str, fn: Callable[[], object]) -> bool:
+        try:
+            self._call(what, fn)
+        except RetryableError as exc:
+            if _conflict(exc):
+                return False
+            raise
+        return True
 
     # --- events -----------------------------------------------------------------------------------------
     def post_event(self, about: ObjectRef, notice: Notice) -> bool:

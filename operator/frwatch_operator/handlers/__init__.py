@@ -22,6 +22,7 @@ import kopf
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.kube import Kube
+from frwatch_operator.leader_election import Alone, Leadership
 from frwatch_operator.metrics import Metrics
 from frwatch_operator.observations import Observations
 from frwatch_operator.s3store import S3Store
@@ -42,6 +43,8 @@ class Deps:
     s3: S3Store
     #: The operator's Prometheus metrics: handlers make one call each where something happens.
     metrics: Metrics = field(default_factory=Metrics)
+    #: Whether this replica drives the Incidents (the timers ask; every replica watches and serves the webhook).
+    leader: Leadership = field(default_factory=Alone)
 
 
 def translate_errors(fn: F) -> F:

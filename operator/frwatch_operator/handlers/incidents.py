@@ -484,4 +484,5 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     )  # fmt: skip
     @translate_errors
     def incident_timer(body: kopf.Body, **_: Any) -> None:
-        drive(deps, body)
+        if deps.leader.leading():  # one replica drives; the others' timers pass
+            drive(deps, body)

@@ -248,6 +248,13 @@ def incident_crd() -> Schema:
             "priority": 1,
         },
         {
+            "name": "Attempt",
+            "type": "string",
+            "jsonPath": ".spec.attempt",
+            "description": "The job attempt that failed (the job's frwatch.io/attempt is then the next one).",
+            "priority": 1,
+        },
+        {
             "name": "Dumps",
             "type": "integer",
             "jsonPath": ".status.counts.dumpedRanks",

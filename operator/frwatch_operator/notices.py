@@ -47,7 +47,7 @@ def policy_invalid(name: str, problem: str) -> Notice:
 def incident_opened(incident: str, attempt: str, trigger: str, deadline_s: int) -> Notice:
     """Deterministic for one Incident (its first trigger, its deadline): posted once, even across restarts."""
     following = next_attempt(attempt, attempt)
-    bump = f"; pods created from now on belong to attempt {following}" if following else ""
+    bump = f"; pods created from now on belong to attempt {following} (the job's frwatch.io/attempt)" if following else ""
     return Notice(
         "Warning",
         "IncidentOpened",

@@ -60,7 +60,7 @@ def test_an_older_verdict_without_short_gets_its_headline_cut_to_fit_with_its_ki
     said = words(v, FOUR)
     assert said.kind is CulpritKind.cpu_stuck and said.kind_text == "CPU-stuck"
     assert len(said.short) <= 120 and said.short.startswith("CPU-stuck: rank 1 never enqueued")
-    assert said.short.endswith("…")
+    assert said.short.endswith("...")
 
 
 def test_a_software_verdict_names_no_suspect_node_but_where_the_culprit_ran() -> None:

@@ -360,7 +360,7 @@ def _report(
         kube.annotate_training_job(
             view.namespace,
             view.spec.job_ref,
-            job_annotations(verdict, incident=view.name, report=report, observed=seen),
+            job_annotations(verdict, incident=view.name, report=report, observed=seen, attempt=view.spec.attempt),
         )
         for spec in said:
             kube.post_event(event_object(spec, about=job_ref, incident_uid=view.uid, now=now))

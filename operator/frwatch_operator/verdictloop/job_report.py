@@ -149,7 +149,7 @@ def verdict_line(verdict: Verdict) -> str:
 
 
 def job_annotations(
-    verdict: Verdict, *, incident: str, report: str, observed: IncidentObserved | None = None
+    verdict: Verdict, *, incident: str, report: str, observed: IncidentObserved | None = None, attempt: str = ""
 ) -> dict[str, str | None]:
     """The job's ``frwatch.io/*`` annotations (a merge patch: None removes a stale value of an earlier
     incident, e.g. suspects the new verdict does not have). Suspect nodes only for a hardware-class verdict:
@@ -162,6 +162,7 @@ def job_annotations(
         c.ANN_SUSPECT_NODES: (comma_list(verdict.suspect_nodes) or None) if verdict.hardware_class else None,
         c.ANN_REPORT: report,
         c.ANN_INCIDENT: incident,
+        c.ANN_INCIDENT_ATTEMPT: attempt or None,
     }
 
 

@@ -21,7 +21,7 @@ from frwatch_operator.observed_facts import ClusterView, ranges_text
 from frwatch_operator.resources import IncidentObserved
 
 #: ``kubectl describe`` (1.32, measured on the local cluster) prints ``frwatch.io/verdict: <value>`` on one line
-#: up to a value of 120 characters, moves longer values to the next line and cuts them at 138 with ``...``.
+#: up to a value of 120 bytes, moves longer values to the next line and cuts them at 138 with ``...``.
 SHORT_MAX = 120
 #: At most this many next steps are shown (the analyzer recommends two or three).
 STEPS_MAX = 3
@@ -42,9 +42,10 @@ KIND_WORDS: dict[CulpritKind, str] = {
 
 
 def flat(text: str, limit: int) -> str:
-    """One line (whitespace collapsed), cut with ``…`` past ``limit`` characters."""
+    """One line (whitespace collapsed), cut with ``...`` past ``limit`` characters (ASCII: kubectl counts
+    bytes, and the analyzer's ``short`` cuts the same way)."""
     line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+    return line if len(line) <= limit else line[: limit - 3].rstrip() + "..."
 
 
 def kind_of(verdict: Verdict) -> CulpritKind | None:

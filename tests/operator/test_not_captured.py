@@ -9,6 +9,7 @@ from typing import Any
 from harness import Cluster, eventually
 
 from frwatch_operator import constants as c
+from frwatch_operator.detection import attempt_of
 
 
 def annotations(cluster: Cluster, job: str) -> dict[str, str]:
@@ -50,7 +51,11 @@ def test_opting_in_a_running_job_says_this_attempt_is_not_captured_and_the_next_
     for name in running:
         cluster.exited(name, exit_code=1)
         cluster.delete_pod(name)
-    recreated = cluster.create_pods(op, cluster.job("late"), 2)
+    job = cluster.job("late")
+    # the webhook learns the new attempt from its watch: the sign is its own answer for a new pod
+    eventually(lambda: attempt_of(op.admit(cluster.pod_body(job, 0), cluster.namespace)) == "1",
+               "the webhook giving new pods attempt 1")  # fmt: skip
+    recreated = cluster.create_pods(op, job, 2)
     assert all(injected(cluster.pod(p)) for p in recreated)
     for name in recreated:
         cluster.running(name)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import kopf
 
+from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.kube import Kube
@@ -43,6 +44,8 @@ class Deps:
     s3: S3Store
     #: The operator's Prometheus metrics: handlers make one call each where something happens.
     metrics: Metrics = field(default_factory=Metrics)
+    #: The agents' key ring (``agentkeys_kube`` keeps it): tokens injected by the webhook, sent to agents.
+    agent_keys: AgentKeys | None = None
     #: Whether this replica drives the Incidents (the timers ask; every replica watches and serves the webhook).
     leader: Leadership = field(default_factory=Alone)
 

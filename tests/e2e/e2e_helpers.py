@@ -87,6 +87,16 @@ class Target:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.diagnostics()}") from None
 
+    def reported_incident(self, name: str, timeout: float = 30) -> Obj:
+        """The job's one Incident once Reported (the verdict loop annotates the job first, then writes the
+        Incident's status: the annotation alone does not mean the status is written)."""
+        def reported() -> Obj | None:
+            found = self.incidents(name)
+            assert len(found) <= 1, [i["metadata"]["name"] for i in found]
+            return found[0] if found and (found[0].get("status") or {}).get("phase") == "Reported" else None
+
+        return wait_for(reported, timeout, f"{name}'s Incident Reported")  # type: ignore[no-any-return]
+
     def diagnostics(self) -> str:
         """What the local cluster's operator did (its status and log tail), for a failure message."""
         if self.local is None:

@@ -29,7 +29,7 @@ def test_skipped_collective_gives_a_software_verdict_and_no_cordon(target: Targe
     assert f"rank 1 ran on node {node}" in said and "no node is suspect" in said
     assert len(ann[c.ANN_VERDICT]) <= 120  # whole in kubectl describe
     assert ann[c.ANN_REPORT].startswith("s3://")
-    [incident] = target.incidents(name)
+    incident = target.reported_incident(name)
     assert ann[c.ANN_INCIDENT] == incident["metadata"]["name"]
     verdict = incident["status"]["verdict"]  # the verdict in words outlives the Events
     assert verdict["short"] == ann[c.ANN_VERDICT] and verdict["kind"] in SOFTWARE_KINDS, verdict

@@ -228,18 +228,39 @@ def incident_crd() -> Schema:
             "description": "The verdict's category.",
         },
         {
+            "name": "Kind",
+            "type": "string",
+            "jsonPath": ".status.verdict.kindText",
+            "description": "What the culprits did, in words (e.g. 'CPU-stuck', 'crashed (exit 1, Error)').",
+        },
+        {
             "name": "Suspects",
             "type": "string",
             "jsonPath": ".status.suspects",
-            "description": "Culprit ranks and their nodes in a few words (e.g. 'rank 1 on node-b').",
+            "description": "Culprit ranks in a few words: with their suspect nodes for a hardware-class verdict "
+            "('rank 1 on node-b'), else where they ran ('rank 1 ran on node node-b').",
         },
         # no Nodes column over .status.suspectNodes: a printer column shows one scalar (an array prints raw,
         # and a CRD's jsonPath must stay simple), and Suspects already names the nodes ('rank 1 on node-b')
+        {
+            "name": "Attempt",
+            "type": "string",
+            "jsonPath": ".spec.attempt",
+            "description": "The job attempt that failed (the job's frwatch.io/attempt is then the next one).",
+            "priority": 1,
+        },
         {
             "name": "Dumps",
             "type": "integer",
             "jsonPath": ".status.counts.dumpedRanks",
             "description": "Ranks whose dump reached the store.",
+            "priority": 1,
+        },
+        {
+            "name": "Verdict",
+            "type": "string",
+            "jsonPath": ".status.verdict.short",
+            "description": "The verdict in at most 120 characters.",
             "priority": 1,
         },
         {

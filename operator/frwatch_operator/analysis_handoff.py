@@ -22,6 +22,14 @@ HOOK_NAME = "start_analysis"
 NOT_WIRED = "analysis not wired yet"
 #: Incident condition recording the hand-off (True: start_analysis accepted it; False: not wired).
 CONDITION = "AnalysisRequested"
+#: The hand-off's reason when collection ended ``EveryRankExited``: no dump at all, every rank's pod failed.
+#: start_analysis is not called (an analyzer Job would have nothing to align); the verdict loop reports the
+#: exits the cluster showed instead.
+NOTHING_TO_ALIGN = "NothingToAlign"
+NOTHING_TO_ALIGN_MESSAGE = (
+    "every rank's pod ended with a failed exit before any dump: no analyzer Job (nothing to align); the "
+    "verdict is the exits the cluster showed"
+)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,11 @@ Inputs are what the operator read this pass: the keys under the attempt's root (
 ``pods/<pod>.json``), the pod records the agents wrote (which ranks each pod really dumped, and on which
 node), and the operator's own view of the attempt's pods (:class:`~frwatch_operator.detection.PodFacts`:
 node, static ranks, how their containers ended, deleted or not). Collection is done when every expected
-rank's dump is in the store, or at the deadline (then the manifest says who is missing and why).
+rank is accounted for: its dump is in the store, or the pod that held it is settled (gone, or its training
+containers and its agent all ended: the agent drains every dump before it exits, so nothing more can come)
+without a dump of it. Ranks still running keep collection open until the deadline (then the manifest says
+who is missing and why). The pods are read before the store is listed (:func:`settled_ranks`), so a dump
+an agent uploaded before it exited is always in the listing that follows.
 
 The store is written by tenant-reachable processes: a pod record is evidence of which ranks a pod dumped,
 never of where it ran. Only pods the operator saw through the Kubernetes API enter the manifest, always
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from frwatch_analyzers.layout import MANIFEST, PODS_DIR, RANKS_DIR, AttemptKey
-from frwatch_analyzers.manifest import Manifest, PodRecord, RankRecord
+from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
 from frwatch_operator.detection import FailureKind, PodFacts
 from frwatch_operator.jobkinds import MAX_WORLD_SIZE
 
@@ -30,6 +34,14 @@ _RANK_KEY = re.compile(r"(\d{1,12})\.(pickle|json)")
 MAX_POD_RECORD_BYTES = 1024 * 1024
 #: How many store problems one Event or condition names (the rest are counted).
 ISSUES_SHOWN = 4
+
+# Reasons of the Incident's ``Collected`` condition: how collection ended.
+ALL_DUMPED = "AllRanksDumped"  #: every rank's dump is in the store
+ACCOUNTED = "AllRanksAccounted"  #: the ranks without a dump all had their pod end (settled) before the deadline
+#: No rank dumped and every rank's pod ended with a failed exit: a crash before any collective hung, nothing
+#: to align (the verdict loop runs no analyzer Job for it).
+EVERY_RANK_EXITED = "EveryRankExited"
+DEADLINE = "DeadlineReached"  #: the deadline passed with ranks still missing
 
 
 @dataclass(frozen=True)
@@ -147,17 +159,36 @@ class Progress:
     missing: frozenset[int]  #: expected ranks without a dump (empty when the world size is unknown)
     done: bool
     deadline_reached: bool
+    #: Done before the deadline although ranks are missing: each one's pod settled without its dump.
+    accounted: bool = False
 
 
-def assess(expected: int | None, dumped: Iterable[int], now: datetime, deadline: datetime) -> Progress:
-    """Done when every expected rank dumped (world size known), else at the deadline."""
+def assess(
+    expected: int | None,
+    dumped: Iterable[int],
+    now: datetime,
+    deadline: datetime,
+    settled: frozenset[int] = frozenset(),
+) -> Progress:
+    """Done when every expected rank (world size known) dumped or is ``settled`` (its pod ended without
+    its dump: :func:`settled_ranks`), else at the deadline."""
     have = frozenset(dumped)
     if expected is not None:
         expected = min(expected, MAX_WORLD_SIZE)
     missing = frozenset(range(expected)) - have if expected is not None else frozenset()
     complete = expected is not None and not missing
+    accounted = expected is not None and bool(missing) and missing <= settled
     late = now >= deadline
-    return Progress(expected, have, missing, complete or late, late and not complete)
+    done = complete or accounted or late
+    return Progress(expected, have, missing, done, late and not (complete or accounted), accounted and not complete)
+
+
+def settled_ranks(pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]) -> frozenset[int]:
+    """The ranks whose pod is settled (:attr:`PodFacts.settled`): no dump of them can reach the store any
+    more. Read the pods *before* listing the store: an agent uploads its dumps before it exits."""
+    by_name = {p.name: p for p in pods}
+    settled = {name for name, facts in by_name.items() if facts.settled}
+    return frozenset(r for r, pod in rank_owners(by_name.values(), records).items() if pod in settled)
 
 
 def rank_owners(pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]) -> dict[int, str]:
@@ -204,6 +235,8 @@ def why_missing(rank: int, pod: PodFacts | None, record: StoredPodRecord | None,
                 parts.append(f"pod {name}: container {end.container} exited {end.exit_code} ({end.reason})")
     if pod is None or pod.deleted:
         parts.append(f"pod {name} was deleted before rank {rank}'s dump reached the store")
+    elif pod.settled:
+        parts.append(f"its agent drained and ended without a dump of rank {rank}")
     elif not parts:
         parts.append(f"pod {name} ({pod.phase or 'phase unknown'}) did not dump rank {rank} by the deadline")
     if asked:
@@ -288,3 +321,25 @@ def operator_pod_record(record: PodRecord, key: AttemptKey) -> bytes:
     body = {"writer": "operator", "namespace": key.namespace, "job": key.job, "job_uid": key.job_uid,
             "attempt": key.attempt, **record.model_dump(mode="json")}  # fmt: skip
     return json.dumps(body, indent=1, sort_keys=True).encode()
+
+
+def _failed_exit(end: ContainerEnd) -> bool:
+    return end.exit_code not in (None, 0) or end.reason == "OOMKilled"
+
+
+def exited_before_dump(manifest: Manifest) -> bool:
+    """Whether no rank dumped and the pod of every rank shows a training container that failed (a non-zero
+    exit or an OOM kill): the job crashed before any collective hung."""
+    if not manifest.ranks or any(r.dumped for r in manifest.ranks):
+        return False
+    failed = {p.pod for p in manifest.pods if any(_failed_exit(e) for e in p.ended)}
+    return all(r.pod in failed for r in manifest.ranks)
+
+
+def collected_reason(manifest: Manifest) -> str:
+    """The ``Collected`` condition's reason for a manifest."""
+    if manifest.deadline_reached:
+        return DEADLINE
+    if all(r.dumped for r in manifest.ranks):
+        return ALL_DUMPED
+    return EVERY_RANK_EXITED if exited_before_dump(manifest) else ACCOUNTED

@@ -244,6 +244,33 @@ class OperatorSettings(_Section):
         le=65535,
         description="Port of the Prometheus metrics GET /metrics (frwatch_operator.metrics); 0: off.",
     )
+    leader_election: bool = Field(
+        default=False,
+        description="Elect one replica to drive the Incidents (a coordination.k8s.io Lease; every replica "
+        "watches and serves the webhook). Needed with more than one replica; RBAC: get, create, update leases "
+        "in lease_namespace.",
+    )
+    lease_namespace: str = Field(
+        default="frwatch-system", description="Namespace of the leader election's Lease (the release namespace)."
+    )
+    lease_name: str = Field(
+        default="frwatch-leader", description="Name of the leader election's Lease (the chart's: <fullname>-leader)."
+    )
+    identity: str = Field(
+        default="",
+        description="This replica's name in the Lease (the chart: the pod's name); empty: host name and pid.",
+    )
+    lease_seconds: float = Field(
+        default=15.0, gt=0, description="A Lease not renewed for this long (seconds) may be taken over."
+    )
+    renew_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="The leader stops driving when its last renewal is this old (seconds; below lease_seconds).",
+    )
+    retry_seconds: float = Field(
+        default=2.0, gt=0, description="Seconds between two election rounds (renewals; below renew_seconds)."
+    )
 
 
 class AnalyzerSettings(_Section):

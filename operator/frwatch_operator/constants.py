@@ -24,6 +24,9 @@ ANN_SUSPECT_RANKS: Final = PREFIX + "suspect-ranks"  #: comma-separated global r
 ANN_SUSPECT_NODES: Final = PREFIX + "suspect-nodes"  #: comma-separated node names
 ANN_REPORT: Final = PREFIX + "report"  #: s3:// URL of report.txt
 ANN_INCIDENT: Final = PREFIX + "incident"  #: name of the Incident
+#: The attempt the verdict annotations are about (the Incident's spec.attempt); frwatch.io/attempt is then
+#: already the next one, the attempt of the pods created since the failure.
+ANN_INCIDENT_ATTEMPT: Final = PREFIX + "incident-attempt"
 
 # --- on pods ---------------------------------------------------------------------------------------------
 #: Set by the webhook on a pod it injected: the injection is then a no-op on a second pass.
@@ -98,8 +101,16 @@ ENV_JOB_NAME: Final = "FRWATCH_JOB_NAME"  #: literal: the job's name
 ENV_JOB_UID: Final = "FRWATCH_JOB_UID"  #: literal: the job's uid
 ENV_JOB_ATTEMPT: Final = "FRWATCH_JOB_ATTEMPT"  #: literal: the job attempt when the pod was created
 #: On a PyTorchJob, kept by the operator: the attempt number pods created from now on belong to (default "0").
-#: The operator bumps it when it opens an Incident for the current attempt.
+#: The operator bumps it when it opens an Incident for the current attempt. So it reads one past the attempt
+#: of the latest Incident on purpose: the webhook stamps every new pod with it at admission (no API call in
+#: the request path), and the pods the training operator creates after a failure must land in the next
+#: attempt, so it has to move when the failure is detected, before they exist. The attempt a verdict is
+#: about is ANN_INCIDENT_ATTEMPT.
 ANN_ATTEMPT: Final = PREFIX + "attempt"
+#: On a PyTorchJob, kept by the operator: "attempt <N>: ..." while frwatch attempt N of the job runs without
+#: capture (its pods were created before capture was enabled, or while the webhook could not inject them);
+#: gone once a pod of a later attempt is seen injected (frwatch_operator.capture_gaps).
+ANN_NOT_CAPTURED: Final = PREFIX + "not-captured"
 #: On a PyTorchJob, kept by the operator: "<attempt>@<RFC 3339>", when the first pod of that attempt was
 #: created. A job Failed/Restarting condition counts for the current attempt only when it is later
 #: (frwatch_operator.job_failure).

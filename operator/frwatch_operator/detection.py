@@ -87,6 +87,22 @@ class PodFacts:
     reason: str = ""  #: pod-level status.reason (e.g. Evicted)
     message: str = ""  #: pod-level status.message
     running_containers: frozenset[str] = field(default_factory=frozenset)
+    #: The pod carries frwatch's agent (the webhook injected it); False: admitted without capture.
+    injected: bool = False
+    #: The agent container terminated (its drain is over: every dump it could upload is in the store).
+    agent_ended: bool = False
+    #: Every training container's current state is ``terminated`` (none runs, waits or restarts).
+    training_ended: bool = False
+    #: container -> ``finishedAt`` of its current termination (RFC 3339, as the kubelet wrote it).
+    finished_at: tuple[tuple[str, str], ...] = ()
+    #: ``metadata.creationTimestamp`` as the API wrote it.
+    created: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more can come from this pod: it is gone, or its training containers and its agent all
+        ended (a native sidecar is stopped after the training containers, and drains before it exits)."""
+        return self.deleted or (self.training_ended and self.agent_ended)
 
     @property
     def agent_live(self) -> bool:
@@ -156,6 +172,13 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _all_ended(spec: Mapping[str, Any], mains: list[Mapping[str, Any]]) -> bool:
+    """Whether every training container of the spec reports a current ``terminated`` state."""
+    names = {str(x.get("name") or "") for x in _list(spec.get("containers"))} - {c.AGENT_CONTAINER}
+    done = {str(cs.get("name") or "") for cs in mains if _map(_map(cs.get("state")).get("terminated"))}
+    return bool(done) and names <= done
+
+
 def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: bool = False) -> PodFacts:
     """Decode a pod body (``ranks``: its global ranks from the job kind's layout, when known)."""
     meta = _map(pod.get("metadata"))
@@ -165,17 +188,28 @@ def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: boo
     ended: list[ContainerEnd] = []
     running: set[str] = set()
     failure: FailureSignal | None = None
+    agent_ended = False
+    finished: list[tuple[str, str]] = []
     for cs in _list(status.get("initContainerStatuses")):
         if "running" in _map(cs.get("state")):
             running.add(str(cs.get("name") or ""))
-    for cs in _list(status.get("containerStatuses")):
+        if cs.get("name") == c.AGENT_CONTAINER and _map(_map(cs.get("state")).get("terminated")):
+            agent_ended = True
+    training = _list(status.get("containerStatuses"))
+    mains = [cs for cs in training if cs.get("name") != c.AGENT_CONTAINER]
+    for cs in training:
         cname = str(cs.get("name") or "")
         if cname == c.AGENT_CONTAINER:
             if "running" in _map(cs.get("state")):
                 running.add(cname)
+            elif _map(_map(cs.get("state")).get("terminated")):
+                agent_ended = True
             continue
         if "running" in _map(cs.get("state")):
             running.add(cname)
+        finished_at = _map(_map(cs.get("state")).get("terminated")).get("finishedAt")
+        if finished_at:
+            finished.append((cname, str(finished_at)[:40]))
         restarts = _int(cs.get("restartCount")) or 0
         end = _end_of(cs)
         if end is None:
@@ -217,6 +251,11 @@ def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: boo
         reason=pod_reason,
         message=pod_message,
         running_containers=frozenset(running),
+        injected=_agent(pod) is not None,
+        agent_ended=agent_ended,
+        training_ended=_all_ended(spec, mains),
+        finished_at=tuple(finished),
+        created=str(meta.get("creationTimestamp") or "")[:40],
     )
 
 

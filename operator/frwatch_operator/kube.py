@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from frwatch_operator import constants as c
+from frwatch_operator.capture_gaps import gap_closed
 from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
 from frwatch_operator.incident_naming import next_attempt
 from frwatch_operator.job_failure import start_to_record
@@ -61,6 +62,7 @@ class Kube:
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -93,34 +95,44 @@ class Kube:
         """Move the job's ``frwatch.io/attempt`` past ``opened`` (idempotent; never backwards). Returns the
         new value, or None when nothing changed. A concurrent change of the job retries."""
 
-        def decide(job: Mapping[str, Any]) -> str | None:
-            return next_attempt(((job.get("metadata") or {}).get("annotations") or {}).get(c.ANN_ATTEMPT), opened)
+        def decide(job: Mapping[str, Any]) -> dict[str, str | None] | None:
+            new = next_attempt(((job.get("metadata") or {}).get("annotations") or {}).get(c.ANN_ATTEMPT), opened)
+            return {c.ANN_ATTEMPT: new} if new is not None else None
 
-        return self._annotate_if(kind, namespace, name, c.ANN_ATTEMPT, decide)
+        written = self.annotate_if(kind, namespace, name, decide)
+        return written.get(c.ANN_ATTEMPT) if written else None
 
     def record_attempt_start(
         self, kind: JobKind, namespace: str, name: str, pod_attempt: str | None, pod_created: datetime | None
     ) -> str | None:
         """Record on the job when the current attempt's first pod was created (``frwatch.io/attempt-started``,
         see :mod:`frwatch_operator.job_failure`); once per attempt. Returns the value written, or None."""
-        return self._annotate_if(
-            kind, namespace, name, c.ANN_ATTEMPT_STARTED, lambda job: start_to_record(job, pod_attempt, pod_created)
-        )
+        def decide(job: Mapping[str, Any]) -> dict[str, str | None] | None:
+            new = start_to_record(job, pod_attempt, pod_created)
+            return {c.ANN_ATTEMPT_STARTED: new, **gap_closed(job, pod_attempt)} if new is not None else None
 
-    def _annotate_if(
-        self, kind: JobKind, namespace: str, name: str, key: str, decide: Callable[[Mapping[str, Any]], str | None]
-    ) -> str | None:
-        """Read the job, let ``decide`` name the annotation's new value (None: leave it), and write it
-        conditionally on the resourceVersion read (a concurrent change: read again, decide again)."""
+        written = self.annotate_if(kind, namespace, name, decide)
+        return written.get(c.ANN_ATTEMPT_STARTED) if written else None
+
+    def annotate_if(
+        self,
+        kind: JobKind,
+        namespace: str,
+        name: str,
+        decide: Callable[[Mapping[str, Any]], Mapping[str, str | None] | None],
+    ) -> Mapping[str, str | None] | None:
+        """Read the job, let ``decide`` name the annotations to change (a merge patch: None removes one; None
+        instead of a patch: leave the job), and write them conditionally on the resourceVersion read (a
+        concurrent change: read again, decide again). Returns what was written, None when nothing was."""
         for _ in range(3):
             job = self.get_job(kind, namespace, name)
             if job is None:
                 return None
             new = decide(job)
-            if new is None:
+            if not new:
                 return None
             meta = job.get("metadata") or {}
-            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {key: new}}}
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": dict(new)}}
             try:
                 self._call(
                     f"annotate {kind.kind} {namespace}/{name}",
@@ -167,6 +179,38 @@ class Kube:
         return [self.api.sanitize_for_serialization(p) for p in pods.items]
 
     # --- secrets ----------------------------------------------------------------------------------------
+    # --- the leader election's Lease (frwatch_operator.leader_election) ----------------------------------
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            lease = self._call(
+                f"read Lease {namespace}/{name}", lambda: self.coordination.read_namespaced_lease(name, namespace)
+            )
+        except NotFoundError:
+            return None
+        return dict(self.api.sanitize_for_serialization(lease))
+
+    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        """Create the Lease; False on a 409 (another replica created it first)."""
+        return self._lease_write(
+            f"create Lease {namespace}", lambda: self.coordination.create_namespaced_lease(namespace, dict(body))
+        )
+
+    def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> bool:
+        """Replace the Lease at the resourceVersion in ``body``; False on a 409 (it changed since)."""
+        return self._lease_write(
+            f"replace Lease {namespace}/{name}",
+            lambda: self.coordination.replace_namespaced_lease(name, namespace, dict(body)),
+        )
+
+    def _lease_write(self, what: str, fn: Callable[[], object]) -> bool:
+        try:
+            self._call(what, fn)
+        except RetryableError as exc:
+            if _conflict(exc):
+                return False
+            raise
+        return True
+
     # --- events -----------------------------------------------------------------------------------------
     def post_event(self, about: ObjectRef, notice: Notice) -> bool:
         """Post a core/v1 Event about ``about``. The name is derived from (object uid, reason, message), so

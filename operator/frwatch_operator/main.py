@@ -16,7 +16,12 @@ Probes and metrics (``FRWATCH_OPERATOR_LISTEN_ADDR``, default all interfaces): k
 
 kopf settings: handler progress and diff-bases in annotations under ``frwatch.io`` (never in status);
 finalizers only where a handler needs one (the Incident timer: kopf drops it once the Incident is handed
-over); kopf posts its own Events only at WARNING and above; standalone (one replica, no peering).
+over); kopf posts its own Events only at WARNING and above; standalone (no kopf peering: it would pause
+every watch of all but one replica, see ``frwatch_operator.leader_election``).
+
+Replicas: with ``FRWATCH_OPERATOR_LEADER_ELECTION=true`` (the chart's default) the replicas elect a leader
+over a Lease; every replica watches and serves the webhook, only the leader drives Incidents. A clean stop
+releases the Lease.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
+from frwatch_operator.leader_election import Alone, LeaderElector, LeaseApi
 from frwatch_operator.logsetup import setup_logging
 
 logger = logging.getLogger("frwatch.operator")
@@ -93,8 +100,10 @@ def run(config: Config) -> None:
     registry = kopf.OperatorRegistry()
     kopf.on.login(registry=registry)(kopf.login_via_client)
     metrics = Metrics()
-    deps = Deps(config, JobIndex(), Observations(), Kube(client.ApiClient()), S3Store(config.s3), metrics,
-                agent_keys)  # fmt: skip
+    kube = Kube(client.ApiClient())
+    elector = elector_of(config, kube)
+    deps = Deps(config, JobIndex(), Observations(), kube, S3Store(config.s3), metrics, agent_keys,
+                elector or Alone())  # fmt: skip
     register_all(registry, deps)
     try:
         serve(metrics, config.operator.metrics_port, addr=config.operator.listen_addr)
@@ -105,14 +114,36 @@ def run(config: Config) -> None:
         ) from exc
     namespaces = namespaces_of(config)
     logger.info("frwatch operator starting: %s", ", ".join(namespaces) or "cluster-wide")
-    kopf.run(
-        registry=registry,
-        settings=kopf_settings(config),  # type: ignore[arg-type]
-        standalone=True,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        liveness_endpoint=liveness_endpoint(config),
-    )
+    if elector is not None:
+        elector.start()
+    try:
+        kopf.run(
+            registry=registry,
+            settings=kopf_settings(config),  # type: ignore[arg-type]
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=liveness_endpoint(config),
+        )
+    finally:
+        if elector is not None:
+            elector.stop()  # releases the Lease: another replica drives at once
+
+
+def elector_of(config: Config, kube: LeaseApi) -> LeaderElector | None:
+    """The leader election of this replica, when ``operator.leader_election`` is on."""
+    o = config.operator
+    if not o.leader_election:
+        return None
+    try:
+        return LeaderElector(
+            kube,
+            identity=o.identity or f"{socket.gethostname()}-{os.getpid()}",
+            namespace=o.lease_namespace, name=o.lease_name, lease_seconds=o.lease_seconds,
+            renew_seconds=o.renew_seconds, retry_seconds=o.retry_seconds,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise FatalError(f"FRWATCH_OPERATOR_*_SECONDS: {exc}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:

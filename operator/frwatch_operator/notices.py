@@ -47,7 +47,7 @@ def policy_invalid(name: str, problem: str) -> Notice:
 def incident_opened(incident: str, attempt: str, trigger: str, deadline_s: int) -> Notice:
     """Deterministic for one Incident (its first trigger, its deadline): posted once, even across restarts."""
     following = next_attempt(attempt, attempt)
-    bump = f"; pods created from now on belong to attempt {following}" if following else ""
+    bump = f"; pods created from now on belong to attempt {following} (the job's frwatch.io/attempt)" if following else ""
     return Notice(
         "Warning",
         "IncidentOpened",
@@ -90,4 +90,28 @@ def evidence_inconsistent(incident: str, issues: list[str], shown: int = 4) -> N
         f"Incident {incident}: the evidence in the store is inconsistent with what the cluster saw: {listed}. "
         "frwatch used only the pods, nodes and exit codes the Kubernetes API showed (kubectl get incident "
         f"{incident} -o yaml: status.observed)",
+    )
+
+
+def attempt_not_captured(attempt: str, following: str, pod: str) -> Notice:
+    """The job's current attempt runs without capture (no pod of it was injected): the next one is captured.
+    Posted by the replica whose conditional write moved the attempt on (once)."""
+    return Notice(
+        "Warning",
+        "AttemptNotCaptured",
+        f"frwatch attempt {attempt} of this job runs without Flight Recorder capture: its pods (e.g. {pod}) were "
+        "created before capture was enabled for the job, or while frwatch's webhook could not inject them (it "
+        "fails open: down, unreachable, or the job not yet known). A failure of this attempt opens no Incident. "
+        f"Pods created from now on belong to attempt {following} and are captured",
+    )
+
+
+def pod_not_captured(pod: str, attempt: str) -> Notice:
+    """A pod of an attempt that is otherwise captured was admitted without capture (the webhook missed it)."""
+    return Notice(
+        "Warning",
+        "PodNotCaptured",
+        f"pod {pod} was admitted without Flight Recorder capture (frwatch's webhook could not inject it: down, "
+        f"unreachable, or the job not yet known; it fails open): attempt {attempt}'s Incident will have no dump "
+        "of its ranks",
     )

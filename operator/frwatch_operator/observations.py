@@ -26,6 +26,7 @@ class Observations:
         self._pods: dict[AttemptId, dict[str, PodFacts]] = {}
         self._opened: set[tuple[str, str]] = set()
         self._said: set[str] = set()
+        self._uncaptured: dict[tuple[str, str], frozenset[str]] = {}
 
     # --- jobs -------------------------------------------------------------------------------------------
     def set_layout(self, namespace: str, job: str, layout: RankLayout) -> None:
@@ -41,6 +42,23 @@ class Observations:
             self._layouts.pop((namespace, job), None)
             for key in [k for k in self._pods if k[:2] == (namespace, job)]:
                 del self._pods[key]
+            self._uncaptured.pop((namespace, job), None)
+
+    # --- pods running without capture (no frwatch agent), per job -------------------------------------
+    def note_uncaptured(self, namespace: str, job: str, pod: str, present: bool) -> None:
+        """Remember (``present``) or forget a live pod of the job that runs without capture."""
+        with self._lock:
+            pods = self._uncaptured.get((namespace, job), frozenset())
+            pods = pods | {pod} if present else pods - {pod}
+            if pods:
+                self._uncaptured[(namespace, job)] = pods
+            else:
+                self._uncaptured.pop((namespace, job), None)
+
+    def uncaptured(self, namespace: str, job: str) -> list[str]:
+        """The job's live pods without capture, by name."""
+        with self._lock:
+            return sorted(self._uncaptured.get((namespace, job), ()))
 
     # --- pods -------------------------------------------------------------------------------------------
     def record_pod(self, facts: PodFacts) -> None:

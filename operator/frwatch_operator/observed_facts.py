@@ -70,10 +70,12 @@ def parse_ranges(text: str) -> tuple[range, ...]:
 
 def _pod(facts: PodFacts, record: StoredPodRecord | None) -> ObservedPod:
     ranks = record.ranks if record is not None and record.ranks else facts.ranks
+    finished = dict(facts.finished_at)
     exits = [
-        ContainerExit(container=e.container[:253], exit_code=e.exit_code, reason=e.reason[:64])
+        ContainerExit(container=e.container[:253], exit_code=e.exit_code, reason=e.reason[:64],
+                      finished_at=finished.get(e.container, "")[:40])
         for e in facts.ended[:8]
-    ]
+    ]  # fmt: skip
     return ObservedPod(
         name=facts.name, node=facts.node, ranks=ranges_text(ranks), exits=exits, deleted=facts.deleted
     )
@@ -113,25 +115,30 @@ def facts_of(pod: ObservedPod, namespace: str, job: str, attempt: str) -> PodFac
 
 @dataclass(frozen=True)
 class ClusterView:
-    """Lookups over ``status.observed``: which nodes ran the attempt, and which node held a rank."""
+    """Lookups over ``status.observed``: which nodes ran the attempt, and which pod (on which node) held a rank."""
 
     nodes: frozenset[str]
     _starts: tuple[int, ...]
-    _spans: tuple[tuple[range, str], ...]
+    _spans: tuple[tuple[range, ObservedPod], ...]
 
     @classmethod
     def of(cls, observed: IncidentObserved | None) -> ClusterView:
         if observed is None:
             return cls(frozenset(), (), ())
         spans = sorted(
-            ((r, p.node) for p in observed.pods if p.node for r in parse_ranges(p.ranks)),
+            ((r, p) for p in observed.pods for r in parse_ranges(p.ranks)),
             key=lambda s: s[0].start,
         )
         return cls(frozenset(observed.nodes), tuple(s[0].start for s in spans), tuple(spans))
 
-    def node_of(self, rank: int) -> str:
-        """The node of the pod that held ``rank``, "" when the cluster's view does not say."""
+    def pod_of(self, rank: int) -> ObservedPod | None:
+        """The pod that held ``rank``, None when the cluster's view does not say."""
         i = bisect.bisect_right(self._starts, rank) - 1
         if i >= 0 and rank in self._spans[i][0]:
             return self._spans[i][1]
-        return ""
+        return None
+
+    def node_of(self, rank: int) -> str:
+        """The node of the pod that held ``rank``, "" when the cluster's view does not say."""
+        pod = self.pod_of(rank)
+        return pod.node if pod is not None else ""

@@ -232,6 +232,9 @@ class ContainerExit(_Wire):
     container: str = Field(max_length=NAME_MAX, description="Container name.")
     exit_code: int | None = Field(default=None, description="Exit code, when it terminated.")
     reason: str = Field(default="", max_length=64, description="e.g. Error, OOMKilled, Completed.")
+    finished_at: str = Field(
+        default="", max_length=40, description="RFC 3339: when its current termination happened (empty: unknown)."
+    )
 
 
 class ObservedPod(_Wire):
@@ -269,6 +272,39 @@ class IncidentObserved(_Wire):
 SUSPECTS_MAX = 64
 
 
+class IncidentVerdict(_Wire):
+    """The verdict as people read it, kept with the Incident: Events are deleted after an hour, this is not.
+    Bounded: the full verdict (every rank, the evidence) stays in the store (``reportUrl``)."""
+
+    headline: str = Field(default="", max_length=1024, description="The verdict's full line.")
+    short: str = Field(
+        default="", max_length=120, description="The verdict in at most 120 characters (frwatch.io/verdict)."
+    )
+    kind: str = Field(
+        default="",
+        max_length=32,
+        description="What the culprits did (the analyzer's culprit_kind: took_another_path, cpu_stuck, "
+        "extra_call, mismatched_call, crashed, gpu_hang, network_hang, transport_stall, unknown); empty: none "
+        "named.",
+    )
+    kind_text: str = Field(
+        default="",
+        max_length=64,
+        description="The kind in words, with a crashed rank's exit (e.g. 'CPU-stuck', 'crashed (exit 1, Error)').",
+    )
+    culprits: str = Field(default="", max_length=256, description="The culprit ranks, e.g. 'rank 1', 'ranks 0-3,7'.")
+    ran_on: str = Field(
+        default="",
+        max_length=512,
+        description="Where the culprits ran, from what the cluster showed (e.g. 'rank 1 ran on node-b'). Suspect "
+        "nodes only when hardwareClass is true.",
+    )
+    next_steps: list[str] = Field(
+        default_factory=list, max_length=3, description="What to do next (at most 3, each at most 512 characters)."
+    )
+    report_url: str = Field(default="", max_length=2048, description="s3:// URL of the full report.")
+
+
 class IncidentStatus(_Wire):
     """Everything the operator knows and has done; a restarted operator resumes from here."""
 
@@ -294,6 +330,9 @@ class IncidentStatus(_Wire):
         "64 characters; empty: nobody named.",
     )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
+    verdict: IncidentVerdict | None = Field(
+        default=None, description="The verdict in words (headline, short, kind, culprits, where they ran, next steps)."
+    )
     observed: IncidentObserved | None = Field(
         default=None,
         description="The attempt's pods, nodes, ranks and exits as the Kubernetes API showed them; what "

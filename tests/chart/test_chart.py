@@ -107,6 +107,7 @@ def test_default_render_has_the_expected_objects() -> None:
             "ClusterRoleBinding/frwatch",
             "Deployment/frwatch",
             "MutatingWebhookConfiguration/frwatch",
+            "PodDisruptionBudget/frwatch",
             "Role/frwatch",
             "Role/frwatch-analyzer",
             "RoleBinding/frwatch",
@@ -120,13 +121,43 @@ def test_default_render_has_the_expected_objects() -> None:
 
 
 def test_pdb_and_service_monitor_only_when_asked() -> None:
-    kinds = {d["kind"] for d in render()}
+    kinds = {d["kind"] for d in render({"replicaCount": 1})}
     assert "PodDisruptionBudget" not in kinds and "ServiceMonitor" not in kinds
     ha = render(VARIANTS["HA + monitoring"])
     assert one(ha, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     monitor = one(ha, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+def test_replicas_serve_the_webhook_and_one_elected_replica_drives_incidents() -> None:
+    docs = render()
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}
+    }  # fmt: skip
+    pod = deployment["spec"]["template"]["spec"]
+    spread = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    env = _env(docs)
+    assert env["FRWATCH_OPERATOR_LEADER_ELECTION"] == "true"
+    assert env["FRWATCH_OPERATOR_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert (env["FRWATCH_OPERATOR_LEASE_NAMESPACE"], env["FRWATCH_OPERATOR_LEASE_NAME"]) == (NAMESPACE, "frwatch-leader")
+    config = load_config({k: v for k, v in env.items() if isinstance(v, str) and k in env_names()})
+    o = config.operator
+    assert o.leader_election and o.retry_seconds < o.renew_seconds < o.lease_seconds
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "frwatch")
+    leases = [r for r in role["rules"] if r["resources"] == ["leases"]]
+    assert {(tuple(r.get("resourceNames", [])), tuple(r["verbs"])) for r in leases} == {
+        (("frwatch-leader",), ("get", "update")), ((), ("create",))
+    }
+    service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "frwatch-webhook")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]  # every replica serves
+    single = render({"replicaCount": 1, "operator": {"leaderElection": {"enabled": False}}})
+    assert one(single, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert "FRWATCH_OPERATOR_LEADER_ELECTION" not in _env(single)
+    assert "affinity" not in one(single, "Deployment")["spec"]["template"]["spec"]
 
 
 def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -87,11 +87,12 @@ _CLIENT_METHOD = re.compile(
 _VERB = {"read": "get", "replace": "update"}
 _PLURAL = {"config_map": "configmaps", "custom_object": "?",
            "mutating_webhook_configuration": "mutatingwebhookconfigurations"}  # fmt: skip
-_GROUP_OF_API = {"core": "", "batch": "batch", "admission": "admissionregistration.k8s.io"}
+_GROUP_OF_API = {"core": "", "batch": "batch", "admission": "admissionregistration.k8s.io",
+                 "coordination": "coordination.k8s.io"}  # fmt: skip
 
 
 def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
-    """Every ``<x>.core|batch|custom|admission.<method>(...)`` call in the operator's modules, as RBAC sees
+    """Every ``<x>.core|batch|custom|admission|coordination.<method>(...)`` call in the operator's modules, as RBAC sees
     it (the modules of ``OPERATOR_TLS_ONLY`` only when ``tls_mode`` is ``operator``)."""
     config = Config()
     calls: list[AuditEntry] = []
@@ -106,7 +107,7 @@ def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
                 continue
             owner = node.func.value
             if not (
-                isinstance(owner, ast.Attribute) and owner.attr in ("core", "batch", "custom", "admission")
+                isinstance(owner, ast.Attribute) and owner.attr in ("core", "batch", "custom", "admission", "coordination")
             ):
                 continue
             m = _CLIENT_METHOD.match(node.func.attr)
@@ -140,6 +141,9 @@ def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
                 namespace, name = "", config.webhook.configuration_name
             if resource == "nodes":
                 namespace = ""
+            if resource == "leases":  # the leader election's Lease, in the release namespace, by name
+                namespace = NAMESPACE
+                name = "" if verb == "create" else config.operator.lease_name
             if resource == "jobs":  # the analyzer Jobs, in the analyzer's namespace (the release namespace)
                 namespace = NAMESPACE
             calls.append(call(verb, group, resource, namespace, name, sub))

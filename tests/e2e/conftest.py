@@ -27,10 +27,12 @@ NODES = ("node-a", "node-b", "node-c", "node-d")
 NAMESPACE = "e2e"
 
 
-def _local(operator_env: dict[str, str]) -> Iterator[Target]:
+def _local(operator_env: dict[str, str], replicas: int = 1) -> Iterator[Target]:
     if not operator_available():
         pytest.skip("`frwatch operator` is not in this checkout")
-    with LocalCluster(nodes=NODES, namespaces=(NAMESPACE,), operator_env=operator_env) as cluster:
+    with LocalCluster(
+        nodes=NODES, namespaces=(NAMESPACE,), operator_env=operator_env, operator_replicas=replicas
+    ) as cluster:
         yield Target(
             Path(cluster.kubeconfig), NAMESPACE, image="ghcr.io/frwatch/frwatch:0.1.0", local=cluster
         )
@@ -69,3 +71,18 @@ def cordoning_target() -> Iterator[Target]:
         {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_REMEDIATION_ENABLED": "true",
          "FRWATCH_REMEDIATION_DRY_RUN": "false"}
     )  # fmt: skip
+
+
+@pytest.fixture
+def replicas_target() -> Iterator[Target]:
+    """A cluster whose operator runs as two replicas with leader election: its own local cluster, or the
+    real one (the chart's default replicaCount 2; the Lease in FRWATCH_E2E_OPERATOR_NAMESPACE, default
+    frwatch-system, named FRWATCH_E2E_LEASE, default frwatch-leader)."""
+    real = os.environ.get("FRWATCH_E2E_KUBECONFIG")
+    if real:
+        yield Target(Path(real), os.environ.get("FRWATCH_E2E_NAMESPACE", "frwatch-e2e"),
+                     image=os.environ.get("FRWATCH_E2E_IMAGE", "ghcr.io/frwatch/frwatch:0.1.0"), local=None,
+                     operator_lease=(os.environ.get("FRWATCH_E2E_OPERATOR_NAMESPACE", "frwatch-system"),
+                                     os.environ.get("FRWATCH_E2E_LEASE", "frwatch-leader")))  # fmt: skip
+        return
+    yield from _local({"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30"}, replicas=2)

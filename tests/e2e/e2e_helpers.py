@@ -3,6 +3,8 @@ so the same tests run on the local cluster and on a real one."""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,8 @@ class Target:
     namespace: str
     image: str
     local: LocalCluster | None
+    #: (namespace, name) of the operators' leader election Lease
+    operator_lease: tuple[str, str] = ("frwatch-system", "frwatch-leader")
     api: client.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +87,16 @@ class Target:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.diagnostics()}") from None
 
+    def reported_incident(self, name: str, timeout: float = 30) -> Obj:
+        """The job's one Incident once Reported (the verdict loop annotates the job first, then writes the
+        Incident's status: the annotation alone does not mean the status is written)."""
+        def reported() -> Obj | None:
+            found = self.incidents(name)
+            assert len(found) <= 1, [i["metadata"]["name"] for i in found]
+            return found[0] if found and (found[0].get("status") or {}).get("phase") == "Reported" else None
+
+        return wait_for(reported, timeout, f"{name}'s Incident Reported")  # type: ignore[no-any-return]
+
     def diagnostics(self) -> str:
         """What the local cluster's operator did (its status and log tail), for a failure message."""
         if self.local is None:
@@ -116,6 +130,58 @@ class Target:
             self.namespace, field_selector=f"involvedObject.name={name}"
         ).items
         return [e.message for e in items if e.reason == reason]
+
+    def event_objects(self, name: str, reason: str) -> list[Any]:
+        """The Events of that reason about the object ``name`` (each with its count)."""
+        items = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}"
+        ).items
+        return [e for e in items if e.reason == reason]
+
+    def analyzer_jobs(self, incident: Obj) -> list[str]:
+        """The analyzer Jobs created for ``incident`` (in the operator's namespace, marked with its uid)."""
+        ns, _ = self.operator_lease
+        jobs = client.BatchV1Api(self.api).list_namespaced_job(
+            ns, label_selector=f"{c.LABEL_INCIDENT_NAMESPACE}={self.namespace}"
+        ).items
+        uid = incident["metadata"]["uid"]
+        return [j.metadata.name for j in jobs if (j.metadata.annotations or {}).get(c.ANN_INCIDENT_UID) == uid]
+
+    # --- operator replicas (leader election) -----------------------------------------------------------
+    def lease(self) -> Obj | None:
+        """The leader election's Lease: the local cluster's, or the chart's (FRWATCH_E2E_OPERATOR_NAMESPACE,
+        FRWATCH_E2E_LEASE)."""
+        ns, name = self.operator_lease
+        try:
+            lease = client.CoordinationV1Api(self.api).read_namespaced_lease(name, ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self.api.sanitize_for_serialization(lease)  # type: ignore[no-any-return]
+
+    def kill_operator(self, identity: str) -> None:
+        """Kill the operator replica named ``identity`` in the Lease, without goodbye, and return once it is
+        down: locally its process (SIGKILL; the identity ends with its pid) is gone, on a real cluster its pod
+        (deleted with grace period 0, as a crash) is gone."""
+        if self.local is None:
+            ns, _ = self.operator_lease
+            self.core.delete_namespaced_pod(identity, ns, grace_period_seconds=0)
+
+            def gone() -> bool:
+                try:
+                    self.core.read_namespaced_pod(identity, ns)
+                except client.ApiException as exc:
+                    return exc.status == 404
+                return False
+
+            wait_for(gone, 60, f"operator pod {identity} gone")
+            return
+        local = self.local
+        pid = int(identity.rsplit("-", 1)[1])
+        assert pid in local.operator_pids(), f"{identity} is not one of this cluster's operators"
+        os.killpg(pid, signal.SIGKILL)
+        wait_for(lambda: pid not in local.operator_pids(), 30, f"operator process {pid} gone")
 
     def node(self, name: str) -> Obj:
         return self.api.sanitize_for_serialization(self.core.read_node(name))  # type: ignore[no-any-return]

@@ -272,6 +272,18 @@ class Cluster:
                                               "finishedAt": now}}}]  # fmt: skip
         self.set_status(name, {"phase": "Failed", "containerStatuses": statuses})
 
+    def ended(self, name: str, exit_code: int, reason: str = "Error") -> None:
+        """The training container exited, then the kubelet stopped the agent sidecar, which drained and
+        exited: the pod is settled (nothing more can reach the store from it)."""
+        now = _now()
+        term = {"exitCode": exit_code, "reason": reason, "startedAt": now, "finishedAt": now}
+        statuses = [{"name": "pytorch", "ready": False, "restartCount": 0, "image": "trainer", "imageID": "",
+                     "state": {"terminated": term}}]  # fmt: skip
+        init = [{"name": c.AGENT_CONTAINER, "ready": False, "restartCount": 0, "image": "frwatch", "imageID": "",
+                 "started": False, "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                                            "startedAt": now, "finishedAt": now}}}]  # fmt: skip
+        self.set_status(name, {"phase": "Failed", "containerStatuses": statuses, "initContainerStatuses": init})
+
     def evicted(self, name: str, message: str) -> None:
         self.set_status(name, {"phase": "Failed", "reason": "Evicted", "message": message})
 

@@ -143,6 +143,9 @@ def run(
         FRWATCH_REMEDIATION_DRY_RUN="false", FRWATCH_REMEDIATION_BREAKER_NAMESPACE=release_ns,
         FRWATCH_AGENT_KEY_NAMESPACE=release_ns, FRWATCH_ANALYZER_NAMESPACE=release_ns,
         FRWATCH_AGENT_CONTROL_PORT=str(free_port()),  # nothing listens: the asked agent does not answer
+        # as the chart runs it: elected over its Lease in the release namespace (created, renewed, released)
+        FRWATCH_OPERATOR_LEADER_ELECTION="true", FRWATCH_OPERATOR_LEASE_NAMESPACE=release_ns,
+        FRWATCH_OPERATOR_IDENTITY="frwatch-5d8c7-x2x9q",
     )  # fmt: skip
     op = OperatorProcess(env, workdir / "operator.log", int(env["FRWATCH_WEBHOOK_PORT"]))
     try:

@@ -130,8 +130,9 @@ def test_real_dumps_to_verdict_on_the_job(
     assert done.done
     written = write_status(custom, body, done.status)["status"]
     assert written["phase"] == "Reported"
-    assert written["suspectRanks"] == [1] and written["suspectNodes"] == ["node-1"]
-    assert written["suspects"] == "rank 1 on node-1"
+    assert written["suspectRanks"] == [1] and written["suspectNodes"] == []  # software: no suspect node
+    assert written["suspects"] == "rank 1 ran on node node-1"
+    assert written["verdict"]["ranOn"] == "rank 1 ran on node node-1" and written["verdict"]["nextSteps"]
     assert written["reportUrl"] == f"{url}/report.txt"
     remediated = next(x for x in written["conditions"] if x["type"] == "Remediated")
     assert remediated["status"] == "False" and "not hardware-class" in remediated["message"]
@@ -145,24 +146,33 @@ def test_real_dumps_to_verdict_on_the_job(
     annotations = custom.get_namespaced_custom_object(c.KF_GROUP, c.KF_VERSION, ns, c.KF_PLURAL, "llama")[
         "metadata"
     ]["annotations"]
-    assert annotations[c.ANN_VERDICT] == stored.headline[:256]
+    assert annotations[c.ANN_VERDICT] == written["verdict"]["short"] and len(annotations[c.ANN_VERDICT]) <= 120
     assert annotations[c.ANN_CATEGORY] == stored.category.value
-    assert annotations[c.ANN_SUSPECT_RANKS] == "1" and annotations[c.ANN_SUSPECT_NODES] == "node-1"
+    assert annotations[c.ANN_SUSPECT_RANKS] == "1" and c.ANN_SUSPECT_NODES not in annotations
     assert annotations[c.ANN_REPORT] == f"{url}/report.txt"
     assert annotations[c.ANN_INCIDENT] == incident["metadata"]["name"]
+    # the verdict says which attempt it is about; frwatch.io/attempt is the next one (pods created since)
+    assert annotations[c.ANN_INCIDENT_ATTEMPT] == incident["spec"]["attempt"]
 
     described = kubectl("describe", "pytorchjob", "llama", "-n", ns).stdout
     print(described)
-    for text in ("Diagnosed", "SuspectsNamed", "NextSteps", "Remediation", f"{url}/report.txt",
-                 f"{c.ANN_SUSPECT_NODES}: node-1", "frwatch"):  # fmt: skip
+    for text in ("Diagnosed", "CulpritsNamed", "NextSteps", "Remediation", f"{url}/report.txt",
+                 "rank 1 ran on node node-1", f"{c.ANN_VERDICT}: {written['verdict']['short']}\n", "frwatch"):  # fmt: skip
         assert text in described, text
     table = kubectl("get", "incidents", "-n", ns, "-o", "wide").stdout
     print(table)
     header, row = table.splitlines()[:2]
-    assert header.split()[:5] == ["NAME", "JOB", "PHASE", "CATEGORY", "SUSPECTS"]
+    assert header.split()[:6] == ["NAME", "JOB", "PHASE", "CATEGORY", "KIND", "SUSPECTS"]
     assert row.split()[:4] == [incident["metadata"]["name"], "llama", "Reported", stored.category.value]
-    start, end = header.index("SUSPECTS"), header.index(header.split()[5])  # the column holds spaces
-    assert row[start:end].strip() == "rank 1 on node-1"  # words, not the JSON of a list ([1])
+
+    def column(name: str) -> str:  # the columns hold spaces: cut the row where the header's names start
+        start = header.index(name)
+        end = header.index(header.split()[header.split().index(name) + 1])
+        return row[start:end].strip()
+
+    assert column("KIND") == written["verdict"]["kindText"]
+    assert column("SUSPECTS") == "rank 1 ran on node node-1"  # words, not the JSON of a list ([1])
+    assert written["verdict"]["short"] in row  # -o wide: the verdict's short line
 
     # a second pass (a restarted operator) changes nothing
     body = get_incident(custom, ns, incident["metadata"]["name"])

@@ -109,7 +109,7 @@ def test_events_say_verdict_suspects_next_steps() -> None:
         and "hardware-class" in by_reason["Diagnosed"].message
     )
     assert by_reason["SuspectsNamed"].message == "Suspects: ranks 3, 11 (stuck) on node gpu-7"
-    assert by_reason["NextSteps"].message.startswith("Next steps: 1) run dcgmi diag")
+    assert by_reason["NextSteps"].message.startswith("Next steps (GPU hang): 1) run dcgmi diag")
     assert all(len(e.message) <= 1024 for e in events)
 
 
@@ -130,7 +130,8 @@ def test_status_patches_keep_other_conditions() -> None:
 
 
 def test_verdict_line_and_lists() -> None:
-    assert verdict_line(hardware_verdict("n").model_copy(update={"headline": "  a\tb\n c "})) == "a b c"
+    # an older verdict (no short): its headline, one line, with the kind the category says
+    assert verdict_line(hardware_verdict("n").model_copy(update={"headline": "  a\tb\n c "})) == "GPU hang: a b c"
     assert comma_list([1, 2, 3]) == "1,2,3" and comma_list([]) == ""
 
 

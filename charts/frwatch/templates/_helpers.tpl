@@ -28,6 +28,11 @@
 {{- printf "%s-webhook" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- /* The leader election's Lease (operator.leaderElection), in the release namespace. */ -}}
+{{- define "frwatch.leaseName" -}}
+{{- printf "%s-leader" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "frwatch.webhookTLSSecretName" -}}
 {{- printf "%s-webhook-tls" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}

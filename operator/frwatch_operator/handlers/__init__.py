@@ -23,6 +23,7 @@ from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.kube import Kube
+from frwatch_operator.leader_election import Alone, Leadership
 from frwatch_operator.metrics import Metrics
 from frwatch_operator.observations import Observations
 from frwatch_operator.s3store import S3Store
@@ -45,6 +46,8 @@ class Deps:
     metrics: Metrics = field(default_factory=Metrics)
     #: The agents' key ring (``agentkeys_kube`` keeps it): tokens injected by the webhook, sent to agents.
     agent_keys: AgentKeys | None = None
+    #: Whether this replica drives the Incidents (the timers ask; every replica watches and serves the webhook).
+    leader: Leadership = field(default_factory=Alone)
 
 
 def translate_errors(fn: F) -> F:

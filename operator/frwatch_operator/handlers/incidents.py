@@ -34,19 +34,31 @@ from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.agentclient import ask_to_dump
-from frwatch_operator.analysis_handoff import CONDITION, NOT_WIRED, AnalysisRequest, find_start_analysis
+from frwatch_operator.analysis_handoff import (
+    CONDITION,
+    NOT_WIRED,
+    NOTHING_TO_ALIGN,
+    NOTHING_TO_ALIGN_MESSAGE,
+    AnalysisRequest,
+    find_start_analysis,
+)
 from frwatch_operator.collection import (
+    ACCOUNTED,
+    EVERY_RANK_EXITED,
     MAX_POD_RECORD_BYTES,
+    Progress,
     StoredPodRecord,
     StoreListing,
     assess,
     build_manifest,
     check_records,
+    collected_reason,
     operator_pod_record,
     out_of_range,
     parse_pod_record,
     ranks_to_ask,
     read_listing,
+    settled_ranks,
 )
 from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FatalError, NotFoundError
@@ -264,15 +276,28 @@ def _ask_agents(
                     inc.namespace, inc.name, pod, list(ranks), mem.asked[pod])  # fmt: skip
 
 
-def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
-    """One pass of Collecting; returns the status written (Analyzing when collection ended)."""
+def _look(
+    deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime, live: bool
+) -> tuple[list[PodFacts], StoreListing, bool, dict[str, StoredPodRecord], Progress]:
+    """The attempt's pods, then the store (in that order: an agent uploads before it exits, so a pod seen
+    settled has all its dumps in the listing that follows), and where collection stands."""
+    pods = _pods(deps, inc, live=live, status=status)
     keys, cut = _list_keys(deps, inc)
     listing = read_listing(inc.key, keys)
     dumped = frozenset(listing.rank_keys)
     records = _pod_records(deps, inc, listing.pod_keys, dumped)
     deadline = _parse_time(status.collection_deadline) or now
+    settled = settled_ranks(pods, check_records(pods, records)[0])
+    return pods, listing, cut, records, assess(status.counts.expected_ranks, dumped, now, deadline, settled)
+
+
+def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
+    """One pass of Collecting; returns the status written (Analyzing when collection ended)."""
+    pods, listing, cut, records, progress = _look(deps, inc, status, now, live=False)
+    if progress.accounted:  # ending early rests on the API's view, not on this process's memory
+        pods, listing, cut, records, progress = _look(deps, inc, status, now, live=True)
+    dumped = progress.dumped
     expected = status.counts.expected_ranks
-    progress = assess(expected, dumped, now, deadline)
     if not progress.done:  # a manifest in the store ends nothing: frwatch writes its own
         detected = _parse_time(status.detected_at) or now
         if (
@@ -284,7 +309,6 @@ def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -
             expected_ranks=expected, dumped_ranks=len(dumped),
             missing_ranks=len(progress.missing) if expected is not None else None,
         )  # fmt: skip
-        pods = _pods(deps, inc, live=False, status=status)
         observed = observe(status.observed, pods, check_records(pods, records)[0])
         if counts != status.counts or observed != status.observed:
             return _write_status(deps, inc, status.model_copy(update={"counts": counts, "observed": observed}))
@@ -342,10 +366,14 @@ def _collected(
 ) -> IncidentStatus:
     dumped = sum(r.dumped for r in manifest.ranks)
     missing = len(manifest.ranks) - dumped
-    reason = "DeadlineReached" if manifest.deadline_reached else "AllRanksDumped"
+    reason = collected_reason(manifest)
     message = f"{dumped} of {len(manifest.ranks)} ranks dumped" + (
         f"; {missing} missing (see manifest.json)" if missing else ""
     )
+    if reason == EVERY_RANK_EXITED:
+        message += "; every rank's pod ended with an exit before any dump: nothing to align"
+    elif reason == ACCOUNTED:
+        message += "; their pods ended without a dump of them"
     wired = find_start_analysis() is not None
     conditions = [x for x in status.conditions if x.type not in ("Collected", CONDITION, EVIDENCE)]
     conditions.append(_condition("Collected", True, reason, message, now))
@@ -381,6 +409,10 @@ def hand_off(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) 
     """Analyzing: call the verdict loop's start_analysis once (record the hand-off in a condition)."""
     start_analysis = find_start_analysis()
     conditions = [x for x in status.conditions if x.type != CONDITION]
+    collected = next((x.reason for x in status.conditions if x.type == "Collected"), "")
+    if collected == EVERY_RANK_EXITED and start_analysis is not None:  # nothing to align: no analyzer Job
+        handed = _condition(CONDITION, True, NOTHING_TO_ALIGN, NOTHING_TO_ALIGN_MESSAGE, now)
+        return _write_status(deps, inc, status.model_copy(update={"conditions": [*conditions, handed]}))
     if start_analysis is None:
         conditions.append(_condition(CONDITION, False, "NotWired", NOT_WIRED, now))
         return _write_status(
@@ -452,4 +484,5 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     )  # fmt: skip
     @translate_errors
     def incident_timer(body: kopf.Body, **_: Any) -> None:
-        drive(deps, body)
+        if deps.leader.leading():  # one replica drives; the others' timers pass
+            drive(deps, body)

@@ -12,7 +12,7 @@ import kopf
 
 from frwatch_operator import notices
 from frwatch_operator.handlers import Deps, retrying, translate_errors
-from frwatch_operator.handlers.pods import open_incident
+from frwatch_operator.handlers.pods import not_captured, open_incident
 from frwatch_operator.job_failure import job_failure
 from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.kube import ObjectRef
@@ -52,6 +52,9 @@ def on_job(deps: Deps, event_type: str | None, body: dict[str, Any]) -> None:
         deps.kube.post_event(ref, notice)
     failure = job_failure(body)
     entry = deps.index.job(ns, name)
+    uncaptured = deps.seen.uncaptured(ns, name)
+    if uncaptured and entry is not None and decision.enabled:  # opted in while its pods run
+        not_captured(deps, PYTORCHJOB, entry, uncaptured[0])
     if failure is not None and entry is not None and decision.enabled and decision.settings is not None:
         open_incident(deps, PYTORCHJOB, entry, decision.settings, failure.attempt, failure.describe())
 

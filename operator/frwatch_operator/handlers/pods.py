@@ -18,12 +18,16 @@ from typing import Any
 import kopf
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_operator import constants as c
+from frwatch_operator import notices
+from frwatch_operator.capture_gaps import gap_of, whole_attempt_uncaptured
 from frwatch_operator.detection import pod_facts
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps, retrying, translate_errors
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
-from frwatch_operator.job_failure import parse_time, start_to_record
+from frwatch_operator.job_failure import current_attempt, parse_time, start_to_record
 from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, RankLayout
+from frwatch_operator.kube import ObjectRef
 from frwatch_operator.optin import CaptureSettings, resolve
 from frwatch_operator.resources import IncidentCounts, IncidentPhase, IncidentStatus
 from frwatch_operator.webhook import JobEntry
@@ -58,11 +62,15 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
     entry = _job_entry(deps, kind, namespace, job_name)
     if entry is None or kind.owned_elsewhere(pod, entry.uid):
         return None
+    layout = deps.seen.layout(namespace, job_name) or UNKNOWN_LAYOUT
+    facts = pod_facts(pod, ranks=kind.ranks_of(pod, layout), deleted=deleted)
+    # remembered whatever the opt-in: a job opted in while it runs has such pods (handlers.jobs says so)
+    deps.seen.note_uncaptured(namespace, job_name, facts.name, present=not facts.injected and not deleted)
     decision = resolve(entry.as_body(), deps.index.policies(namespace), deps.config)
     if not decision.enabled or decision.settings is None:
         return None
-    layout = deps.seen.layout(namespace, job_name) or UNKNOWN_LAYOUT
-    facts = pod_facts(pod, ranks=kind.ranks_of(pod, layout), deleted=deleted)
+    if not facts.injected and not deleted:
+        not_captured(deps, kind, entry, facts.name)
     if facts.attempt is None:
         return None  # not injected by frwatch: no dumps to collect, no attempt to name
     deps.seen.record_pod(facts)
@@ -75,6 +83,28 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
     if facts.failure is None or deleted:
         return None
     return open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
+
+
+def not_captured(deps: Deps, kind: JobKind, entry: JobEntry, pod: str) -> None:
+    """A pod of an opted-in job runs without capture: say it on the job (``frwatch_operator.capture_gaps``).
+    Best effort: saying it must never stand between a failure and its Incident."""
+    ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, entry.namespace, entry.name, entry.uid)
+    if not deps.seen.first_time(f"{entry.uid}/not-captured/{pod}"):
+        return
+    try:
+        written = deps.kube.annotate_if(kind, entry.namespace, entry.name, lambda job: whole_attempt_uncaptured(job, pod))
+        if written:
+            following = str(written[c.ANN_ATTEMPT])
+            attempt = str(int(following) - 1)
+            logger.warning("job %s/%s: attempt %s runs without capture (pod %s); pods from now on are attempt %s",
+                           entry.namespace, entry.name, attempt, pod, following)  # fmt: skip
+            deps.kube.post_event(ref, notices.attempt_not_captured(attempt, following, pod))
+            return
+        job = deps.kube.get_job(kind, entry.namespace, entry.name)
+        if job is not None and gap_of(job) is None:  # part of a captured attempt: its ranks will be missing
+            deps.kube.post_event(ref, notices.pod_not_captured(pod, current_attempt(job) or "?"))
+    except FrwatchError as exc:
+        logger.warning("job %s/%s: pod %s without capture not reported: %s", entry.namespace, entry.name, pod, exc)
 
 
 def open_incident(

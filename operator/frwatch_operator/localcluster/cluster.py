@@ -24,7 +24,9 @@ What runs (every process's output in ``cluster.logs_dir``):
   ``MutatingWebhookConfiguration`` (``frwatch-local``) points at, its ``/healthz`` and ``/metrics`` on
   free loopback ports too (``cluster.health_url``, ``cluster.metrics_url``: clusters side by side never
   collide). Skipped, with the reason in
-  ``cluster.operator_status``, while ``frwatch_operator.main`` does not exist.
+  ``cluster.operator_status``, while ``frwatch_operator.main`` does not exist. With
+  ``operator_replicas=N`` (N > 1), N operator processes with leader election, behind a webhook Service
+  (``replicas.py``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from frwatch_operator.localcluster.kubectl import kubectl_path
 from frwatch_operator.localcluster.kubelet import Kubelet, NodeSpec
 from frwatch_operator.localcluster.objectstore import ObjectStore
 from frwatch_operator.localcluster.podsecurity import install_pod_security
+from frwatch_operator.localcluster.replicas import LOCAL_ELECTION, ExtraReplicas, WebhookService
 from frwatch_operator.localcluster.training_operator import TrainingOperator
 
 logger = logging.getLogger(__name__)
@@ -139,9 +142,11 @@ class LocalCluster:
         operator_env: Mapping[str, str] | None = None,
         namespaces: Sequence[str] = ("default",),
         keep_workdir: bool = False,
+        operator_replicas: int = 1,
     ) -> None:
         """``operator_env``: extra ``FRWATCH_*`` settings for the operator (e.g. remediation);
-        ``namespaces``: prepared at start (``prepare_namespace``); ``keep_workdir``: leave logs behind."""
+        ``namespaces``: prepared at start (``prepare_namespace``); ``keep_workdir``: leave logs behind;
+        ``operator_replicas``: more than 1 runs that many operators with leader election (``replicas.py``)."""
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="frwatch-localcluster-"))
         self.logs_dir = self.workdir / "logs"
@@ -161,6 +166,9 @@ class LocalCluster:
         self.operator: subprocess.Popen[bytes] | None = None
         self.operator_status = "not started"
         self.operator_restarts = 0  #: times the supervisor restarted a dead operator
+        #: replicas 1.. of the operator (replica 0 is ``operator``), and the webhook Service over all of them
+        self.replicas = ExtraReplicas(operator_replicas, self.logs_dir, self.frwatch_env, self._spawn_replica)
+        self.webhook_service = WebhookService(self._webhook_endpoints)
         self._stopping = False
         self._loop: _LoopThread | None = None
 
@@ -189,7 +197,7 @@ class LocalCluster:
             self.apiserver = start_apiserver()
             self.apiserver.write_kubeconfig(self.kubeconfig)
             self.apiserver.server.pod_logs_dir = self.logs_dir / "pods"  # `kubectl logs` reads the kubelet's files
-            install_webhook_admission(self.apiserver)
+            install_webhook_admission(self.apiserver, service_urls=self.webhook_service)
             install_pod_security(self.apiserver)  # after the webhooks, as the real plugin judges the result
             self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
             self.store.start()
@@ -221,6 +229,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         self._stopping = True
+        self.replicas.stop(lambda proc: _stop_process(proc, 10))
         if self.operator is not None:
             _stop_process(self.operator, 10)
             self.operator = None
@@ -308,12 +317,14 @@ class LocalCluster:
             "FRWATCH_WEBHOOK_JOB_WAIT_SECONDS": "2",
             "FRWATCH_AGENT_STABLE_SECONDS": "0.3",
             "FRWATCH_AGENT_DRAIN_SECONDS": "5",
+            **(LOCAL_ELECTION | {"FRWATCH_OPERATOR_LEASE_NAMESPACE": OPERATOR_NAMESPACE} if self.replicas.replicas else {}),
             **self.operator_env,
         }
 
-    def register_webhook(self, url: str, name: str = MWC_NAME) -> None:
+    def register_webhook(self, url: str, name: str = MWC_NAME, *, service: Mapping[str, Any] | None = None) -> None:
         """A MutatingWebhookConfiguration that sends pod CREATEs of Kubeflow jobs to ``url``
-        (the operator's webhook, or a standalone one), failing open as frwatch's chart does."""
+        (the operator's webhook, or a standalone one), or to a ``clientConfig.service`` (the replicas' webhook
+        Service), failing open as frwatch's chart does."""
         assert self._loop is not None
         body = {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -321,7 +332,7 @@ class LocalCluster:
             "metadata": {"name": name},
             "webhooks": [{
                 "name": "inject.frwatch.io",
-                "clientConfig": {"url": url},
+                "clientConfig": {"service": dict(service)} if service else {"url": url},
                 "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
                 "objectSelector": {"matchExpressions": [{"key": c.KF_LABEL_JOB_NAME, "operator": "Exists"}]},
                 "failurePolicy": "Ignore",
@@ -386,9 +397,27 @@ class LocalCluster:
             )
         from frwatch_operator.webhook import HANDLER_ID
 
-        self.register_webhook(f"http://127.0.0.1:{self.webhook_port}/{HANDLER_ID}")
+        self.replicas.start()
+        service = {"namespace": OPERATOR_NAMESPACE, "name": "frwatch-webhook", "port": 443, "path": f"/{HANDLER_ID}"}
+        self.register_webhook(f"http://127.0.0.1:{self.webhook_port}/{HANDLER_ID}",
+                              service=service if self.replicas.replicas else None)  # fmt: skip
         self.operator_status = f"running (pid {proc.pid})"
         threading.Thread(target=self._supervise_operator, name="operator-supervisor", daemon=True).start()
+
+    def _webhook_endpoints(self) -> list[tuple[subprocess.Popen[bytes] | None, int]]:
+        return [(self.operator, self.webhook_port), *((r.proc, r.webhook_port) for r in self.replicas.replicas)]
+
+    def operator_pids(self) -> list[int]:
+        """The pids of the operator processes running now (replica 0 first)."""
+        return [p.pid for p, _ in self._webhook_endpoints() if p is not None and p.poll() is None]
+
+    def _spawn_replica(self, env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+        frwatch = Path(sys.executable).parent / "frwatch"
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(
+                [str(frwatch), "operator"], env={**_base_env(), **env}, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
 
     def _spawn_operator(self) -> subprocess.Popen[bytes]:
         frwatch = Path(sys.executable).parent / "frwatch"

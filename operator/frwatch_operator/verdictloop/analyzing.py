@@ -31,9 +31,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from frwatch_analyzers.layout import MANIFEST, split_s3_url
+from frwatch_analyzers.layout import MANIFEST, REPORT, VERDICT, split_s3_url
+from frwatch_analyzers.report import render
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
+from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
 from frwatch_operator.optin import CaptureSettings
@@ -44,6 +46,7 @@ from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
+from frwatch_operator.verdictloop.exit_verdict import exit_verdict
 from frwatch_operator.verdictloop.incident import IncidentIdentity, IncidentView, evidence_url
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
 from frwatch_operator.verdictloop.job_report import (
@@ -242,6 +245,13 @@ def _advance(
     now: datetime,
 ) -> Step:
     """One pass of :func:`advance_analysis` (raises what the adapters raise)."""
+    if _collected_reason(view) == EVERY_RANK_EXITED and not view.status.analyzer_job:
+        verdict = exit_verdict(view.status.observed, view.status.counts.expected_ranks, view.namespace)
+        if verdict is not None:  # nothing to align: the exits the cluster showed are the verdict
+            return _report_exits(view, verdict, config, kube, store, settings, now)
+        return _create_analyzer_job(  # status.observed cannot say it: the analyzer decides, as usual
+            view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
+        )
     if _analyzed_reason(view) == NOT_CREATED:
         return _create_analyzer_job(
             view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
@@ -292,6 +302,28 @@ def _advance(
 # --- the two endings ---------------------------------------------------------------------------------
 
 
+def _report_exits(
+    view: IncidentView,
+    verdict: Verdict,
+    config: Config,
+    kube: KubeActions,
+    store: S3Store,
+    settings: CaptureSettings | None,
+    now: datetime,
+) -> Step:
+    """Store the exits' verdict and its report where the analyzer would have (the report URL then works as
+    for any verdict), and report it."""
+    url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
+    for name, data, kind in (
+        (VERDICT, verdict.model_dump_json(indent=1).encode(), "application/json"),
+        (REPORT, render(verdict).encode(), "text/plain; charset=utf-8"),
+    ):
+        bucket, key = split_s3_url(f"{url}/{name}")
+        store.put(key, data, bucket=bucket, content_type=kind)
+    note = "no analyzer Job: no rank dumped and every rank's pod failed"
+    return _report(view, _training_job(view, kube), verdict, config, kube, store, settings, url, note, now)
+
+
 def _report(
     view: IncidentView,
     training: Obj | None,
@@ -322,16 +354,20 @@ def _report(
             last_transition_time=rfc3339(now),
         )  # fmt: skip
         conditions = [Condition.model_validate(x) for x in with_condition(conditions, evidence)]
+    seen, ns = view.status.observed, view.namespace
+    said = verdict_events(verdict, incident=view.name, report=report, observed=seen, namespace=ns)
     if job_ref is not None:
         kube.annotate_training_job(
-            view.namespace, view.spec.job_ref, job_annotations(verdict, incident=view.name, report=report)
+            view.namespace,
+            view.spec.job_ref,
+            job_annotations(verdict, incident=view.name, report=report, observed=seen, attempt=view.spec.attempt),
         )
-        for spec in verdict_events(verdict, incident=view.name, report=report):
+        for spec in said:
             kube.post_event(event_object(spec, about=job_ref, incident_uid=view.uid, now=now))
     else:
         gone = f"the {view.spec.job_ref.kind} was deleted while it was analysed: nothing annotated, no node touched"
         note = f"{note}; {gone}" if note else gone
-    diagnosed = verdict_events(verdict, incident=view.name, report=report)[0]
+    diagnosed = said[0]
     kube.post_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
     remediated = None
     detected = _parse_time(view.status.detected_at)
@@ -358,8 +394,9 @@ def _report(
             skipped=tuple(result.skipped(verdict, rules)), breaker_tripped=result.breaker_tripped,
         )  # fmt: skip
     status = reported_status(
-        verdict, report=report, now=now, conditions=conditions, note=note, remediation=remediated
-    )
+        verdict, report=report, now=now, conditions=conditions, note=note, remediation=remediated,
+        observed=seen, namespace=ns,
+    )  # fmt: skip
     return Step(status, done=True, observed=observed)
 
 
@@ -464,6 +501,10 @@ def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
 
 def _analyzed_reason(view: IncidentView) -> str:
     return next((x.reason for x in view.status.conditions if x.type == "Analyzed"), "")
+
+
+def _collected_reason(view: IncidentView) -> str:
+    return next((x.reason for x in view.status.conditions if x.type == "Collected"), "")
 
 
 def _parse_time(value: str) -> datetime | None:

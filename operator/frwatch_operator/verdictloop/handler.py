@@ -69,6 +69,8 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     )  # fmt: skip
     @translate_errors
     def verdict_loop_timer(body: kopf.Body, **_: Any) -> None:
+        if not deps.leader.leading():  # one replica drives; the others' timers pass
+            return
         step = advance_analysis(
             body, config=deps.config, kube=kube, store=deps.s3, settings=_settings(deps, body)
         )

@@ -1,9 +1,12 @@
 """What a verdict (or a failure) looks like on the job and the Incident. Pure: data in, data out.
 
-- the ``frwatch.io/*`` annotations of the PyTorchJob (DESIGN.md): a one-line verdict of at most 256
-  characters, the category, comma lists of suspect ranks and nodes, the report URL and the Incident;
-- the Events a person reads in ``kubectl describe``: the verdict, the suspects, the next steps;
-- the Incident's status fields (phase, category, suspects, report, conditions, message).
+- the ``frwatch.io/*`` annotations of the PyTorchJob (DESIGN.md): the short verdict (at most 120
+  characters: ``kubectl describe`` shows it whole), the category, comma lists of suspect ranks and (only for a
+  hardware-class verdict) nodes, the report URL and the Incident;
+- the Events a person reads in ``kubectl describe``: the verdict's full line with its kind, the suspects
+  (hardware-class) or the culprits and where they ran (software), the next steps;
+- the Incident's status fields (phase, category, suspects, the verdict in words, report, conditions, message).
+The words themselves come from :mod:`.verdict_words`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,15 @@ from typing import Any, Literal
 from frwatch_analyzers.layout import REPORT
 from frwatch_analyzers.verdict import Status, Verdict
 from frwatch_operator import constants as c
-from frwatch_operator.resources import SUSPECTS_MAX, Condition, IncidentPhase
+from frwatch_operator.resources import (
+    SUSPECTS_MAX,
+    Condition,
+    IncidentObserved,
+    IncidentPhase,
+    IncidentVerdict,
+)
+from frwatch_operator.verdictloop.verdict_words import words
 
-VERDICT_LINE_MAX = 256
 #: Longer comma lists are cut (with "+N more") to keep the job's annotations far below the 256 KiB limit.
 LIST_MAX = 16 * 1024
 #: core/v1 Event messages: kept at most this long (events.k8s.io caps a note at 1 KiB).
@@ -33,7 +42,8 @@ class Reason(StrEnum):
 
     ANALYZER_STARTED = "AnalyzerStarted"  #: the analyzer Job was created (on the Incident)
     DIAGNOSED = "Diagnosed"  #: the verdict's line and where the report is (job, Incident)
-    SUSPECTS = "SuspectsNamed"  #: culprit ranks and the nodes they ran on (job)
+    SUSPECTS = "SuspectsNamed"  #: hardware-class: culprit ranks and their (suspect) nodes (job)
+    CULPRITS = "CulpritsNamed"  #: software: culprit ranks, what they did and where they ran, no suspect (job)
     NEXT_STEPS = "NextSteps"  #: the targeted probes the analyzer recommends (job)
     ANALYSIS_FAILED = "AnalysisFailed"  #: no verdict: why (job, Incident)
     REMEDIATION = "Remediation"  #: the cordon plan: done, dry-run or skipped, with reasons (job, Incident)
@@ -133,21 +143,26 @@ def report_url(evidence_url: str) -> str:
 
 
 def verdict_line(verdict: Verdict) -> str:
-    """The one line a person reads (annotation frwatch.io/verdict): at most 256 characters."""
-    line = verdict.headline or f"{verdict.status.value}: {verdict.category.value}"
-    return one_line(line, VERDICT_LINE_MAX)
+    """The one line a person reads (annotation frwatch.io/verdict): the short form, at most 120 characters
+    (``kubectl describe`` shows it whole; the full headline is in the Diagnosed Event)."""
+    return words(verdict).short
 
 
-def job_annotations(verdict: Verdict, *, incident: str, report: str) -> dict[str, str | None]:
+def job_annotations(
+    verdict: Verdict, *, incident: str, report: str, observed: IncidentObserved | None = None, attempt: str = ""
+) -> dict[str, str | None]:
     """The job's ``frwatch.io/*`` annotations (a merge patch: None removes a stale value of an earlier
-    incident, e.g. suspects the new verdict does not have)."""
+    incident, e.g. suspects the new verdict does not have). Suspect nodes only for a hardware-class verdict:
+    the node a software bug ran on is no suspect."""
+    said = words(verdict, observed)
     return {
-        c.ANN_VERDICT: verdict_line(verdict),
+        c.ANN_VERDICT: said.short,
         c.ANN_CATEGORY: verdict.category.value,
         c.ANN_SUSPECT_RANKS: comma_list(verdict.culprit_ranks) or None,
-        c.ANN_SUSPECT_NODES: comma_list(verdict.suspect_nodes) or None,
+        c.ANN_SUSPECT_NODES: (comma_list(verdict.suspect_nodes) or None) if verdict.hardware_class else None,
         c.ANN_REPORT: report,
         c.ANN_INCIDENT: incident,
+        c.ANN_INCIDENT_ATTEMPT: attempt or None,
     }
 
 
@@ -155,42 +170,90 @@ def _ranks_text(ranks: Sequence[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + comma_list(ranks, 400).replace(",", ", ")
 
 
-def verdict_events(verdict: Verdict, *, incident: str, report: str) -> list[EventSpec]:
-    """The Events on the job: the verdict, the suspects, the next steps (each a line a person reads)."""
+def verdict_events(
+    verdict: Verdict, *, incident: str, report: str, observed: IncidentObserved | None = None, namespace: str = ""
+) -> list[EventSpec]:
+    """The Events on the job: the verdict's full line, who (suspects for a hardware-class finding, culprits
+    and where they ran otherwise), the next steps (each a line a person reads)."""
+    said = words(verdict, observed, namespace)
     kind: EventType = "Normal" if verdict.status is Status.healthy else "Warning"
     tags = verdict.category.value + (", hardware-class" if verdict.hardware_class else "")
+    head = verdict.headline or said.short
+    what = f"{said.kind_text}: " if said.kind_text and not head.lower().startswith(said.kind_text.split(" ")[0].lower()) else ""
     events = [
         EventSpec(
             kind,
             Reason.DIAGNOSED,
-            one_line(
-                f"{verdict_line(verdict)} [{tags}]. Full report: {report} (Incident {incident})",
-                EVENT_MESSAGE_MAX,
-            ),
+            one_line(f"{what}{head} [{tags}]. Full report: {report} (Incident {incident})", EVENT_MESSAGE_MAX),
         )
     ]
-    if verdict.culprit_ranks or verdict.suspect_nodes:
+    missing = f"; no dump from {_ranks_text(verdict.missing_dumps)}" if verdict.missing_dumps else ""
+    if verdict.hardware_class and (verdict.culprit_ranks or verdict.suspect_nodes):
         who = _ranks_text(verdict.culprit_ranks) if verdict.culprit_ranks else "no rank named"
         if verdict.culprit_detail and len(verdict.culprit_detail) <= DETAIL_MAX:
             who += f" ({verdict.culprit_detail})"  # a few words (stuck, crashed); a long one repeats the headline
+        elif said.kind_text:
+            who += f" ({said.kind_text})"
         where = (
             f"on node{'s' if len(verdict.suspect_nodes) > 1 else ''} "
             + comma_list(verdict.suspect_nodes, 400).replace(",", ", ")
             if verdict.suspect_nodes
             else "on unknown nodes (no rank-to-node record)"
         )
-        missing = f"; no dump from {_ranks_text(verdict.missing_dumps)}" if verdict.missing_dumps else ""
         events.append(
             EventSpec(
                 "Warning", Reason.SUSPECTS, one_line(f"Suspects: {who} {where}{missing}", EVENT_MESSAGE_MAX)
             )
         )
-    if verdict.next_steps:
-        steps = " ".join(f"{i}) {one_line(s, 300)}" for i, s in enumerate(verdict.next_steps[:3], 1))
+    elif verdict.culprit_ranks:
+        who = _ranks_text(verdict.culprit_ranks) + (f" ({said.kind_text})" if said.kind_text else "")
+        where = f"; {said.where}" if said.where else "; where it ran is not recorded"
         events.append(
-            EventSpec("Normal", Reason.NEXT_STEPS, one_line(f"Next steps: {steps}", EVENT_MESSAGE_MAX))
+            EventSpec(
+                "Warning",
+                Reason.CULPRITS,
+                one_line(f"Culprits: {who}{where}. A software finding: no node is suspect{missing}", EVENT_MESSAGE_MAX),
+            )
+        )
+    if said.next_steps:
+        steps = " ".join(f"{i}) {one_line(s, 300)}" for i, s in enumerate(said.next_steps, 1))
+        fits = f" ({said.kind_text})" if said.kind_text else ""
+        events.append(
+            EventSpec("Normal", Reason.NEXT_STEPS, one_line(f"Next steps{fits}: {steps}", EVENT_MESSAGE_MAX))
         )
     return events
+
+
+def culprits_line(verdict: Verdict, observed: IncidentObserved | None = None, limit: int = SUSPECTS_MAX) -> str:
+    """The Incident's ``status.suspects``: suspect ranks and nodes for a hardware-class verdict ("rank 1 on
+    node-b"); for a software one the culprits and where they ran ("rank 1 ran on node-b"), in words that fit."""
+    if verdict.hardware_class:
+        return suspects_line(verdict.culprit_ranks, verdict.suspect_nodes, limit)
+    said = words(verdict, observed)
+    if said.where and len(said.where) <= limit:
+        return said.where
+    if said.culprits and said.ran_on:
+        counted = f"{said.culprits} ran on {len(said.ran_on)} node{'s' if len(said.ran_on) > 1 else ''}"
+        if len(counted) <= limit:
+            return counted
+    return suspects_line(verdict.culprit_ranks, [], limit)
+
+
+def verdict_summary(
+    verdict: Verdict, *, report: str, observed: IncidentObserved | None = None, namespace: str = ""
+) -> IncidentVerdict:
+    """The Incident's ``status.verdict``: the verdict in words, bounded."""
+    said = words(verdict, observed, namespace)
+    return IncidentVerdict(
+        headline=one_line(verdict.headline or said.short, 1024),
+        short=said.short,
+        kind=said.kind.value if said.kind is not None else "",
+        kind_text=one_line(said.kind_text, 64),
+        culprits=one_line(said.culprits, 256),
+        ran_on=one_line(said.where, 512),
+        next_steps=[one_line(s, 512) for s in said.next_steps],
+        report_url=report[:2048],
+    )
 
 
 # --- the Incident's status ------------------------------------------------------------------------------
@@ -245,9 +308,11 @@ def reported_status(
     conditions: Sequence[Condition],
     note: str = "",
     remediation: Condition | None = None,
+    observed: IncidentObserved | None = None,
+    namespace: str = "",
 ) -> dict[str, Any]:
     """The status patch when the verdict is stored and surfaced (phase Reported), with the
-    ``Remediated`` condition when the cordon policy ran."""
+    ``Remediated`` condition when the cordon policy ran. Suspect nodes only for a hardware-class verdict."""
     message = verdict_line(verdict) + (f" ({note})" if note else "")
     if remediation is not None:
         conditions = [c for c in conditions if c.type != remediation.type] + [remediation]
@@ -257,9 +322,10 @@ def reported_status(
         "category": verdict.category.value,
         "hardwareClass": verdict.hardware_class,
         "suspectRanks": list(verdict.culprit_ranks[:STATUS_LIST_MAX]),
-        "suspectNodes": list(verdict.suspect_nodes[:STATUS_LIST_MAX]),
-        "suspects": suspects_line(verdict.culprit_ranks, verdict.suspect_nodes),
+        "suspectNodes": list(verdict.suspect_nodes[:STATUS_LIST_MAX]) if verdict.hardware_class else [],
+        "suspects": culprits_line(verdict, observed),
         "reportUrl": report,
+        "verdict": verdict_summary(verdict, report=report, observed=observed, namespace=namespace).wire(),
         "message": one_line(message, 1024),
         "conditions": with_condition(
             conditions,

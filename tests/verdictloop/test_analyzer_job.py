@@ -16,7 +16,12 @@ from frwatch_operator.config import AnalyzerSettings, Config, S3Settings
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.resources import ComputeResources
 from frwatch_operator.verdictloop import start_analysis
-from frwatch_operator.verdictloop.analyzer_job import analyzer_job_name, label_value, worker_count
+from frwatch_operator.verdictloop.analyzer_job import (
+    analysis_budget_seconds,
+    analyzer_job_name,
+    label_value,
+    worker_count,
+)
 
 KUBE_VERSION = "1.32.0"
 S3 = S3Settings(
@@ -91,7 +96,9 @@ def test_the_job_as_created(opened: Any, k8s_namespace: str, kube: Any, api_clie
     assert container["command"] == [
         "frwatch", "analyze", url, "--format", "json", "--out", f"{url}/verdict.json", "--report-out",
         f"{url}/report.txt", "--termination-log", "/dev/termination-log", "--jobs", "3",
+        "--deadline-seconds", "1111",  # the Job's 1234 s less a tenth: time left to write the verdict
     ]  # fmt: skip
+    assert "imagePullSecrets" not in pod  # none configured
     assert container["terminationMessagePath"] == "/dev/termination-log"
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -199,3 +206,19 @@ def test_long_incident_names_still_make_valid_names() -> None:
     )
     value = label_value(name)
     assert len(value) <= 63 and value[0].isalnum() and value[-1].isalnum()
+
+
+def test_the_analyzer_pod_pulls_with_the_configured_secrets(
+    opened: Any, k8s_namespace: str, kube: Any, api_client: Any
+) -> None:
+    incident, url = opened
+    meta = incident["metadata"]
+    config = config_for(k8s_namespace, image_pull_secrets="regcred, mirror-cred")
+    start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
+    pod = created_job(api_client, k8s_namespace)["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror-cred"}]
+
+
+@pytest.mark.parametrize(("deadline", "budget"), [(1234, 1111), (600, 540), (60, 30), (40, 20), (1, 1)])
+def test_the_analyzer_stops_decoding_before_the_jobs_deadline(deadline: int, budget: int) -> None:
+    assert analysis_budget_seconds(deadline) == budget

@@ -133,6 +133,13 @@ def analyzer_env(s3: S3Settings, secret: str = "") -> list[dict[str, Any]]:
     return env
 
 
+def analysis_budget_seconds(job_deadline_seconds: int) -> int:
+    """How long the analyzer may decode: the Job's deadline less a margin to write the verdict (a tenth, at
+    least 30 s); half the deadline when that leaves less than 30 s."""
+    budget = job_deadline_seconds - max(30, job_deadline_seconds // 10)
+    return budget if budget >= 30 else max(1, job_deadline_seconds // 2)
+
+
 def analyzer_job(
     incident: IncidentIdentity,
     *,
@@ -146,7 +153,15 @@ def analyzer_job(
     settings = settings or AnalyzerSettings()
     namespace, name = analyzer_job_ref(incident, settings)
     labels = analyzer_labels(incident)
-    command = [*analyzer_command(evidence_url), "--jobs", str(worker_count(run.resources))]
+    command = [
+        *analyzer_command(evidence_url),
+        "--jobs",
+        str(worker_count(run.resources)),
+        # the analyzer stops decoding in time to write a verdict (naming what it could not read) before
+        # Kubernetes kills the Job at its activeDeadlineSeconds
+        "--deadline-seconds",
+        str(analysis_budget_seconds(run.deadline_seconds)),
+    ]
     container: dict[str, Any] = {
         "name": c.ANALYZER_CONTAINER,
         "image": run.image,
@@ -189,6 +204,11 @@ def analyzer_job(
                         "runAsGroup": RUN_AS_USER,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
+                    **(
+                        {"imagePullSecrets": [{"name": n} for n in settings.pull_secrets]}
+                        if settings.pull_secrets
+                        else {}
+                    ),
                     "containers": [container],
                     "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
                 },

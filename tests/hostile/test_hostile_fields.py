@@ -75,17 +75,23 @@ WRONG_TYPES = [
 ]
 
 
-@pytest.mark.parametrize("fmt", ["pickle", "json"])
+#: Every wrong type in both formats, except frames in JSON: torch's JSON dumps carry no frames at all.
+WRONG_TYPES_BY_FORMAT = [
+    (fmt, *case)
+    for fmt in ("pickle", "json")
+    for case in WRONG_TYPES
+    if not (fmt == "json" and case[0][:1] == ("entries",) and "frames" in case[0])
+]
+
+
 @pytest.mark.parametrize(
-    ("path", "value", "reason"),
-    WRONG_TYPES,
+    ("fmt", "path", "value", "reason"),
+    WRONG_TYPES_BY_FORMAT,
     ids=lambda v: "/".join(map(str, v)) if isinstance(v, tuple) else None,
 )
 def test_wrong_types_everywhere(
     tmp_path: Path, fmt: str, path: tuple[object, ...], value: object, reason: str
 ) -> None:
-    if fmt == "json" and path[:1] == ("entries",) and "frames" in path:
-        pytest.skip("JSON dumps have no frames")
     run = analyze(_folder(tmp_path, with_value(path, value, fmt)), "--format", "json")
     assert run.code == 0, run.stderr
     bad = run.bad(HOSTILE)

@@ -33,6 +33,7 @@ from frwatch_operator.config import AnalyzerSettings, Config, RemediationSetting
 from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import advance_analysis, start_analysis
+from frwatch_operator.verdictloop.analyzer_job import analysis_budget_seconds
 
 WORLD = 4
 
@@ -108,6 +109,7 @@ def test_real_dumps_to_verdict_on_the_job(
     assert container["command"] == [
         "frwatch", "analyze", url, "--format", "json", "--out", f"{url}/verdict.json",
         "--report-out", f"{url}/report.txt", "--termination-log", "/dev/termination-log", "--jobs", "1",
+        "--deadline-seconds", str(analysis_budget_seconds(analyzer["spec"]["activeDeadlineSeconds"])),
     ]  # fmt: skip
 
     # --- the container, run as a process with the Job's env ------------------------------------------------

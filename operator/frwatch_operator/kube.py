@@ -12,7 +12,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 import urllib3.exceptions
@@ -27,6 +27,7 @@ from frwatch_operator.job_failure import start_to_record
 from frwatch_operator.jobkinds import JobKind
 from frwatch_operator.notices import Notice
 from frwatch_operator.textsafe import printable
+from frwatch_operator.times import now_rfc3339
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,10 +50,6 @@ class ObjectRef:
             str(body.get("apiVersion") or ""), str(body.get("kind") or ""), str(meta.get("namespace") or ""),
             str(meta.get("name") or ""), str(meta.get("uid") or ""),
         )  # fmt: skip
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Kube:
@@ -216,7 +213,7 @@ class Kube:
         """Post a core/v1 Event about ``about``. The name is derived from (object uid, reason, message), so
         the same notice is posted once, even by a restarted operator. Returns False if it already existed."""
         digest = hashlib.sha256(f"{about.uid}/{notice.reason}/{notice.message}".encode()).hexdigest()[:16]
-        now = _now()
+        now = now_rfc3339()
         body = {
             "apiVersion": "v1",
             "kind": "Event",

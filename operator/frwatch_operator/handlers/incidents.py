@@ -63,13 +63,14 @@ from frwatch_operator.collection import (
 from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FatalError, NotFoundError
 from frwatch_operator.handlers import Deps, translate_errors
-from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT, rfc3339
+from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
 from frwatch_operator.incident_naming import valid_attempt
 from frwatch_operator.jobkinds import MAX_WORLD_SIZE, JobKind, kind_of
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.observed_facts import facts_of, observe
 from frwatch_operator.optin import CaptureSettings, defaults
 from frwatch_operator.resources import Condition, IncidentCounts, IncidentPhase, IncidentSpec, IncidentStatus
+from frwatch_operator.times import parse_rfc3339, rfc3339
 
 logger = logging.getLogger(__name__)
 _OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
@@ -97,13 +98,6 @@ _memory_lock = threading.Lock()
 def _mem(uid: str) -> _Memory:
     with _memory_lock:
         return _memory.setdefault(uid, _Memory())
-
-
-def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -167,7 +161,7 @@ def _settings(deps: Deps, inc: _Incident) -> CaptureSettings:
 def _condition(kind: str, status: bool, reason: str, message: str, now: datetime) -> Condition:
     return Condition(
         type=kind, status="True" if status else "False", reason=reason, message=message,
-        last_transition_time=rfc3339(now),
+        last_transition_time=rfc3339(now, "milliseconds"),
     )  # fmt: skip
 
 
@@ -179,8 +173,8 @@ def _write_status(deps: Deps, inc: _Incident, status: IncidentStatus) -> Inciden
 def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
     """Detected -> Collecting: fix the detection time, the deadline and the expected ranks in status."""
     s = inc.status
-    detected = _parse_time(s.detected_at) or _parse_time(inc.created) or now
-    deadline = _parse_time(s.collection_deadline) or detected + timedelta(
+    detected = parse_rfc3339(s.detected_at) or parse_rfc3339(inc.created) or now
+    deadline = parse_rfc3339(s.collection_deadline) or detected + timedelta(
         seconds=_settings(deps, inc).collection_deadline_seconds
     )
     expected = s.counts.expected_ranks
@@ -200,12 +194,12 @@ def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
     status = s.model_copy(
         update={
             "phase": IncidentPhase.COLLECTING,
-            "detected_at": rfc3339(detected),
-            "collection_deadline": rfc3339(deadline),
+            "detected_at": rfc3339(detected, "milliseconds"),
+            "collection_deadline": rfc3339(deadline, "milliseconds"),
             "counts": IncidentCounts(expected_ranks=expected, dumped_ranks=s.counts.dumped_ranks,
                                      missing_ranks=s.counts.missing_ranks),
             "conditions": conditions,
-            "message": f"collecting dumps until {rfc3339(deadline)}",
+            "message": f"collecting dumps until {rfc3339(deadline, 'milliseconds')}",
         }
     )  # fmt: skip
     return _write_status(deps, inc, status)
@@ -286,7 +280,7 @@ def _look(
     listing = read_listing(inc.key, keys)
     dumped = frozenset(listing.rank_keys)
     records = _pod_records(deps, inc, listing.pod_keys, dumped)
-    deadline = _parse_time(status.collection_deadline) or now
+    deadline = parse_rfc3339(status.collection_deadline) or now
     settled = settled_ranks(pods, check_records(pods, records)[0])
     return pods, listing, cut, records, assess(status.counts.expected_ranks, dumped, now, deadline, settled)
 
@@ -299,7 +293,7 @@ def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -
     dumped = progress.dumped
     expected = status.counts.expected_ranks
     if not progress.done:  # a manifest in the store ends nothing: frwatch writes its own
-        detected = _parse_time(status.detected_at) or now
+        detected = parse_rfc3339(status.detected_at) or now
         if (
             progress.missing
             and (now - detected).total_seconds() >= deps.config.operator.ask_agents_after_seconds
@@ -340,7 +334,7 @@ def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: Store
     observed = observe(status.observed, pods, trusted)
     manifest = build_manifest(
         inc.key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=trusted,
-        asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now), deadline_reached=deadline_reached,
+        asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now, "milliseconds"), deadline_reached=deadline_reached,
     )  # fmt: skip
     for pod in manifest.pods:
         if pod.pod not in listing.pod_keys:
@@ -387,14 +381,14 @@ def _collected(
     new = status.model_copy(
         update={
             "phase": IncidentPhase.ANALYZING,
-            "collected_at": manifest.collection_ended or rfc3339(now),
+            "collected_at": manifest.collection_ended or rfc3339(now, "milliseconds"),
             "counts": IncidentCounts(expected_ranks=manifest.world_size, dumped_ranks=dumped, missing_ranks=missing),
             "conditions": conditions,
             "message": f"collected: {message}" if wired else NOT_WIRED,
         }
     )  # fmt: skip
     _write_status(deps, inc, new)
-    detected = _parse_time(status.detected_at) or _parse_time(inc.created) or now
+    detected = parse_rfc3339(status.detected_at) or parse_rfc3339(inc.created) or now
     deps.metrics.collection_finished((now - detected).total_seconds(), dumped, missing)
     url = f"s3://{inc.bucket}/{inc.key.root}"
     deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url, wired))
@@ -461,7 +455,7 @@ def active(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool
     its creator (the pod handler writes its first status right after the create) unless orphaned."""
     phase = str((status or {}).get("phase") or "")
     if not phase:
-        created = _parse_time(str((meta or {}).get("creationTimestamp") or ""))
+        created = parse_rfc3339(str((meta or {}).get("creationTimestamp") or ""))
         return created is None or datetime.now(UTC) - created > ORPHAN_AFTER
     if phase in _OPEN:
         return True

@@ -41,6 +41,7 @@ from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
 from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import ApiRefusals, Condition, IncidentPhase
 from frwatch_operator.s3store import S3Store
+from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.verdictloop import wiring
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
@@ -58,7 +59,6 @@ from frwatch_operator.verdictloop.job_report import (
     one_line,
     report_url,
     reported_status,
-    rfc3339,
     verdict_events,
     with_condition,
 )
@@ -224,7 +224,7 @@ def advance_analysis(
         return Step(done=view.status.phase in (IncidentPhase.REPORTED, IncidentPhase.FAILED))
     refusals = view.status.api_refusals
     if refusals is not None:
-        wait = ((_parse_time(refusals.next_pass_at) or now) - now).total_seconds()
+        wait = ((parse_rfc3339(refusals.next_pass_at) or now) - now).total_seconds()
         if wait > 0:  # backing off after a refused pass
             return Step(done=False, retry_after=wait)
     try:
@@ -370,7 +370,7 @@ def _report(
     diagnosed = said[0]
     kube.post_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
     remediated = None
-    detected = _parse_time(view.status.detected_at)
+    detected = parse_rfc3339(view.status.detected_at)
     observed = Observed(
         category=verdict.category.value, hardware_class=verdict.hardware_class,
         seconds_since_detection=(now - detected).total_seconds() if detected is not None else 0.0,
@@ -455,7 +455,7 @@ def _refusal_status(
     """The status patch recording one more refused pass, and whether it is time to give up."""
     settings = config.operator
     count = prior.count + 1 if prior is not None else 1
-    first = (_parse_time(prior.first_at) if prior is not None else None) or now
+    first = (parse_rfc3339(prior.first_at) if prior is not None else None) or now
     give_up = first + timedelta(seconds=settings.refused_give_up_seconds)
     wait = min(
         settings.refused_backoff_seconds * 2 ** min(count - 1, 30), settings.refused_backoff_max_seconds
@@ -477,7 +477,7 @@ def _refused(view: IncidentView, exc: FatalError, config: Config, kube: KubeActi
     count = prior.count + 1 if prior is not None else 1
     if not give_up:
         logger.warning("Incident %s: %s", view.key, patch["message"])
-        wait = _parse_time(patch["apiRefusals"]["nextPassAt"]) or now
+        wait = parse_rfc3339(patch["apiRefusals"]["nextPassAt"]) or now
         return Step(patch, done=False, retry_after=(wait - now).total_seconds())
     since = prior.first_at if prior is not None else rfc3339(now)
     message = f"the API refused {count} pass{'es' if count > 1 else ''} since {since}: {_refusal_text(exc)}"
@@ -505,13 +505,6 @@ def _analyzed_reason(view: IncidentView) -> str:
 
 def _collected_reason(view: IncidentView) -> str:
     return next((x.reason for x in view.status.conditions if x.type == "Collected"), "")
-
-
-def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-    except ValueError:
-        return None
 
 
 def _job_involved(view: IncidentView, training: Obj) -> dict[str, str]:

@@ -13,8 +13,9 @@ from typing import Any
 
 from frwatch_operator import constants as c
 from frwatch_operator.textsafe import printable
+from frwatch_operator.times import rfc3339
 from frwatch_operator.verdictloop.analyzer_job import fit_name
-from frwatch_operator.verdictloop.job_report import EventSpec, rfc3339
+from frwatch_operator.verdictloop.job_report import EventSpec
 
 #: Events about cluster-scoped objects (nodes) live here, as the kubelet's do.
 CLUSTER_EVENT_NAMESPACE = "default"

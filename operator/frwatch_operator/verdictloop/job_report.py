@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ from frwatch_operator.resources import (
     IncidentPhase,
     IncidentVerdict,
 )
+from frwatch_operator.times import rfc3339
 from frwatch_operator.verdictloop.verdict_words import words
 
 #: Longer comma lists are cut (with "+N more") to keep the job's annotations far below the 256 KiB limit.
@@ -257,10 +258,6 @@ def verdict_summary(
 
 
 # --- the Incident's status ------------------------------------------------------------------------------
-
-
-def rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def with_condition(conditions: Sequence[Condition], new: Condition) -> list[dict[str, Any]]:

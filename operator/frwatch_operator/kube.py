@@ -19,6 +19,7 @@ import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
 from frwatch_operator.capture_gaps import gap_closed
 from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
@@ -26,7 +27,6 @@ from frwatch_operator.incident_naming import next_attempt
 from frwatch_operator.job_failure import start_to_record
 from frwatch_operator.jobkinds import JobKind
 from frwatch_operator.notices import Notice
-from frwatch_operator.textsafe import printable
 from frwatch_operator.times import now_rfc3339
 
 logger = logging.getLogger(__name__)

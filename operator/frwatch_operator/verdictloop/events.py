@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
-from frwatch_operator.textsafe import printable
 from frwatch_operator.times import rfc3339
 from frwatch_operator.verdictloop.analyzer_job import fit_name
 from frwatch_operator.verdictloop.job_report import EventSpec

@@ -32,10 +32,10 @@ import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.resources import JobRef
-from frwatch_operator.textsafe import printable
 from frwatch_operator.verdictloop.ports import ApiRefusedError, ConflictError, NamespaceMissingError, Obj
 
 T = TypeVar("T")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,9 +11,10 @@ from pydantic import ValidationError
 from .diagnose import World, diagnose
 from .loading import ArrayPool, LoadOptions, load
 from .manifest import Manifest
+from .merge import merge
 from .safe_load import DEFAULT_MAX_BYTES
 from .sources import S3Config, discover
-from .summarize import EntrySig, RankTrace, Summarizer
+from .summarize import Summarizer
 from .verdict import FileProblem, Verdict
 
 
@@ -39,13 +40,16 @@ def analyze(
         if problem:
             problems.append(problem)
     loaded = load(inputs, LoadOptions(jobs=jobs, max_bytes=max_bytes, s3=s3))
-    traces, details, dup_problems = merge(loaded.traces)
+    merged = merge(loaded.traces)
+    _share(merged.traces)
     world = World(
-        traces=traces,
-        details=details,
-        problems=problems + loaded.problems + dup_problems,
+        traces=merged.traces,
+        details=merged.details,
+        problems=problems + loaded.problems + merged.problems,
         manifest=manifest,
         world_size=world_size,
+        files=merged.files,
+        notes=merged.notes,
     )
     verdict = diagnose(world)
     verdict.stats["bytes"] = float(loaded.bytes_read)
@@ -54,38 +58,33 @@ def analyze(
 
 
 def analyze_dumps(
-    dumps: Mapping[int, dict[str, Any]],
+    dumps: Mapping[int, dict[str, Any]] | Sequence[tuple[str, int, dict[str, Any]]],
     *,
     world_size: int | None = None,
     manifest: Manifest | None = None,
 ) -> Verdict:
-    """Analyze already-decoded dumps (``{global rank: dump dict}``), e.g. from a test builder."""
+    """Analyze already-decoded dumps, e.g. from a test builder: ``{global rank: dump}``, or
+    ``[(file name, rank, dump), ...]`` when a rank left more than one file."""
     summarizer = Summarizer()
-    raw = [summarizer.summarize(d, rank, f"<rank {rank}>", "dict") for rank, d in sorted(dumps.items())]
-    traces, details, problems = merge(raw)
-    return diagnose(World(traces, details, problems, manifest, world_size))
+    named = (
+        [(f"<rank {rank}>", rank, d) for rank, d in sorted(dumps.items())]
+        if isinstance(dumps, Mapping)
+        else dumps
+    )
+    raw = [summarizer.summarize(d, rank, name, "dict") for name, rank, d in named]
+    merged = merge(raw)
+    _share(merged.traces)
+    world = World(
+        merged.traces, merged.details, merged.problems, manifest, world_size, merged.files, merged.notes
+    )
+    return diagnose(world)
 
 
-def merge(raw: list[RankTrace]) -> tuple[dict[int, RankTrace], dict[int, EntrySig], list[FileProblem]]:
-    """Index summaries by rank, collect signature details, share identical arrays to save memory."""
-    traces: dict[int, RankTrace] = {}
-    details: dict[int, EntrySig] = {}
-    problems: list[FileProblem] = []
-    share = ArrayPool()
-    for t in sorted(raw, key=lambda t: (t.rank, t.fmt != "pickle", t.file)):
-        details.update(t.sig_details)
-        t.sig_details = {}
-        if t.rank in traces:
-            kept = traces[t.rank]
-            problems.append(
-                FileProblem(
-                    file=t.file, rank=t.rank, reason=f"a second dump of rank {t.rank}: {kept.file} is used"
-                )
-            )
-            continue
-        share.intern(t)
-        traces[t.rank] = t
-    return traces, details, problems
+def _share(traces: Mapping[int, Any]) -> None:
+    """Ranks that behaved alike share one copy of their arrays (memory ~ distinct behaviours)."""
+    pool = ArrayPool()
+    for t in traces.values():
+        pool.intern(t)
 
 
 def _parse_manifest(data: bytes, name: str) -> tuple[Manifest | None, FileProblem | None]:

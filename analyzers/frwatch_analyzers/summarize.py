@@ -1,9 +1,14 @@
-"""One decoded dump -> a compact, picklable :class:`RankTrace` (the map step).
+"""One decoded dump -> a compact, picklable :class:`RankTrace` (the map step, the hot path).
 
 The summary keeps, per process group, the sequence numbers a rank recorded and a stable 64-bit signature
-of what it recorded at each (collective type, sizes, dtypes and user call site), plus full detail for the
-last few entries only. Signatures are stable across processes (blake2b, not ``hash``), so summaries made
-in different worker processes compare directly. Details of every distinct signature travel once.
+of what it recorded at each: the fields its collective's rule (:mod:`.rules`) says must agree across the
+members, and the user call site. Fields that may differ by design (all_to_all splits, the root's side of
+gather and scatter, uneven all_gather/reduce_scatter) are left out of the signature and travel as per-rank
+element counts, so ranks that differ by design still share one summary shape. Full detail (states, times,
+record ids) is kept for the last entries of each group and for the first entries a rank had not completed
+when it dumped: where a hang is read. Signatures are stable across processes (blake2b, not ``hash``), so
+summaries made in different worker processes compare directly. Details of every distinct signature travel
+once. Values are type-checked, never trusted: a size that is not a list of ints marks the entry malformed.
 """
 
 from __future__ import annotations
@@ -17,17 +22,24 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from .rules import Rule, rule_for
+
 #: How many of a group's last entries keep their full detail (states, times, record ids).
 TAIL = 48
+#: How many entries from the first one a rank had not completed keep their full detail as well.
+OPEN_KEEP = 8
 
 #: Frames from these paths are library plumbing; the first frame outside them is the user's call site.
 _LIBRARY_MARKERS = ("/torch/", "\\torch\\", "/site-packages/", "/dist-packages/", "<frozen ", "/threading.py")
 
 #: Members of a group: a range when contiguous (compact to pickle and to hash), else a tuple.
 Ranks = range | tuple[int, ...]
+Shapes = tuple[tuple[int, ...], ...]
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
+#: A size list that is not a list of lists of ints.
+MALFORMED: Shapes = ((-1,),)
 
 _FIELD_NAMES = (
     "process_group",
@@ -51,20 +63,22 @@ _P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>\d+)\s*(?P<arrow>->|<-)\s*(?
 
 @dataclass(frozen=True)
 class EntrySig:
-    """What a rank recorded at one sequence number, without times and states: the thing ranks must agree on."""
+    """What a rank recorded at one sequence number, without times and states: the thing ranks must agree
+    on. For a collective whose sizes may differ by rank (``varying``), only the number of tensors stays."""
 
     op: str
-    input_sizes: tuple[tuple[int, ...], ...]
+    input_sizes: Shapes
     input_dtypes: tuple[str, ...]
-    output_sizes: tuple[tuple[int, ...], ...]
+    output_sizes: Shapes
     output_dtypes: tuple[str, ...]
     call_site: tuple[tuple[str, str, int], ...]  # (name, filename, line), innermost user frame first
     parts: int = 1  # >1: coalesced entries that share the sequence number
+    varying: bool = False  # sizes left out by the collective's rule: see the per-rank counts
 
 
 @dataclass
 class TailEntry:
-    """Full detail of one of the last entries of a group on a rank."""
+    """Full detail of one of the entries a rank's summary keeps for a group."""
 
     seq: int
     record_id: int
@@ -74,6 +88,7 @@ class TailEntry:
     created_ns: int
     started_ns: int
     completed_ns: int
+    splits: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # all_to_all lists: elements per peer
 
 
 @dataclass
@@ -86,7 +101,7 @@ class PgTrace:
     sigs: array[int]  # signature digest per seq
     plain: array[int]  # the same without the call site: compared when some ranks' dumps have no frames (JSON)
     created: array[int]  # time_created_ns per seq (0 unknown)
-    tail: list[TailEntry]
+    tail: list[TailEntry]  # the first entries not completed, then the last TAIL entries, by seq
     config_ranks: Ranks | None  # from pg_config when it is sane, else None (a range when contiguous)
     last_enqueued: int  # from pg_status when present, else the last seq held
     last_started: int
@@ -95,6 +110,10 @@ class PgTrace:
     first_record_id: int = -1
     seq_digest: bytes = b""  # digest of (seqs, sigs): ranks with equal digests behaved identically
     plain_digest: bytes = b""  # digest of (seqs, plain)
+    backend: str = ""  # the profiling names' prefix ("nccl", "gloo"): each backend has its own recorder
+    var_seqs: array[int] = field(default_factory=lambda: array("q"))  # entries whose sizes may differ by rank
+    var_in: array[int] = field(default_factory=lambda: array("q"))  # their input elements
+    var_out: array[int] = field(default_factory=lambda: array("q"))  # their output elements
 
 
 @dataclass
@@ -126,6 +145,11 @@ class RankTrace:
     has_states: bool = False  # NCCL-style started/completed states present
     has_frames: bool = False
     last_record_id: int = -1
+    has_timing: bool = False  # some entry was seen 'started' (TORCH_NCCL_ENABLE_TIMING)
+    first_record_id: int = -1
+    dumped_ns: int = 0  # the latest timestamp in the summary: close to when the dump was taken
+    world_ranks: tuple[int, int] | None = None  # (lowest, highest) rank of an unnamed pg_config entry (gloo)
+    files: list[str] = field(default_factory=list)  # every file merged into this trace (analyze.merge)
 
 
 def _digest(obj: object) -> int:
@@ -133,28 +157,26 @@ def _digest(obj: object) -> int:
 
 
 def _as_int(value: Any, default: int = -1) -> int:
-    if value is None:
-        return default
-    try:
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
         return int(value)
-    except (TypeError, ValueError):
-        return default
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**62:
+        return int(value)
+    return default
 
 
 def _parse_ranks(value: Any) -> list[int] | None:
     if isinstance(value, list | tuple):
-        try:
-            return [int(v) for v in value]
-        except (TypeError, ValueError):
-            return None
-    if isinstance(value, str):
+        out = [v for v in value if type(v) is int]
+        return out if len(out) == len(value) else None
+    if isinstance(value, str) and len(value) < 1_000_000:
         text = value.strip().strip("[]").strip()
         if not text:
             return []
-        try:
-            return [int(v) for v in text.split(",")]
-        except ValueError:
-            return None
+        parts = text.split(",")
+        if all(p.strip().isdigit() for p in parts):
+            return [int(p) for p in parts]
     return None
 
 
@@ -166,13 +188,38 @@ def compact_ranks(ranks: list[int]) -> Ranks:
     return tuple(ranks)
 
 
-def _tupled(sizes: Any) -> tuple[tuple[int, ...], ...]:
-    if not isinstance(sizes, list | tuple):
-        return ()
+def _shapes(value: Any) -> Shapes | None:
+    """A size list as tuples of ints, or None when it is anything else (bools and floats included)."""
+    if type(value) is not list and type(value) is not tuple:
+        return None
     out = []
-    for s in sizes:
-        out.append(tuple(s) if isinstance(s, list | tuple) else (s,))
+    for s in value:
+        if type(s) is not list and type(s) is not tuple:
+            return None
+        for d in s:
+            if type(d) is not int:
+                return None
+        out.append(tuple(s))
     return tuple(out)
+
+
+def _dtypes(value: Any) -> tuple[str, ...] | None:
+    if type(value) is not list and type(value) is not tuple:
+        return None
+    for d in value:
+        if type(d) is not str:
+            return None
+    return tuple(value)
+
+
+def _numel(shapes: Shapes) -> int:
+    total = 0
+    for s in shapes:
+        n = 1
+        for d in s:
+            n *= d
+        total += n
+    return total
 
 
 def _call_site(frames: Any) -> tuple[tuple[str, str, int], ...]:
@@ -182,19 +229,28 @@ def _call_site(frames: Any) -> tuple[tuple[str, str, int], ...]:
     for f in frames:
         if not isinstance(f, dict):
             continue
-        filename = str(f.get("filename", ""))
+        filename = f.get("filename")
+        filename = filename if isinstance(filename, str) else ""
         if any(m in filename for m in _LIBRARY_MARKERS):
             continue
-        user.append((str(f.get("name", "")), filename, _as_int(f.get("line"), 0)))
+        name = f.get("name")
+        user.append((name if isinstance(name, str) else "", filename, _as_int(f.get("line"), 0)))
     if not user:
         f = frames[0] if isinstance(frames[0], dict) else {}
-        return ((str(f.get("name", "")), str(f.get("filename", "")), _as_int(f.get("line"), 0)),)
+        name, filename = f.get("name"), f.get("filename")
+        return (
+            (
+                name if isinstance(name, str) else "",
+                filename if isinstance(filename, str) else "",
+                _as_int(f.get("line"), 0),
+            ),
+        )
     return tuple(user)
 
 
 def parse_p2p(op: str) -> tuple[str, int, int] | None:
     """``'nccl:send 1->2'`` -> ``('send', 1, 2)``; ``'nccl:recv 3<-0'`` -> ``('recv', 0, 3)`` as (kind, src, dst)."""
-    name = op.split(":", 1)[-1].strip()
+    name = op.rsplit(":", 1)[-1].strip()
     m = _P2P_RE.match(name)
     if not m:
         return None
@@ -204,6 +260,20 @@ def parse_p2p(op: str) -> tuple[str, int, int] | None:
     return "recv", (b if m["arrow"] == "<-" else a), (a if m["arrow"] == "<-" else b)
 
 
+def _compat(
+    rule: Rule, isz: Shapes, idt: tuple[str, ...], osz: Shapes, odt: tuple[str, ...]
+) -> tuple[Any, ...]:
+    """The fields of an entry its rule says must agree (sizes that may differ keep only their count)."""
+    if not rule.varying and rule.input_dtypes and rule.output_dtypes:
+        return (isz, idt, osz, odt)
+    return (
+        isz if rule.inputs else (((),) * len(isz) if rule.input_count else ()),
+        idt if rule.input_dtypes else (),
+        osz if rule.outputs else (((),) * len(osz) if rule.output_count else ()),
+        odt if rule.output_dtypes else (),
+    )
+
+
 class Summarizer:
     """Turns decoded dumps into RankTraces; remembers which signature details it already emitted."""
 
@@ -211,22 +281,25 @@ class Summarizer:
         self._emitted: set[int] = set()
         self._plain_of: dict[int, int] = {}  # signature -> the same without call site
         self._ranks_cache: dict[str, Ranks] = {}  # pg_config 'ranks' text -> members
+        self._rules: dict[str, Rule] = {}
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
         entries: list[Any] = dump.get("entries") or []
         key_cache: dict[Any, int] = {}
         site_cache: dict[tuple[int, ...], tuple[tuple[str, str, int], ...]] = {}
         local: dict[int, EntrySig] = {}  # every signature of this file
-        # per pg: list of [seq, sig, entry]  (coalesced entries merged)
-        per_pg: dict[str, tuple[list[int], list[int], list[Any]]] = {}
+        # per pg: [seqs, sigs, entries, var seqs, var in, var out]  (coalesced entries merged)
+        per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]] = {}
         pg_desc: dict[str, str] = {}
         pgid_to_name: dict[str, str] = {}
+        pg_backend: dict[str, str] = {}
         p2p: list[P2PEntry] = []
         has_states = False
         last_record_id = -1
-        pg_cache: dict[Any, str] = {}
-        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int]] = {}
+        pg_cache: dict[tuple[Any, str, str], str] = {}
+        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int, bool]] = {}
         get_state = STATE_CODES.get
+        rules = self._rules
         with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
         for e in entries:
@@ -243,14 +316,22 @@ class Summarizer:
                     e.get, _FIELD_NAMES
                 )
                 frames = e.get("frames")
-            pgk = (pg_id, pg if type(pg) is tuple else (tuple(pg) if isinstance(pg, list) else pg))
-            pg_name = pg_cache.get(pgk)
-            if pg_name is None:
-                pg_name = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
+            if (
+                (type(pg) is tuple or type(pg) is list)
+                and len(pg) == 2
+                and type(pg[0]) is str
+                and type(pg[1]) is str
+            ):
+                pgk = (pg_id if type(pg_id) is int or type(pg_id) is str else None, pg[0], pg[1])
+                pg_name = pg_cache.get(pgk)
+                if pg_name is None:
+                    pg_name = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
+            else:
+                pg_name = self._pg_name(e, pg, pg_desc, pgid_to_name)
             if type(op) is not str:
-                op = str(op)
+                op = "?"
             if frames:
-                fkey = tuple(map(id, frames))
+                fkey = tuple(map(id, frames)) if type(frames) is list else ()
                 site = site_cache.get(fkey)
                 if site is None:
                     site = site_cache[fkey] = _call_site(frames)
@@ -260,25 +341,26 @@ class Summarizer:
             # the last time: comparing the lists (in C, no allocation) is cheaper than building a key
             last = last_by_site.get((op, site))
             if last is not None and last[0] == isz and last[1] == idt and last[2] == osz and last[3] == odt:
-                sig = last[4]
+                sig, varying = last[4], last[5]
             else:
-                raw_key: tuple[Any, ...]
-                try:  # hashable copies: 3x cheaper than repr()
-                    raw_key = (
-                        op,
-                        tuple(map(tuple, isz)),
-                        tuple(idt),
-                        tuple(map(tuple, osz)),
-                        tuple(odt),
-                        site,
-                    )
-                except TypeError:  # not lists of lists: fall back to the text form
-                    raw_key = (op, repr((isz, idt, osz, odt)), site)
+                rule = rules.get(op)
+                if rule is None:
+                    rule = rules[op] = rule_for(op)
+                sizes_in, sizes_out = _shapes(isz), _shapes(osz)
+                dt_in, dt_out = _dtypes(idt), _dtypes(odt)
+                if sizes_in is None or sizes_out is None or dt_in is None or dt_out is None:
+                    raw_key: tuple[Any, ...] = (op, MALFORMED, site)
+                    varying = False
+                    fields = (MALFORMED, (), MALFORMED, ())
+                else:
+                    fields = _compat(rule, sizes_in, dt_in, sizes_out, dt_out)
+                    raw_key = (op, *fields, site)
+                    varying = rule.varying
                 cached = key_cache.get(raw_key)
                 if cached is None:
-                    cached = key_cache[raw_key] = self._new_sig(e, op, site, local)
+                    cached = key_cache[raw_key] = self._new_sig(op, fields, site, varying, local)
                 sig = cached
-                last_by_site[(op, site)] = (isz, idt, osz, odt, sig)
+                last_by_site[(op, site)] = (isz, idt, osz, odt, sig, varying)
             state = get_state(state_name, -1) if type(state_name) is str else -1
             if state > 0:
                 has_states = True
@@ -286,7 +368,7 @@ class Summarizer:
                 record_id = _as_int(record_id)
             if record_id > last_record_id:
                 last_record_id = record_id
-            if is_p2p:
+            if is_p2p is True:
                 parsed = parse_p2p(op)
                 if parsed is not None:
                     kind, src, dst = parsed
@@ -308,8 +390,15 @@ class Summarizer:
                 seq = _as_int(seq)
             cols = per_pg.get(pg_name)
             if cols is None:
-                cols = per_pg[pg_name] = ([], [], [])
-            seqs_l, sigs_l, ents_l = cols
+                cols = per_pg[pg_name] = ([], [], [], [], [], [])
+                pg_backend[pg_name] = op.split(":", 1)[0] if ":" in op else ""
+            seqs_l, sigs_l, ents_l = cols[0], cols[1], cols[2]
+            if varying:
+                sizes_in, sizes_out = _shapes(isz), _shapes(osz)
+                if sizes_in is not None and sizes_out is not None:
+                    cols[3].append(seq)
+                    cols[4].append(_numel(sizes_in))
+                    cols[5].append(_numel(sizes_out))
             if seqs_l and seqs_l[-1] == seq:
                 # coalesced: several entries share one sequence number; combine their signatures
                 prev_sig = sigs_l[-1]
@@ -325,14 +414,22 @@ class Summarizer:
                 ents_l.append(e)
         has_frames = bool(site_cache)
         backend = next(iter(key_cache))[0].split(":", 1)[0] if key_cache else ""
-        pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name)
+        config, world_ranks = self._config(dump, rank)
+        pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name, pg_backend, config)
         details = {k: v for k, v in local.items() if k not in self._emitted}
         self._emitted.update(details)
+        tails = [t for pg in pgs.values() for t in pg.tail]
+        has_timing = any(t.started_ns > 0 or t.state == 1 for t in tails) or any(
+            pg.last_started >= 0 for pg in pgs.values()
+        )
+        dumped_ns = max((max(t.created_ns, t.started_ns, t.completed_ns) for t in tails), default=0)
+        dumped_ns = max([dumped_ns, *(p.created_ns for p in p2p[-64:])])
+        first_rid = min((pg.first_record_id for pg in pgs.values() if pg.first_record_id >= 0), default=-1)
         return RankTrace(
             rank=rank,
             file=file,
             fmt=fmt,
-            version=str(dump.get("version", "")),
+            version=str(dump.get("version", ""))[:40],
             backend=backend,
             entries=len(entries),
             pgs=pgs,
@@ -341,52 +438,59 @@ class Summarizer:
             has_states=has_states,
             has_frames=has_frames,
             last_record_id=last_record_id,
+            has_timing=has_timing,
+            first_record_id=first_rid,
+            dumped_ns=dumped_ns,
+            world_ranks=world_ranks,
+            files=[file],
         )
 
     @staticmethod
     def _pg_name(e: dict[str, Any], pg: Any, pg_desc: dict[str, str], pgid_to_name: dict[str, str]) -> str:
-        if isinstance(pg, list | tuple) and pg:
-            name = str(pg[0])
-            desc = str(pg[1]) if len(pg) > 1 else ""
+        if isinstance(pg, list | tuple) and pg and isinstance(pg[0], str | int):
+            name = str(pg[0])[:200]
+            desc = pg[1][:200] if len(pg) > 1 and isinstance(pg[1], str) else ""
         else:
-            name, desc = str(e.get("pg_id", "?")), ""
+            pid = e.get("pg_id")
+            name, desc = (str(pid)[:200] if isinstance(pid, int | str) else "?"), ""
         pg_desc.setdefault(name, desc)
-        pgid_to_name.setdefault(str(e.get("pg_id")), name)
+        pid = e.get("pg_id")
+        if isinstance(pid, int | str):
+            pgid_to_name.setdefault(str(pid)[:200], name)
         return name
 
     def _new_sig(
-        self, e: dict[str, Any], op: str, site: tuple[tuple[str, str, int], ...], local: dict[int, EntrySig]
+        self,
+        op: str,
+        fields: tuple[Any, ...],
+        site: tuple[tuple[str, str, int], ...],
+        varying: bool,
+        local: dict[int, EntrySig],
     ) -> int:
-        in_dtypes = e.get("input_dtypes")
-        out_dtypes = e.get("output_dtypes")
-        esig = EntrySig(
-            op=op,
-            input_sizes=_tupled(e.get("input_sizes")),
-            input_dtypes=tuple(map(str, in_dtypes if isinstance(in_dtypes, list | tuple) else ())),
-            output_sizes=_tupled(e.get("output_sizes")),
-            output_dtypes=tuple(map(str, out_dtypes if isinstance(out_dtypes, list | tuple) else ())),
-            call_site=site,
-        )
+        isz, idt, osz, odt = fields
+        esig = EntrySig(op[:300], isz, idt, osz, odt, site, 1, varying)
         sig = _digest(esig)
         local[sig] = esig
         self._plain_of[sig] = _plain(esig, local)
         return sig
 
-    def _build_pgs(
-        self,
-        dump: dict[str, Any],
-        per_pg: dict[str, tuple[list[int], list[int], list[Any]]],
-        pg_desc: dict[str, str],
-        pgid_to_name: dict[str, str],
-    ) -> dict[str, PgTrace]:
-        config = dump.get("pg_config") if isinstance(dump.get("pg_config"), dict) else {}
-        status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
-        assert isinstance(config, dict) and isinstance(status, dict)
-        config_ranks: dict[str, Ranks] = {}
-        for key, cfg in config.items():
+    def _config(
+        self, dump: dict[str, Any], rank: int
+    ) -> tuple[dict[str, tuple[Ranks, str]], tuple[int, int] | None]:
+        """Sane pg_config entries (name -> members, desc), and the world an unnamed entry lists (gloo
+        writes ``{'': {'ranks': '[0, 1, 2, 3]'}}``: the name is broken, the member list is not)."""
+        config = dump.get("pg_config")
+        out: dict[str, tuple[Ranks, str]] = {}
+        world: tuple[int, int] | None = None
+        if not isinstance(config, dict):
+            return out, None
+        for key, cfg in itertools.islice(config.items(), 100_000):
             if not isinstance(cfg, dict):
                 continue
-            name = str(cfg.get("name") or key)
+            raw_name = cfg.get("name")
+            name = (
+                raw_name if isinstance(raw_name, str) and raw_name else (key if isinstance(key, str) else "")
+            )
             raw = cfg.get("ranks")
             ranks = self._ranks_cache.get(raw) if isinstance(raw, str) else None
             if ranks is None:
@@ -394,16 +498,35 @@ class Summarizer:
                 ranks = compact_ranks(parsed) if parsed else None
                 if isinstance(raw, str) and ranks is not None:
                     self._ranks_cache[raw] = ranks  # every rank's dump repeats the same strings
-            if name and ranks:
-                config_ranks[name] = ranks
-                pg_desc.setdefault(name, str(cfg.get("desc", "")))
+            if not ranks or min(ranks) < 0:
+                continue
+            desc = cfg.get("desc")
+            if name:
+                out[name[:200]] = (ranks, desc[:200] if isinstance(desc, str) else "")
+            elif rank in ranks and ranks[0] == 0:
+                world = (0, max(ranks))
+        return out, world
+
+    def _build_pgs(
+        self,
+        dump: dict[str, Any],
+        per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]],
+        pg_desc: dict[str, str],
+        pgid_to_name: dict[str, str],
+        pg_backend: dict[str, str],
+        config: dict[str, tuple[Ranks, str]],
+    ) -> dict[str, PgTrace]:
+        status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
+        assert isinstance(status, dict)
+        for name, (_, desc) in config.items():
+            pg_desc.setdefault(name, desc)
         status_by_name: dict[str, dict[str, Any]] = {}
-        for pg_id, st in status.items():
-            if isinstance(st, dict):
+        for pg_id, st in itertools.islice(status.items(), 100_000):
+            if isinstance(st, dict) and isinstance(pg_id, str | int):
                 status_by_name[pgid_to_name.get(str(pg_id), str(pg_id))] = st
         out: dict[str, PgTrace] = {}
-        for name in set(per_pg) | set(config_ranks):
-            seq_l, sig_l, ent_l = per_pg.get(name, ([], [], []))
+        for name in set(per_pg) | set(config):
+            seq_l, sig_l, ent_l, var_s, var_i, var_o = per_pg.get(name, ([], [], [], [], [], []))
             if any(a > b for a, b in itertools.pairwise(seq_l)):  # rarely: entries out of order
                 order = sorted(range(len(seq_l)), key=seq_l.__getitem__)
                 seq_l, sig_l, ent_l = (
@@ -416,21 +539,7 @@ class Summarizer:
             plain_of = self._plain_of
             plain = array("q", [plain_of[x] for x in sig_l])
             created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
-            tail = []
-            for seq, sig, e in zip(seq_l[-TAIL:], sig_l[-TAIL:], ent_l[-TAIL:], strict=True):
-                st = e.get("state")
-                tail.append(
-                    TailEntry(
-                        seq=seq,
-                        record_id=_as_int(e.get("record_id")),
-                        sig=sig,
-                        state=STATE_CODES.get(st, -1) if isinstance(st, str) else -1,
-                        retired=e.get("retired") if isinstance(e.get("retired"), bool) else None,
-                        created_ns=_as_int(e.get("time_created_ns"), 0),
-                        started_ns=_as_int(e.get("time_discovered_started_ns"), 0),
-                        completed_ns=_as_int(e.get("time_discovered_completed_ns"), 0),
-                    )
-                )
+            tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i]) for i in _kept(ent_l)]
             st = status_by_name.get(name)
             last_seq = seqs[-1] if seqs else -1
             if st is not None:
@@ -442,6 +551,7 @@ class Summarizer:
                 enq, started, completed, known = last_seq, -1, _derived_completed(tail), False
             digest = hashlib.blake2b(seqs.tobytes() + sigs.tobytes(), digest_size=16).digest()
             plain_digest = hashlib.blake2b(seqs.tobytes() + plain.tobytes(), digest_size=16).digest()
+            cfg = config.get(name)
             out[name] = PgTrace(
                 name=name,
                 desc=pg_desc.get(name, ""),
@@ -450,7 +560,7 @@ class Summarizer:
                 plain=plain,
                 created=created,
                 tail=tail,
-                config_ranks=config_ranks.get(name),
+                config_ranks=cfg[0] if cfg else None,
                 last_enqueued=max(enq, last_seq),
                 last_started=started,
                 last_completed=completed,
@@ -458,8 +568,57 @@ class Summarizer:
                 first_record_id=_as_int(ent_l[0].get("record_id")) if ent_l else -1,
                 seq_digest=digest,
                 plain_digest=plain_digest,
+                backend=pg_backend.get(name, ""),
+                var_seqs=array("q", var_s),
+                var_in=array("q", var_i),
+                var_out=array("q", var_o),
             )
         return out
+
+
+def _done(e: dict[str, Any]) -> bool:
+    return e.get("state") == "completed" or e.get("retired") is True
+
+
+def _kept(ents: list[Any]) -> list[int]:
+    """Indices whose detail is kept: the first OPEN_KEEP from the first entry not done (read backwards:
+    only the open end is walked), and the last TAIL."""
+    n = len(ents)
+    first_open = n
+    while first_open > 0 and not _done(ents[first_open - 1]):
+        first_open -= 1
+    keep = set(range(max(0, n - TAIL), n))
+    keep.update(range(first_open, min(n, first_open + OPEN_KEEP)))
+    return sorted(keep)
+
+
+def _tail_entry(seq: int, sig: int, e: dict[str, Any]) -> TailEntry:
+    st = e.get("state")
+    retired = e.get("retired")
+    splits = None
+    ins, outs = e.get("input_sizes"), e.get("output_sizes")
+    if (
+        type(ins) is list
+        and type(outs) is list
+        and len(ins) > 1
+        and len(ins) == len(outs)
+        and len(ins) <= 65_536
+    ):
+        a, b = _shapes(ins), _shapes(outs)
+        name = e.get("profiling_name")
+        if a is not None and b is not None and isinstance(name, str) and rule_for(name).varying:
+            splits = (tuple(_numel((s,)) for s in a), tuple(_numel((s,)) for s in b))
+    return TailEntry(
+        seq=seq,
+        record_id=_as_int(e.get("record_id")),
+        sig=sig,
+        state=STATE_CODES.get(st, -1) if isinstance(st, str) else -1,
+        retired=retired if isinstance(retired, bool) else None,
+        created_ns=_as_int(e.get("time_created_ns"), 0),
+        started_ns=_as_int(e.get("time_discovered_started_ns"), 0),
+        completed_ns=_as_int(e.get("time_discovered_completed_ns"), 0),
+        splits=splits,
+    )
 
 
 def _derived_completed(tail: list[TailEntry]) -> int:
@@ -474,7 +633,14 @@ def _plain(sig: EntrySig, local: dict[int, EntrySig]) -> int:
     if not sig.call_site:
         return _digest(sig)
     bare = EntrySig(
-        sig.op, sig.input_sizes, sig.input_dtypes, sig.output_sizes, sig.output_dtypes, (), sig.parts
+        sig.op,
+        sig.input_sizes,
+        sig.input_dtypes,
+        sig.output_sizes,
+        sig.output_dtypes,
+        (),
+        sig.parts,
+        sig.varying,
     )
     digest = _digest(bare)
     local.setdefault(digest, bare)
@@ -490,4 +656,5 @@ def _combine(first: EntrySig, part: EntrySig) -> EntrySig:
         output_dtypes=first.output_dtypes + part.output_dtypes,
         call_site=first.call_site,
         parts=first.parts + part.parts,
+        varying=first.varying or part.varying,
     )

@@ -34,8 +34,10 @@ ALIASES = {"all_gather_into_tensor": "_allgather_base", "reduce_scatter_tensor":
 
 #: Kinds whose recorded sizes differ by rank by design (the analyzer's rules must allow it).
 ROOTED = frozenset({"gather", "scatter", "broadcast", "reduce"})
-UNEVEN_REGIONS = {"all_gather_uneven": ("_broadcast_oop", "ALLGATHER_coalesced"),
-                  "reduce_scatter_uneven": ("_reduce_oop", "REDUCE_SCATTER_coalesced")}  # fmt: skip
+UNEVEN_REGIONS = {
+    "all_gather_uneven": ("_broadcast_oop", "ALLGATHER_coalesced"),
+    "reduce_scatter_uneven": ("_reduce_oop", "REDUCE_SCATTER_coalesced"),
+}
 
 NCCL_ONLY = frozenset(
     {
@@ -75,9 +77,18 @@ def rec(
 
 def default_tensor(kind: str) -> Shape:
     """The tensor a kind moves by default: a gradient bucket, a shard, a barrier's byte."""
-    if kind in ("all_gather", "_allgather_base", "all_gather_into_tensor", "gather", "scatter",
-                "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor",
-                "all_gather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced"):  # fmt: skip
+    if kind in (
+        "all_gather",
+        "_allgather_base",
+        "all_gather_into_tensor",
+        "gather",
+        "scatter",
+        "reduce_scatter",
+        "_reduce_scatter_base",
+        "reduce_scatter_tensor",
+        "all_gather_into_tensor_coalesced",
+        "reduce_scatter_tensor_coalesced",
+    ):
         return (SHARD,)
     return (BUCKET,)
 
@@ -120,13 +131,21 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
     kind, dt = ALIASES.get(p.kind, p.kind) if backend == "nccl" else p.kind, p.dtype
     t = list(p.tensors)
     gloo = backend == "gloo"
-    if kind == "coalesced":
-        return [*(rec(k, t, t, dt, part=True) for k in p.parts), rec(p.end, (), (), dt)]
+    if kind == "coalesced" or kind in UNEVEN_REGIONS:
+        if kind == "coalesced":
+            parts = [rec(k, t, t, dt, part=True) for k in p.parts]
+            end = rec(p.end, (), (), dt)
+        else:
+            part, end_name = UNEVEN_REGIONS[kind]
+            shapes = p.uneven or tuple(t[0] for _ in range(n))
+            parts = [rec(part, [s], [s], dt, part=True) for s in shapes]
+            end = rec(end_name, [], [], dt)
+        if p.explicit is not None and parts:  # a fault on a region: its first op has other sizes
+            first = parts[0]
+            parts[0] = rec(first.name, p.explicit[0], p.explicit[1], dt, part=True)
+        return [*parts, end]
     if p.explicit is not None:
         ins, outs = p.explicit
-        name = kind if kind not in UNEVEN_REGIONS else UNEVEN_REGIONS[kind][0]
-        if kind in UNEVEN_REGIONS:
-            return [rec(name, ins, outs, dt, part=True), rec(UNEVEN_REGIONS[kind][1], [], [], dt)]
         return [Rec(_recorded_name(kind, backend), ins, outs, (dt,) * len(ins), (dt,) * len(outs))]
     if kind in ("all_reduce", "broadcast", "reduce"):
         return [rec(kind, t, t, dt)]
@@ -160,18 +179,17 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
                 rec("all_to_all", [(sum(s[0] for s in send), *row)], [(sum(s[0] for s in recv), *row)], dt)
             ]
         return [rec("all_to_all", send, recv, dt)]
-    if kind in UNEVEN_REGIONS:
-        part, end = UNEVEN_REGIONS[kind]
-        shapes = p.uneven or tuple(t[0] for _ in range(n))
-        parts = [rec(part, [s], [s], dt, part=True) for s in shapes]
-        return [*parts, rec(end, [], [], dt)]
     return [rec(kind, t, t, dt)]
 
 
 def _recorded_name(kind: str, backend: str) -> str:
     if backend == "gloo":
-        return {"_allgather_base": "all_gather", "all_gather_into_tensor": "all_gather", "all_to_all_single": "all_to_all",
-                "all_reduce_coalesced": "all_reduce"}.get(kind, kind)  # fmt: skip
+        return {
+            "_allgather_base": "all_gather",
+            "all_gather_into_tensor": "all_gather",
+            "all_to_all_single": "all_to_all",
+            "all_reduce_coalesced": "all_reduce",
+        }.get(kind, kind)
     return {"all_to_all_single": "all_to_all", "all_reduce_coalesced": "allreduce_coalesced"}.get(kind, kind)
 
 

@@ -93,7 +93,7 @@ class Fault:
     dtype: str = ""
     count: int = 0
     frames: tuple[tuple[str, str, int], ...] = ()
-    completed_on: frozenset[int] = frozenset()  # stall: the members that completed it
+    completed_on: frozenset[int] = frozenset()  # stall: the members that completed it; network: whose part
 
 
 def shapes(value: Iterable[Iterable[int]] | None) -> Shapes | None:
@@ -311,9 +311,12 @@ class World:
             raise ValueError(f"rank {rank} is outside the world 0..{self.size - 1}")
         return RankFaults(self, rank)
 
-    def all_started_none_completed_at(self, seq: int, *, group: str = DEFAULT_GROUP) -> World:
-        """Network hang: every member started ``seq`` and none completed it."""
-        return self.with_fault(Fault(None, group, seq, "network"))
+    def all_started_none_completed_at(
+        self, seq: int, *, group: str = DEFAULT_GROUP, ranks: Sequence[int] = ()
+    ) -> World:
+        """Network hang: every member started ``seq`` and none completed it (of split groups: the parts
+        holding ``ranks``, every part when none are given)."""
+        return self.with_fault(Fault(None, group, seq, "network", completed_on=frozenset(ranks)))
 
     def stalls_at(self, seq: int, *, completed_on: Sequence[int], group: str = DEFAULT_GROUP) -> World:
         """A partial transport stall: ``seq`` completes on ``completed_on`` and stays started on the

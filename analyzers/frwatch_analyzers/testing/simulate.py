@@ -175,9 +175,20 @@ class _Simulation:
             members = g.part_of(rank)
             for f in faults:
                 if f.what == "extra":
-                    extra = Op(f.kind, op.group, (default_tensor(f.kind),), op.dtype)
-                    calls.append(_Call(index, op.group, members, seq, extra, extra.payload(index), (f,),
-                                       offset_ns=-STEP_NS // 2))  # fmt: skip
+                    same = [o for o in self.program[:index] if o.group == op.group and o.kind == f.kind]
+                    extra = same[-1] if same else Op(f.kind, op.group, (default_tensor(f.kind),), op.dtype)
+                    calls.append(
+                        _Call(
+                            index,
+                            op.group,
+                            members,
+                            seq,
+                            extra,
+                            extra.payload(index),
+                            (f,),
+                            offset_ns=-STEP_NS // 2,
+                        )
+                    )
             if "skip" in whats:
                 continue
             payload = op.payload(index)
@@ -250,10 +261,12 @@ class _Simulation:
         label = arrivals[0].call.label
         world = [f for s in seqs for f in self.world_faults.get((label, s), ())]
         done: set[int] = set(inst.members)
-        if any(f.what in ("not_started", "network") for f in faults + world):
+        if any(f.what == "not_started" for f in faults) or any(
+            f.what == "network" and (not f.completed_on or f.completed_on & set(inst.members)) for f in world
+        ):
             done = set()
         for f in world:
-            if f.what == "stall":
+            if f.what == "stall" and f.completed_on & set(inst.members):
                 done &= f.completed_on
         forced = [f for f in faults if f.what in ("op", "sizes", "dtype", "count", "call_site")]
         if any(f.hangs for f in forced):
@@ -329,8 +342,17 @@ class _Simulation:
             out.append(self._entry(st, call, rec, created, frames, is_p2p=True, carrier=not batch))
         if batch:
             end = Rec("coalesced", (), (), (), ())
-            out.append(self._entry(st, call, end, created, self._stack("coalesced", None, label, None),
-                                   is_p2p=True, carrier=True))  # fmt: skip
+            out.append(
+                self._entry(
+                    st,
+                    call,
+                    end,
+                    created,
+                    self._stack("coalesced", None, label, None),
+                    is_p2p=True,
+                    carrier=True,
+                )
+            )
         return out
 
     def _created(self, rank: int, call: _Call) -> int:

@@ -65,6 +65,9 @@ class GroupInfo:
     frontier: int  # highest sequence number any member enqueued
     disagreements: list[Disagreement] = field(default_factory=list)
     total_disagreements: int = 0
+    complete: bool = (
+        True  # every member is known (False: members from entries while world ranks left no dump)
+    )
     benign_call_sites: bool = False  # every disagreement is call-site-only and sequences stay aligned
     call_sites_compared: bool = True  # False when some members' dumps carry no frames
 
@@ -93,6 +96,7 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
             else:
                 desc.setdefault(key, pg.desc)
     world_set = set(world)
+    unseen = bool(world_set - set(traces))
     groups: dict[str, GroupInfo] = {}
     for key in sorted(set(seen_in) | set(config), key=_pg_sort_key):
         entries_ranks = set(seen_in.get(key, []))
@@ -113,6 +117,7 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
             desc=d,
             members=members,
             membership_source=source,
+            complete=not (unseen and source.startswith("entries")),
             dumped=[r for r in members if r in traces],
             no_dump=[r for r in members if r not in traces],
             frontier=max(
@@ -198,7 +203,7 @@ def _balance_findings(
     group: GroupInfo, traces: dict[int, RankTrace], details: dict[int, EntrySig]
 ) -> list[Disagreement]:
     """The per-collective balance rules, at every sequence number every member recorded."""
-    if group.no_dump or len(group.members) < 2:
+    if group.no_dump or len(group.members) < 2 or not group.complete:
         return []
     sums: dict[int, list[int]] = {}  # seq -> [members holding it, sum in, sum out]
     nonzero: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}

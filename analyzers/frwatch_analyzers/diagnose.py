@@ -58,7 +58,7 @@ def diagnose(world: World) -> Verdict:
     hard = {
         k: list(g.disagreements) for k, g in groups.items() if g.disagreements and not g.benign_call_sites
     }
-    ctx = Context(traces, world.details, groups)
+    ctx = Context(traces, world.details, groups, expected)
     p2p = [_p2p_candidate(ctx, world, groups, d) for d in compare_p2p(traces, groups, world.details)]
     for c in p2p:
         hard.setdefault(c.group.key, []).append(c.d) if c.d is not None else None
@@ -102,11 +102,7 @@ def diagnose(world: World) -> Verdict:
     culprits = top.culprits
     nodes = _nodes(world, culprits)
     hw = top.hardware
-    status = (
-        Status.inconclusive
-        if top.category == Category.inconclusive or (top.undecided and not culprits)
-        else Status.problem
-    )
+    status = Status.inconclusive if top.category == Category.inconclusive else Status.problem
     text = detail(ctx, top, world.manifest)
     findings, consequences = _findings(world, ctx, top, others, hard)
     return Verdict(

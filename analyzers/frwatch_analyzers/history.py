@@ -30,8 +30,9 @@ def sig_at(traces: dict[int, RankTrace], rank: int, key: str, seq: int) -> int |
 def shift(traces: dict[int, RankTrace], d: Disagreement) -> str:
     """``"skipped"`` when the odd ranks' calls are the others' calls one later, ``"extra"`` when they are
     one earlier, else ``""``. After the disagreement, a window of calls decides; at a hang (nothing
-    after it) the group's history does: the odd call is what usually follows the others' call (skipped),
-    or it repeats the odd rank's previous call where the group never repeats it (extra)."""
+    after it) the group's history does (``"... at the hang"``): the odd call is what usually follows the
+    others' call (skipped), or it repeats the odd rank's previous call where the group never repeats it
+    (extra); when both readings fit, neither is claimed."""
     present = [v for v in d.views if v.sig is not ABSENT]
     if len(present) != 2 or any(v.sig is ABSENT for v in d.views):
         return ""
@@ -56,13 +57,15 @@ def shift(traces: dict[int, RankTrace], d: Disagreement) -> str:
         return "extra"
     if aligned or sig_at(traces, r_ref, key, s + 1) is not None:
         return ""
-    # a hang at the disagreement: only history can say
+    # a hang at the disagreement: only history can say, and only when one reading fits
     assert ref.sig is not None and odd.sig is not None
-    if follows(traces, r_ref, key, s, ref.sig, odd.sig):
-        return "skipped"
+    skip_fits = follows(traces, r_ref, key, s, ref.sig, odd.sig)
     prev = sig_at(traces, r_odd, key, s - 1)
-    if prev == odd.sig and not follows(traces, r_ref, key, s, odd.sig, odd.sig):
-        return "extra"
+    extra_fits = prev == odd.sig and not follows(traces, r_ref, key, s, odd.sig, odd.sig)
+    if skip_fits and not extra_fits:
+        return "skipped at the hang"
+    if extra_fits and not skip_fits:
+        return "extra at the hang"
     return ""
 
 
@@ -89,3 +92,13 @@ def novel(traces: dict[int, RankTrace], rank: int, key: str, seq: int) -> bool:
     seen_op = any(pg.sigs[k] == now for k in range(i))
     seen_pair = any(pg.sigs[k] == prev and pg.sigs[k + 1] == now for k in range(i - 1))
     return not seen_op and not seen_pair and i >= 2
+
+
+def new_transition(traces: dict[int, RankTrace], rank: int, key: str, seq: int) -> bool:
+    """Did ``rank`` go from its call before ``seq`` to its call at ``seq`` for the first time?"""
+    pg = traces[rank].pgs.get(key)
+    i = index(pg, seq) if pg is not None else None
+    if pg is None or i is None or i < 2:
+        return False
+    prev, now = pg.sigs[i - 1], pg.sigs[i]
+    return not any(pg.sigs[k] == prev and pg.sigs[k + 1] == now for k in range(i - 1))

@@ -11,7 +11,7 @@ from .verdict import Category, CulpritKind
 
 
 def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: bool) -> list[str]:
-    who = ranks_text(c.culprits) if c.culprits else "the ranks named"
+    who = ranks_text(c.culprits) if c.culprits else "the members"
     at = f" at {sites[0]}" if sites else ""
     other = f" and {sites[1]}" if len(sites) > 1 else ""
     node_txt = ", ".join(nodes) if nodes else f"the nodes of {who}"

@@ -34,10 +34,10 @@ Read top to bottom, this file is every rule that decides a verdict's category.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .align import ABSENT, Disagreement, GroupInfo, tail_entry
-from .history import novel, shift, sig_at
+from .history import new_transition, novel, shift, sig_at
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
 from .timeline import Status, Step, Timeline
@@ -76,9 +76,14 @@ class Context:
     """The world as the root search reads it; timelines are built once per rank, on demand."""
 
     def __init__(
-        self, traces: dict[int, RankTrace], details: dict[int, EntrySig], groups: dict[str, GroupInfo]
+        self,
+        traces: dict[int, RankTrace],
+        details: dict[int, EntrySig],
+        groups: dict[str, GroupInfo],
+        world: list[int] | None = None,
     ):
         self.traces, self.details, self.groups = traces, details, groups
+        self.world = world if world is not None else sorted(traces)
         self._timelines: dict[int, Timeline] = {}
         self.timing = any(t.has_timing for t in traces.values())
         self.states = any(t.has_states for t in traces.values())
@@ -147,9 +152,19 @@ def _mismatch(ctx: Context, g: GroupInfo, d: Disagreement) -> Candidate:
         undecided = not culprits
     elif d.tie:
         culprits, undecided, note = _break_tie(ctx, g, d)
+        if not undecided:  # the other side is the reference
+            views = sorted(
+                d.views,
+                key=lambda v: (v.sig is not ABSENT and bool(set(v.ranks) & set(culprits)), v.sig is ABSENT),
+            )
+            d = replace(d, views=views, odd=sorted(culprits))
     how = shift(ctx.traces, d) if not d.balance else ""
-    kind = {"skipped": CulpritKind.took_another_path, "extra": CulpritKind.extra_call}.get(
-        how, CulpritKind.mismatched_call
+    kind = (
+        CulpritKind.took_another_path
+        if how.startswith("skipped")
+        else CulpritKind.extra_call
+        if how.startswith("extra")
+        else CulpritKind.mismatched_call
     )
     went_on = all(
         (pg := ctx.traces[r].pgs.get(g.key)) is not None and pg.last_enqueued > d.seq
@@ -196,6 +211,13 @@ def _break_tie(ctx: Context, g: GroupInfo, d: Disagreement) -> tuple[list[int], 
             list(fresh[0].ranks),
             False,
             f"{_who(fresh[0].ranks)} issued a call this group never issued before",
+        )
+    turned = [v for v in sides if new_transition(ctx.traces, v.ranks[0], g.key, d.seq)]
+    if len(turned) == 1:
+        return (
+            list(turned[0].ranks),
+            False,
+            f"{_who(turned[0].ranks)} followed its previous call with one it never issued after it before",
         )
     return sorted(r for v in d.views for r in v.ranks), True, ""
 
@@ -291,6 +313,14 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
         c.kind = CulpritKind.unknown  # they wait for ranks queued behind another group: a consequence
         return c
     if not ctx.states:
+        unseen = sorted(set(ctx.world) - set(ctx.traces))
+        if not c.group.complete and unseen:
+            # gloo's pg_config names no members: the members are the ranks whose entries name the group, so a
+            # member without a dump is invisible here; the ranks without a dump are the peers they wait for
+            c.kind, c.culprits = CulpritKind.crashed, unseen
+            c.statuses = {r: Status("no_dump") for r in unseen}
+            c.note = "gloo's pg_config does not list the members: the ranks without a dump may be members"
+            return c
         c.category, c.kind, c.culprits = Category.inconclusive, CulpritKind.unknown, []
         return c
     if ctx.timing:

@@ -21,13 +21,15 @@ def headline(ctx: Context, c: Candidate) -> str:
         return _p2p_headline(ctx, c)
     waiting = _waiting(c)
     if c.kind == CulpritKind.crashed:
-        return f"{ranks_text(c.culprits)} left no dump while {ranks_text(waiting)} wait in {op} #{s} of {g.label}"
+        verb = "wait" if len(waiting) > 1 else "waits"
+        return f"{ranks_text(c.culprits)} left no dump while {ranks_text(waiting)} {verb} in {op} #{s} of {g.label}"
     if c.category == Category.missing_rank and c.culprits:
         verb = "wait" if len(waiting) > 1 else "waits"
         tie = " (as many ranks on each side: which side is wrong is not in the dumps)" if c.undecided else ""
         return f"{ranks_text(c.culprits)} never enqueued {op} #{s} in {g.label} that {ranks_text(waiting)} {verb} in{tie}"
     if c.category == Category.missing_rank:
-        return f"{ranks_text(waiting)} wait in {op} #{s} of {g.label} for ranks blocked elsewhere"
+        verb = "wait" if len(waiting) > 1 else "waits"
+        return f"{ranks_text(waiting)} {verb} in {op} #{s} of {g.label} for ranks blocked elsewhere"
     if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
         absent = c.states.get("absent", []) + c.states.get("no dump", [])
         return (
@@ -104,7 +106,8 @@ def _mismatch_headline(ctx: Context, c: Candidate) -> str:
     assert d is not None
     g = c.group
     if d.balance:
-        return f"{_KIND[c.category]} at {g.label} #{c.seq} {op_short(c.op)}: {d.balance}"
+        whose = f"{ranks_text(c.culprits)} disagree with the others: " if c.culprits else ""
+        return f"{_KIND[c.category]} at {g.label} #{c.seq} {op_short(c.op)}: {whose}{d.balance}"
     ref = d.views[0]
     odd_views = [v for v in d.views[1:] if v.sig is not None]
     odd = "; ".join(_describe(ctx, v.sig, v.ranks, c.category) for v in odd_views if v.sig is not None)
@@ -223,18 +226,29 @@ def _mismatch_detail(ctx: Context, c: Candidate, head: str) -> str:
     d = c.d
     assert d is not None
     parts = [f"{head}."]
+    ref_op = op_short(c.op)
+    odd = next((v for v in d.views[1:] if v.sig is not None), None)
+    odd_op = op_short(ctx.details[odd.sig].op) if odd is not None and odd.sig in ctx.details else "?"
+    who = ranks_text(c.culprits)
     if c.shift == "skipped":
-        parts.append(
-            f"{ranks_text(c.culprits)} skipped a call: its #{c.seq} is what the others issue next "
-            f"(#{c.seq + 1})."
-        )
+        parts.append(f"{who} skipped a call: its #{c.seq} is what the others issue next (#{c.seq + 1}).")
     elif c.shift == "extra":
+        parts.append(f"{who} issued an extra call: its #{c.seq + 1} is the others' #{c.seq}.")
+    elif c.shift == "skipped at the hang":
         parts.append(
-            f"{ranks_text(c.culprits)} issued an extra call: its #{c.seq + 1} is the others' #{c.seq}."
+            f"{who} skipped a call: its {odd_op} at #{c.seq} is what this group issued right after "
+            f"{ref_op}, the call it left out."
+        )
+    elif c.shift == "extra at the hang":
+        parts.append(
+            f"{who} issued an extra call: its #{c.seq} repeats its #{c.seq - 1} ({odd_op}), and this group never "
+            f"issued {odd_op} twice in a row before."
         )
     if c.note and not d.balance:
         parts.append(c.note[0].upper() + c.note[1:] + ".")
-    if c.undecided:
+    if c.undecided and d.balance:
+        parts.append("The records do not say which member is wrong, so no rank is named.")
+    elif c.undecided:
         parts.append("Both sides are as large and neither one's record is wrong by itself: both are named.")
     if c.silent:
         parts.append(

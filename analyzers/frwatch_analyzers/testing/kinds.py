@@ -189,6 +189,8 @@ def _recorded_name(kind: str, backend: str) -> str:
             "all_gather_into_tensor": "all_gather",
             "all_to_all_single": "all_to_all",
             "all_reduce_coalesced": "all_reduce",
+            "reduce_scatter_tensor": "all_reduce",
+            "_reduce_scatter_base": "all_reduce",
         }.get(kind, kind)
     return {"all_to_all_single": "all_to_all", "all_reduce_coalesced": "allreduce_coalesced"}.get(kind, kind)
 

@@ -211,11 +211,18 @@ class _Simulation:
     def run(self) -> dict[int, Dump]:
         streams = {st.rank: self._stream(st.rank) for st in self.ranks}
         pos = dict.fromkeys(streams, 0)
+        self._advance(streams, pos, queue=False)
+        # every rank is done or blocked for good: the blocked ones still enqueue their next calls
+        self._advance(streams, pos, queue=True)
+        self._finish_unresolved()
+        return {st.rank: self._dump(st) for st in self.ranks if st.rank not in self.w.no_dump}
+
+    def _advance(self, streams: dict[int, list[_Call]], pos: dict[int, int], *, queue: bool) -> None:
         while True:
             progress = False
             for st in self.ranks:
                 stream = streams[st.rank]
-                while pos[st.rank] < len(stream) and (not st.blocked or st.queue_left > 0):
+                while pos[st.rank] < len(stream) and (not st.blocked or (queue and st.queue_left > 0)):
                     active = not st.blocked
                     if not active:
                         st.queue_left -= 1
@@ -227,9 +234,7 @@ class _Simulation:
                     self._resolve(inst)
                     progress = True
             if not progress:
-                break
-        self._finish_unresolved()
-        return {st.rank: self._dump(st) for st in self.ranks if st.rank not in self.w.no_dump}
+                return
 
     def _issue(self, st: _Rank, call: _Call, active: bool) -> None:
         keys: list[tuple[Any, ...]] = []

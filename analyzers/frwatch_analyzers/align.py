@@ -277,16 +277,33 @@ def _check(
         counts = {r: (0, 0) for r in members}
         counts[members[0]] = (total_in, total_out)
         return check_balance(balance, members, counts, splits if len(splits) == len(members) else None)
-    if balance is Balance.GATHER:
-        counts = {r: (one[0], 0) for r in members} | {r: (one[0], o) for r, o in outs}
-        return check_balance(balance, members, counts)
-    if balance is Balance.SCATTER:
-        counts = {r: (0, one[1]) for r in members} | {r: (i, one[1]) for r, i in ins}
-        return check_balance(balance, members, counts)
+    if balance in (Balance.GATHER, Balance.SCATTER):
+        if balance is Balance.GATHER:
+            counts = {r: (one[0], 0) for r in members} | {r: (one[0], o) for r, o in outs}
+        else:
+            counts = {r: (0, one[1]) for r in members} | {r: (i, one[1]) for r, i in ins}
+        found = check_balance(balance, members, counts)
+        if found is not None and len(found.ranks) > 1:
+            usual = [r for r in found.ranks if _was_root(traces[r].pgs[group.key], seq, balance)]
+            if len(usual) == 1:  # the root of the same call before: the others broke with it
+                wrong = [r for r in found.ranks if r != usual[0]]
+                return Imbalance(wrong, f"{found.text}; rank {usual[0]} was the root of this call before")
+        return found
     if balance in (Balance.GATHER_V, Balance.SCATTER_V):
         counts = {members[0]: (total_in, one[1]) if balance is Balance.GATHER_V else (one[0], total_out)}
         return check_balance(balance, members[:1], counts)
     return None
+
+
+def _was_root(pg: PgTrace, seq: int, balance: Balance) -> bool:
+    """Did this rank record the root's side of the same call (same signature) the last time before ``seq``?"""
+    sig = _sig_of(pg, seq)
+    side = pg.var_out if balance is Balance.GATHER else pg.var_in
+    for k in range(bisect.bisect_left(pg.var_seqs, seq) - 1, -1, -1):
+        s = pg.var_seqs[k]
+        if _sig_of(pg, s) == sig:
+            return side[k] > 0
+    return False
 
 
 def _sig_of(pg: PgTrace, seq: int) -> int | None:

@@ -45,7 +45,7 @@ def merge(raw: list[RankTrace]) -> Merged:
         by_rank.setdefault(t.rank, []).append(t)
     out = Merged({}, details)
     for rank in sorted(by_rank):
-        files = sorted(by_rank[rank], key=lambda t: (t.last_record_id, t.dumped_ns, t.entries, t.file))
+        files = sorted(by_rank[rank], key=_progress)
         if len(files) == 1:
             out.traces[rank] = files[0]
             continue
@@ -53,6 +53,14 @@ def merge(raw: list[RankTrace]) -> Merged:
     _rekey_backends(out.traces)
     _rekey_splits(out.traces)
     return out
+
+
+def _progress(t: RankTrace) -> tuple[int, int, int, bool, int, str]:
+    """How far a dump of a rank goes: its last record id, how many of its entries were completed, its latest
+    timestamp; at equal content the one with call sites (a pickle) comes last, so it is the one used. The
+    file name only orders files that are equal in all of this."""
+    done = sum(1 for pg in t.pgs.values() for x in pg.tail if x.state == 2 or x.retired is True)
+    return (t.last_record_id, done, t.dumped_ns, t.has_frames, t.entries, t.file)
 
 
 def _backends(t: RankTrace) -> set[str]:
@@ -82,11 +90,14 @@ def _fold(files: list[RankTrace], out: Merged) -> RankTrace:
             )
             acc = replace(t, files=[*acc.files, *t.files])
             continue
-        if _same(acc, t):
-            roles[t.file] = ("identical", f"the same records as {acc.file}")
-            acc = replace(acc, files=[*acc.files, *t.files])
+        if _same(acc, t):  # the same records: the later one (with call sites, if either has them) is used
+            for f in acc.files:
+                if roles.get(f, ("used",))[0] == "used":
+                    roles[f] = ("identical", f"the same records as {t.file}")
+            roles[t.file] = ("used", "")
+            acc = replace(t, files=[*acc.files, *t.files])
             continue
-        older = _older_entries(acc, t)
+        older = _older_entries(acc, t) if acc.has_frames == t.has_frames else 0
         note = (
             f"an earlier dump of the same recorder (records {acc.first_record_id}-{acc.last_record_id}, then "
             f"{t.first_record_id}-{t.last_record_id} in {t.file}): the later one is used"
@@ -96,7 +107,7 @@ def _fold(files: list[RankTrace], out: Merged) -> RankTrace:
         for f in acc.files:
             roles[f] = ("superseded", note) if roles.get(f, ("used",))[0] == "used" else roles[f]
         roles[t.file] = ("used", "")
-        acc = _prepend(acc, t)
+        acc = _prepend(acc, t) if older else replace(t, files=[*acc.files, *t.files])
     for t in files:
         role, note = roles.get(t.file, ("used", ""))
         out.files.append(
@@ -150,7 +161,7 @@ def _same(a: RankTrace, b: RankTrace) -> bool:
         a.last_record_id == b.last_record_id
         and a.pgs.keys() == b.pgs.keys()
         and all(
-            a.pgs[k].seq_digest == b.pgs[k].seq_digest
+            a.pgs[k].plain_digest == b.pgs[k].plain_digest
             and [(x.seq, x.state, x.retired) for x in a.pgs[k].tail]
             == [(x.seq, x.state, x.retired) for x in b.pgs[k].tail]
             for k in a.pgs

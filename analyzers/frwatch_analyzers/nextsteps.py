@@ -70,6 +70,13 @@ def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: boo
             f"Run nccl-tests between {node_txt} and the nodes that completed it; do not drain nodes on this "
             "evidence alone (it does not say which node or link stalled).",
         ]
+    if c.d is not None and c.d.balance and c.category == Category.size_mismatch:
+        return [
+            f"Before the collective{at}, all_gather every rank's input and output split sizes and assert that "
+            "what rank i sends to rank j is what j expects from i (the split tables are built per rank).",
+            "Log the per-rank step counter with the split tables there: the first step where they disagree shows "
+            "which rank used a stale or wrong table.",
+        ]
     if c.category in (Category.size_mismatch, Category.dtype_mismatch, Category.tensor_count_mismatch):
         what = {Category.size_mismatch: "shapes", Category.dtype_mismatch: "dtypes"}.get(
             c.category, "tensor count"

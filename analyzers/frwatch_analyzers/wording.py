@@ -106,7 +106,8 @@ def _mismatch_headline(ctx: Context, c: Candidate) -> str:
     assert d is not None
     g = c.group
     if d.balance:
-        whose = f"{ranks_text(c.culprits)} disagree with the others: " if c.culprits else ""
+        verb = "disagrees" if len(c.culprits) == 1 else "disagree"
+        whose = f"{ranks_text(c.culprits)} {verb} with the others: " if c.culprits else ""
         return f"{_KIND[c.category]} at {g.label} #{c.seq} {op_short(c.op)}: {whose}{d.balance}"
     ref = d.views[0]
     odd_views = [v for v in d.views[1:] if v.sig is not None]

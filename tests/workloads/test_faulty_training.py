@@ -368,3 +368,22 @@ def test_ranks_with_their_own_dump_folders_learn_of_the_failure_through_the_tcps
     assert "dump_reason=watchdog" in result.outcome(0).summary
     assert "dump_reason=peer asked" in result.outcome(1).summary
     assert last(load_dump(result.dumps[1]))["collective_seq_id"] == 3
+
+
+@pytest.mark.slow
+def test_moe_records_uneven_all_to_all_and_the_roots_side_of_gather_and_scatter(
+    real_dumps: RealDumps,
+) -> None:
+    """What gloo records for the collectives whose sizes differ by rank by design (the analyzer's rules)."""
+    dumps = dumps_of(real_dumps.run("moe"))
+    by_rank = {r: on_group(d) for r, d in dumps.items()}
+    dispatch = {r: e[2] for r, e in by_rank.items()}  # step 1: 2 dispatch, 3 gather, 4 scatter, 5 sync
+    assert {e["profiling_name"] for e in dispatch.values()} == {"gloo:all_to_all"}  # all_to_all_single's name
+    assert len({tuple(map(tuple, e["input_sizes"])) for e in dispatch.values()}) > 1, "splits differ by rank"
+    assert all(len(e["input_sizes"]) == 1 for e in dispatch.values()), "one tensor: no per-peer splits"
+    sent = sum(e["input_sizes"][0][0] for e in dispatch.values())
+    assert sent == sum(e["output_sizes"][0][0] for e in dispatch.values())
+    gather = {r: e[3] for r, e in by_rank.items()}
+    assert gather[0]["output_sizes"] == [[4, 4]] and all(gather[r]["output_sizes"] == [] for r in (1, 2, 3))
+    scatter = {r: e[4] for r, e in by_rank.items()}
+    assert scatter[0]["input_sizes"] == [[4, 2]] and all(scatter[r]["input_sizes"] == [] for r in (1, 2, 3))

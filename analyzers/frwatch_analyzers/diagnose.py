@@ -5,28 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .align import ABSENT, Disagreement, GroupInfo, compare_group, in_flight, infer_groups, tail_entry
-from .history import index, sig_at
+from .align import Disagreement, GroupInfo, compare_group, infer_groups
+from .evidence import evidence, nodes_of, rank_groups, root_sites
 from .manifest import Manifest
 from .nextsteps import next_steps
 from .p2p import compare_p2p
-from .rootcause import Candidate, Context, candidates, root
+from .rootcause import Candidate, Context, candidates, p2p_candidate, root
 from .stragglers import stragglers
-from .summarize import STATE_NAMES, EntrySig, PgTrace, RankTrace
-from .textfmt import call_site_text, op_short, ranks_text
+from .summarize import EntrySig, RankTrace
+from .textfmt import op_short, ranks_text
 from .verdict import (
     Branch,
     Category,
     CulpritKind,
     DumpFile,
-    EntryView,
-    Evidence,
     FileProblem,
     Finding,
-    Frame,
     ProcessGroupRef,
-    RankGroup,
     Status,
+    Straggler,
     Verdict,
 )
 from .wording import detail, exit_known, headline, short
@@ -59,23 +56,23 @@ def diagnose(world: World) -> Verdict:
         k: list(g.disagreements) for k, g in groups.items() if g.disagreements and not g.benign_call_sites
     }
     ctx = Context(traces, world.details, groups, expected)
-    p2p = [_p2p_candidate(ctx, world, groups, d) for d in compare_p2p(traces, groups, world.details)]
+    p2p = [p2p_candidate(ctx, d) for d in compare_p2p(traces, groups, world.details)]
     for c in p2p:
         hard.setdefault(c.group.key, []).append(c.d) if c.d is not None else None
     top, others = root(ctx, candidates(ctx, hard, p2p))
     late = stragglers(traces, groups)
     for s in late:
-        s.nodes = _nodes(world, [s.rank])
+        s.nodes = nodes_of(world, [s.rank])
         s.summary += f" (on {', '.join(s.nodes)})" if s.nodes else ""
     stats = {
-        "files": float(len(world.files) or len(traces)) + len(world.problems),
+        "files": float(sum(len(t.files) for t in traces.values()) + len(world.problems)),
         "ranks": float(len(traces)),
         "entries": float(entries),
         "process_groups": float(len(groups)),
         "disagreements": float(sum(g.total_disagreements for g in groups.values())),
     }
     notes = [n for n in (world_note, _version_note(traces), _benign_note(groups), *world.notes) if n]
-    late_note = _straggler_note(late, ctx.timing)
+    late_note = _straggler_note(late)
     common = {
         "world_size": len(expected) or None,
         "ranks_seen": sorted(traces),
@@ -94,16 +91,18 @@ def diagnose(world: World) -> Verdict:
             summary=" ".join(
                 [f"{entries} entries compared; no rank is missing a collective or stuck.", late_note, *notes]
             ).strip(),
-            groups=_rank_groups(world, ctx, None, missing),
+            groups=rank_groups(world, ctx, None, missing),
             short=f"healthy: {len(traces)} ranks agree"
             + (f"; rank {late[0].rank} is a straggler" if late else ""),
             **common,
         )
     culprits = top.culprits
-    nodes = _nodes(world, culprits)
+    nodes = nodes_of(world, culprits)
     hw = top.hardware
     status = Status.inconclusive if top.category == Category.inconclusive else Status.problem
     text = detail(ctx, top, world.manifest)
+    if nodes and not hw and culprits:
+        text += f" {ranks_text(culprits)} ran on {', '.join(nodes)}: a software finding, no node is suspect."
     findings, consequences = _findings(world, ctx, top, others, hard)
     return Verdict(
         status=status,
@@ -123,11 +122,11 @@ def diagnose(world: World) -> Verdict:
         short=short(ctx, top, world.manifest),
         suspect_nodes=nodes if hw else [],
         culprit_nodes=nodes,
-        groups=_rank_groups(world, ctx, top, missing),
+        groups=rank_groups(world, ctx, top, missing),
         findings=findings,
         consequences=consequences,
-        evidence=_evidence(world, ctx, top),
-        next_steps=next_steps(top, _root_sites(world, top), nodes, exit_known(world.manifest, culprits)),
+        evidence=evidence(world, ctx, top),
+        next_steps=next_steps(top, root_sites(world, top), nodes, exit_known(world.manifest, culprits)),
         **common,
     )
 
@@ -190,29 +189,6 @@ def _no_dump(world: World, expected: list[int], missing: list[int], empty: bool)
 
 
 # --- point-to-point -------------------------------------------------------------------------------------
-def _p2p_candidate(ctx: Context, world: World, groups: dict[str, GroupInfo], d: Disagreement) -> Candidate:
-    g = groups.get(d.pg) or GroupInfo(d.pg, d.pg.split("/", 1)[0].split("@", 1)[0], "", [], "p2p", [], [], -1)
-    first = d.views[0]
-    sig = world.details.get(first.sig) if first.sig is not None else None
-    op = sig.op if sig else "p2p"
-    c = Candidate(g, d.seq, op, d.category, CulpritKind.mismatched_call, sorted(d.odd), d, when=d.when)
-    if d.category == Category.missing_rank:
-        waiter, culprit = first.ranks[0], d.odd[0]
-        c.states = {"started": [waiter], "absent": [culprit]}
-        if culprit not in ctx.traces:
-            c.kind = CulpritKind.crashed
-        else:
-            bp = ctx.timeline(culprit).blocking()
-            if bp is None:
-                c.kind = CulpritKind.cpu_stuck
-            elif bp.key in groups and bp.key != d.pg:
-                c.kind, c.culprits = CulpritKind.unknown, []
-                c.edges = {culprit: bp}
-            else:
-                c.kind = CulpritKind.unknown
-    return c
-
-
 # --- findings, groups, evidence --------------------------------------------------------------------------
 def _findings(
     world: World, ctx: Context, top: Candidate, others: list[Candidate], hard: dict[str, list[Disagreement]]
@@ -282,166 +258,6 @@ def _view_op(world: World, d: Disagreement) -> str:
     return "?"
 
 
-def _rank_groups(world: World, ctx: Context, top: Candidate | None, missing: list[int]) -> list[RankGroup]:
-    keyed: dict[tuple[tuple[str, int, int, str], ...], list[int]] = {}
-    culprits = set(top.culprits) if top else set()
-    for r, t in world.traces.items():
-        key = tuple(
-            (
-                name,
-                pg.last_enqueued,
-                pg.last_completed if pg.status_known else -2,
-                _state_name(world, r, name, pg.last_enqueued),
-            )
-            for name, pg in sorted(t.pgs.items())
-        )
-        keyed.setdefault((*key, ("culprit", int(r in culprits), 0, "")), []).append(r)
-    out = []
-    for key, ranks in sorted(keyed.items(), key=lambda kv: min(kv[1])):
-        ranks.sort()
-        t = world.traces[ranks[0]]
-        enq = {k[0]: k[1] for k in key if k[0] != "culprit"}
-        done = {name: pg.last_completed for name, pg in t.pgs.items() if pg.status_known}
-        flight = {}
-        for name, pg in t.pgs.items():
-            if in_flight(pg, pg.last_enqueued, t.has_states):
-                flight[name] = _op_of(world, pg, pg.last_enqueued)
-                if t.has_states:
-                    flight[name] += f" [{_state_name(world, ranks[0], name, pg.last_enqueued)}]"
-        label = _group_label(t, flight, culprits & set(ranks), top)
-        if not t.has_states and flight:
-            label = label.replace("inside ", "last in ") + " (not retired at dump time)"
-        out.append(
-            RankGroup(
-                ranks=ranks,
-                label=label,
-                last_enqueued=enq,
-                last_completed=done,
-                in_flight=flight,
-                nodes=_nodes(world, ranks),
-            )
-        )
-    if missing:
-        out.append(RankGroup(ranks=missing, label="no dump", nodes=_nodes(world, missing)))
-    return out
-
-
-def _op_of(world: World, pg: PgTrace, seq: int) -> str:
-    i = index(pg, seq)
-    sig = world.details.get(pg.sigs[i]) if i is not None else None
-    return f"{sig.op} #{seq}" if sig else f"#{seq}"
-
-
-def _group_label(t: RankTrace, flight: dict[str, str], culprit: set[int], top: Candidate | None) -> str:
-    tag = "culprit: " if culprit else ""
-    if flight:
-        where = "; ".join(f"pg {k}: {v}" for k, v in sorted(flight.items()))
-        return f"{tag}inside {where}"
-    if top is not None:
-        pg = t.pgs.get(top.group.key)
-        if pg is not None:
-            return f"{tag}idle, last at #{pg.last_enqueued} of pg {top.group.name}"
-    return f"{tag}idle"
-
-
-def _nodes(world: World, ranks: list[int]) -> list[str]:
-    m = world.manifest
-    if m is None:
-        return []
-    return sorted({n for n in (m.node_of(r) for r in ranks) if n})
-
-
-def _root_sites(world: World, top: Candidate) -> list[str]:
-    sites: list[str] = []
-    if top.d is None:
-        sig = None
-        for r in top.group.dumped:
-            sig = sig_at(world.traces, r, top.group.key, top.seq)
-            if sig is not None:
-                break
-        site = (
-            call_site_text(world.details[sig].call_site) if sig is not None and sig in world.details else ""
-        )
-        return [site] if site else []
-    for v in reversed(top.d.views):
-        if v.sig is not None and v.sig in world.details:
-            site = call_site_text(world.details[v.sig].call_site)
-            if site and site not in sites:
-                sites.append(site)
-    return sites
-
-
-def _evidence(world: World, ctx: Context, top: Candidate) -> list[Evidence]:
-    g = top.group
-    views: list[EntryView] = []
-    if top.d is not None and not top.d.balance:
-        src = [(v.sig, v.ranks) for v in top.d.views]
-    else:
-        by_sig: dict[tuple[int | None, str], list[int]] = {}
-        for r in g.dumped:
-            sig = sig_at(world.traces, r, g.key, top.seq)
-            by_sig.setdefault((sig, _state_name(world, r, g.key, top.seq)), []).append(r)
-        src = [(sig, ranks) for (sig, _), ranks in by_sig.items()]
-    multi = {f.rank for f in world.files}
-    for sig, ranks in src:
-        det = world.details.get(sig) if sig is not None else None
-        if top.d is not None and top.d.p2p:
-            states = [_p2p_state(world, ranks[0], g.key, sig)]
-        else:
-            states = sorted(
-                {_state_name(world, r, g.key, top.seq) for r in ranks if r in world.traces} - {""}
-            )
-        files = sorted({f for r in ranks if r in multi for f in world.traces[r].files})
-        views.append(
-            EntryView(
-                ranks=ranks,
-                op=det.op if det else None,
-                input_sizes=[list(s) for s in det.input_sizes] if det and not det.varying else [],
-                input_dtypes=list(det.input_dtypes) if det else [],
-                output_sizes=[list(s) for s in det.output_sizes] if det and not det.varying else [],
-                output_dtypes=list(det.output_dtypes) if det else [],
-                state="/".join(states) or (None if det else "never enqueued it"),
-                call_site=[Frame(name=n, filename=f, line=ln) for n, f, ln in det.call_site] if det else [],
-                files=files,
-            )
-        )
-    if g.no_dump:
-        views.append(EntryView(ranks=g.no_dump, op=None, state="no dump"))
-    note = f"membership from {g.membership_source}"
-    if top.d is not None and top.d.balance:
-        note += f"; {top.d.balance}"
-    elif top.note:
-        note += f"; {top.note}"
-    return [Evidence(process_group=g.key, seq=top.seq, views=views, note=note)]
-
-
-def _p2p_state(world: World, rank: int, group: str, sig: int | None) -> str:
-    t = world.traces.get(rank)
-    if t is None:
-        return "no dump"
-    if sig is None:
-        return "never posted it"
-    for e in reversed(t.p2p):
-        if e.pg == group and e.sig == sig:
-            return STATE_NAMES.get(e.state, "")
-    return ""
-
-
-def _state_name(world: World, rank: int, group: str, seq: int) -> str:
-    t = world.traces[rank]
-    pg = t.pgs.get(group)
-    if pg is None:
-        return ""
-    e = tail_entry(pg, seq)
-    if e is None:
-        return ""
-    if t.has_states and e.state >= 0:
-        return STATE_NAMES[e.state]
-    if e.retired is not None:
-        return "retired" if e.retired else "not retired (in flight)"
-    return ""
-
-
 def _version_note(traces: dict[int, RankTrace]) -> str:
     versions = sorted({t.version for t in traces.values()})
     if len(versions) > 1:
@@ -462,7 +278,7 @@ def _benign_note(groups: dict[str, GroupInfo]) -> str:
     )
 
 
-def _straggler_note(late: list, timing: bool) -> str:  # type: ignore[type-arg]
+def _straggler_note(late: list[Straggler]) -> str:
     if not late:
         return ""
     texts = "; ".join(s.summary for s in late[:4])
@@ -472,6 +288,3 @@ def _straggler_note(late: list, timing: bool) -> str:  # type: ignore[type-arg]
         else ""
     )
     return f"Stragglers: {texts}{clocks}."
-
-
-__all__ = ["ABSENT", "World", "diagnose"]

@@ -23,7 +23,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from .summarize import EntrySig, PgTrace, RankTrace
+from .summarize import EntrySig, PgTrace, Ranks, RankTrace
 from .verdict import DumpFile, FileProblem
 
 
@@ -230,11 +230,11 @@ def _rekey_backends(traces: dict[int, RankTrace]) -> None:
 
 def _rekey_splits(traces: dict[int, RankTrace]) -> None:
     """One name, disjoint member lists in pg_config: split groups. Key each part by its lowest member."""
-    members: dict[str, Counter[tuple[int, ...]]] = {}
+    members: dict[str, Counter[Ranks]] = {}
     for t in traces.values():
         for key, pg in t.pgs.items():
             if pg.config_ranks:
-                members.setdefault(key, Counter())[tuple(pg.config_ranks)] += 1
+                members.setdefault(key, Counter())[pg.config_ranks] += 1  # ranges hash in O(1), not O(ranks)
     split = {k for k, c in members.items() if len(c) > 1 and _disjoint(list(c))}
     if not split:
         return
@@ -251,7 +251,7 @@ def _rekey_splits(traces: dict[int, RankTrace]) -> None:
         t.pgs = renamed
 
 
-def _disjoint(sets: list[tuple[int, ...]]) -> bool:
+def _disjoint(sets: list[Ranks]) -> bool:
     seen: set[int] = set()
     for s in sets:
         if seen & set(s):

@@ -1,6 +1,7 @@
 """Where the ranks stopped agreeing, and why: the root, its category, its culprits and what they did.
 
-Read top to bottom, this file is every rule that decides a verdict's category.
+Read top to bottom, this file is every rule that decides a verdict's category (one file by design, so it
+runs a little over 400 lines).
 
 1. Per process group, one candidate: the earlier of
    - the group's first disagreement (:mod:`.align`): another collective, tensor count, dtype or size at
@@ -26,6 +27,8 @@ Read top to bottom, this file is every rule that decides a verdict's category.
      no member completed it and the dumps have no start times, or nobody started it -> inconclusive.
      gloo records no states: every member in flight is inconclusive.
    - members without a dump while dumped members wait -> crashed.
+   - a send without its recv: the peer that never posted its half is crashed, CPU-stuck or blocked in a
+     collective (an edge); a send/recv pair that disagrees on sizes or dtypes names both ranks.
 3. The root is a candidate no other candidate explains. A candidate is explained when it waits only on
    ranks blocked in other candidates' groups (and names no culprit of its own). Several roots: the earliest
    (on one rank's clock where they share a rank). A cycle of waiting with no history to break it is
@@ -346,6 +349,34 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
         )
     else:
         c.category, c.kind, c.culprits = Category.inconclusive, CulpritKind.unknown, []
+    return c
+
+
+# --- 2c. point-to-point ------------------------------------------------------------------------------------------
+def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
+    """A send without its recv (or the reverse), or a pair that disagrees on sizes or dtypes: the peer that never
+    posted its half is crashed (no dump), CPU-stuck (idle) or blocked in a collective (an edge); a pair that
+    disagrees names both ranks (the records do not say which side is wrong)."""
+    groups = ctx.groups
+    g = groups.get(d.pg) or GroupInfo(d.pg, d.pg.split("/", 1)[0].split("@", 1)[0], "", [], "p2p", [], [], -1)
+    first = d.views[0]
+    sig = ctx.details.get(first.sig) if first.sig is not None else None
+    op = sig.op if sig else "p2p"
+    c = Candidate(g, d.seq, op, d.category, CulpritKind.mismatched_call, sorted(d.odd), d, when=d.when)
+    if d.category == Category.missing_rank:
+        waiter, culprit = first.ranks[0], d.odd[0]
+        c.states = {"started": [waiter], "absent": [culprit]}
+        if culprit not in ctx.traces:
+            c.kind = CulpritKind.crashed
+        else:
+            bp = ctx.timeline(culprit).blocking()
+            if bp is None:
+                c.kind = CulpritKind.cpu_stuck
+            elif bp.key in groups and bp.key != d.pg:
+                c.kind, c.culprits = CulpritKind.unknown, []
+                c.edges = {culprit: bp}
+            else:
+                c.kind = CulpritKind.unknown
     return c
 
 

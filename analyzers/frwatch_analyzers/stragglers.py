@@ -14,6 +14,7 @@ the compared collectives, and only a few ranks are (when many are, no single one
 from __future__ import annotations
 
 import statistics
+from array import array
 
 from .align import GroupInfo
 from .summarize import RankTrace
@@ -31,17 +32,22 @@ def stragglers(traces: dict[int, RankTrace], groups: dict[str, GroupInfo]) -> li
     for g in groups.values():
         if len(g.dumped) < 3:
             continue
-        created: dict[int, dict[int, int]] = {}
-        start_delay: dict[int, dict[int, int]] = {}
+        # seq -> (ranks, values): two flat arrays, not a dict a rank (16 bytes a sample at 16k ranks)
+        created: dict[int, tuple[array[int], array[int]]] = {}
+        start_delay: dict[int, tuple[array[int], array[int]]] = {}
         for r in g.dumped:
             pg = traces[r].pgs.get(g.key)
             if pg is None:
                 continue
             for t in pg.tail:
                 if t.created_ns:
-                    created.setdefault(t.seq, {})[r] = t.created_ns
+                    ranks, values = created.setdefault(t.seq, (array("q"), array("q")))
+                    ranks.append(r)
+                    values.append(t.created_ns)
                     if t.started_ns:
-                        start_delay.setdefault(t.seq, {})[r] = t.started_ns - t.created_ns
+                        ranks, values = start_delay.setdefault(t.seq, (array("q"), array("q")))
+                        ranks.append(r)
+                        values.append(t.started_ns - t.created_ns)
         for kind, table in ((StragglerKind.late_enqueue, created), (StragglerKind.slow_start, start_delay)):
             for s in _late(g, table, kind):
                 if (s.rank, kind) not in named:
@@ -50,14 +56,19 @@ def stragglers(traces: dict[int, RankTrace], groups: dict[str, GroupInfo]) -> li
     return sorted(out, key=lambda s: (s.rank, s.kind.value))
 
 
-def _late(g: GroupInfo, table: dict[int, dict[int, int]], kind: StragglerKind) -> list[Straggler]:
-    lateness: dict[int, list[float]] = {}
-    for times in table.values():
-        if len(times) < max(3, len(g.dumped) // 2):
+def _late(
+    g: GroupInfo, table: dict[int, tuple[array[int], array[int]]], kind: StragglerKind
+) -> list[Straggler]:
+    lateness: dict[int, array[float]] = {}
+    for ranks, values in table.values():
+        if len(values) < max(3, len(g.dumped) // 2):
             continue
-        mid = statistics.median(times.values())
-        for r, t in times.items():
-            lateness.setdefault(r, []).append((t - mid) / 1e6)
+        mid = statistics.median(values)
+        for r, t in zip(ranks, values, strict=True):
+            late = lateness.get(r)
+            if late is None:
+                late = lateness[r] = array("d")
+            late.append((t - mid) / 1e6)
     typical = {r: statistics.median(v) for r, v in lateness.items() if len(v) >= MIN_COMPARED}
     if len(typical) < 3:
         return []

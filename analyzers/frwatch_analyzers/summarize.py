@@ -76,7 +76,7 @@ class EntrySig:
     varying: bool = False  # sizes left out by the collective's rule: see the per-rank counts
 
 
-@dataclass
+@dataclass(slots=True)
 class TailEntry:
     """Full detail of one of the entries a rank's summary keeps for a group."""
 
@@ -297,6 +297,9 @@ class Summarizer:
         has_states = False
         last_record_id = -1
         pg_cache: dict[tuple[Any, str, str], str] = {}
+        last_pg: Any = None  # a (name, desc) tuple already checked, its pg_id and its group's name
+        last_pg_id: Any = None
+        last_name = ""
         last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int, bool]] = {}
         get_state = STATE_CODES.get
         rules = self._rules
@@ -316,16 +319,20 @@ class Summarizer:
                     e.get, _FIELD_NAMES
                 )
                 frames = e.get("frames")
-            if (
+            if pg == last_pg and pg_id == last_pg_id:  # the same group as the entry before (last_pg is sane)
+                pg_name = last_name
+            elif (
                 (type(pg) is tuple or type(pg) is list)
                 and len(pg) == 2
                 and type(pg[0]) is str
                 and type(pg[1]) is str
             ):
                 pgk = (pg_id if type(pg_id) is int or type(pg_id) is str else None, pg[0], pg[1])
-                pg_name = pg_cache.get(pgk)
-                if pg_name is None:
-                    pg_name = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
+                known = pg_cache.get(pgk)
+                if known is None:
+                    known = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
+                pg_name = known
+                last_pg, last_pg_id, last_name = pg, pgk[0], pg_name
             else:
                 pg_name = self._pg_name(e, pg, pg_desc, pgid_to_name)
             if type(op) is not str:

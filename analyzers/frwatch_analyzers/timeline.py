@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .summarize import STATE_CODES, RankTrace
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Step:
     """One collective a rank enqueued (from the detail its summary keeps)."""
 

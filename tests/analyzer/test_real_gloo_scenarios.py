@@ -14,7 +14,7 @@ import pytest
 
 from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.report import render
-from frwatch_analyzers.verdict import Category, Status, Verdict
+from frwatch_analyzers.verdict import Category, CulpritKind, Status, Verdict
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +58,8 @@ def test_skipped_collective_is_a_desync_at_the_skip_naming_the_other_call_site(
     # gloo pairs the culprit's next collective with its peers' skipped one: the culprit's call site differs
     assert _site(v, [1]) != _site(v, [0, 2, 3])
     assert not v.hardware_class
+    # the control broadcast happens here for the first time: no history says a call was skipped
+    assert v.culprit_kind == CulpritKind.mismatched_call
 
 
 def test_other_collective_type_is_a_desync(verdict_of: Callable[[str], Verdict]) -> None:
@@ -93,6 +95,7 @@ def test_cpu_stuck_rank_is_missing_and_told_apart_from_a_skip(verdict_of: Callab
     assert "idle outside any collective" in v.culprit_detail
     assert "stuck on the CPU side" in v.culprit_detail
     assert not v.hardware_class
+    assert v.culprit_kind == CulpritKind.cpu_stuck and "py-spy" in v.next_steps[0]
 
 
 def test_extra_same_shape_collective_is_found_where_it_happened_not_at_the_hang(
@@ -105,6 +108,7 @@ def test_extra_same_shape_collective_is_found_where_it_happened_not_at_the_hang(
     last_seen = max(g.last_enqueued.get("0", -1) for g in v.groups)
     assert v.earliest_branch.seq < last_seen - 1, "the branch is several steps before the hang"
     assert _site(v, [1]) == "clip_gradients_globally"
+    assert v.culprit_kind == CulpritKind.extra_call  # its #4 is the others' #3, and so on to the hang
 
 
 def test_fault_inside_a_subgroup_names_the_rank_that_moved_on(verdict_of: Callable[[str], Verdict]) -> None:
@@ -115,6 +119,7 @@ def test_fault_inside_a_subgroup_names_the_rank_that_moved_on(verdict_of: Callab
     assert b is not None and b.process_group.desc == "tensor_parallel_1"
     assert b.process_group.ranks == [2, 3], "membership inferred from entries: gloo's pg_config is broken"
     assert "moved on to" in v.culprit_detail, v.culprit_detail
+    assert v.culprit_kind == CulpritKind.took_another_path
     # the default group's disagreement (rank 2 never reached it) is a consequence, not a second root
     assert any(c.process_group == "0" for c in v.consequences)
 
@@ -139,6 +144,7 @@ def test_crashed_rank_without_a_dump_is_the_culprit(verdict_of: Callable[[str], 
     assert v.category == Category.missing_rank
     assert v.culprit_ranks == v.missing_dumps != []
     assert "left no dump" in v.headline
+    assert v.culprit_kind == CulpritKind.crashed
 
 
 def test_report_reads_in_ten_seconds(verdict_of: Callable[[str], Verdict]) -> None:

@@ -2,6 +2,9 @@
 
 Every method returns a new :class:`World`; :meth:`World.dumps` hands the program to
 :mod:`.simulate`, which runs it and returns what each rank's recorder holds.
+
+Over 400 lines by choice: the builder's whole vocabulary (a method per collective and per fault) is
+read as one API, so it stays in one module.
 """
 
 from __future__ import annotations

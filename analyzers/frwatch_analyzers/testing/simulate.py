@@ -10,6 +10,9 @@ behind the stuck one), as NCCL's asynchronous ops do in a real hang. States and 
 ``completed`` (both timestamps, ``duration_ms``), ``started`` (the rank entered the collective and waits
 for its peers), ``scheduled`` (never started: a GPU hang, or queued behind one). Without
 ``TORCH_NCCL_ENABLE_TIMING`` nothing is ever ``started``; gloo records ``scheduled`` and no times at all.
+
+About 500 lines by choice: the run and what it records are one piece (what a rank records depends on
+when its calls complete), read together.
 """
 
 from __future__ import annotations

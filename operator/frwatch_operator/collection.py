@@ -5,6 +5,11 @@ Inputs are what the operator read this pass: the keys under the attempt's root (
 node), and the operator's own view of the attempt's pods (:class:`~frwatch_operator.detection.PodFacts`:
 node, static ranks, how their containers ended, deleted or not). Collection is done when every expected
 rank's dump is in the store, or at the deadline (then the manifest says who is missing and why).
+
+The store is written by tenant-reachable processes: a pod record is evidence of which ranks a pod dumped,
+never of where it ran. Only pods the operator saw through the Kubernetes API enter the manifest, always
+with the node the API showed; a record of a pod nobody saw, a record naming another node, and a dump of a
+rank out of range are left out and said (:func:`check_records`, :func:`out_of_range`).
 """
 
 from __future__ import annotations
@@ -18,8 +23,13 @@ from datetime import datetime
 from frwatch_analyzers.layout import MANIFEST, PODS_DIR, RANKS_DIR, AttemptKey
 from frwatch_analyzers.manifest import Manifest, PodRecord, RankRecord
 from frwatch_operator.detection import FailureKind, PodFacts
+from frwatch_operator.jobkinds import MAX_WORLD_SIZE
 
-_RANK_KEY = re.compile(r"(\d+)\.(pickle|json)")
+_RANK_KEY = re.compile(r"(\d{1,12})\.(pickle|json)")
+#: A pod record larger than this is not read (a real one lists a pod's ranks and uploads: a few KB).
+MAX_POD_RECORD_BYTES = 1024 * 1024
+#: How many store problems one Event or condition names (the rest are counted).
+ISSUES_SHOWN = 4
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,8 @@ class StoreListing:
     rank_keys: dict[int, str]  #: rank -> key of its (first) dump
     pod_keys: dict[str, str]  #: pod -> key of its record
     manifest_key: str | None  #: the manifest, when already written
+    #: dumps whose rank is past MAX_WORLD_SIZE (their keys): never a rank of any job
+    absurd_ranks: tuple[str, ...] = ()
 
 
 def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
@@ -48,6 +60,7 @@ def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
     ranks: dict[int, str] = {}
     pods: dict[str, str] = {}
     manifest: str | None = None
+    absurd: list[str] = []
     for k in keys:
         if not k.startswith(root):
             continue
@@ -56,24 +69,73 @@ def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
             manifest = k
         elif rel.startswith(RANKS_DIR + "/"):
             m = _RANK_KEY.fullmatch(rel[len(RANKS_DIR) + 1 :])
-            if m:
+            if m and int(m.group(1)) < MAX_WORLD_SIZE:
                 ranks.setdefault(int(m.group(1)), k)
+            elif m or rel[len(RANKS_DIR) + 1 :].split(".")[0].isdigit():
+                absurd.append(k)
         elif rel.startswith(PODS_DIR + "/") and rel.endswith(".json") and rel.count("/") == 1:
             pods[rel[len(PODS_DIR) + 1 : -len(".json")]] = k
-    return StoreListing(dict(sorted(ranks.items())), dict(sorted(pods.items())), manifest)
+    return StoreListing(dict(sorted(ranks.items())), dict(sorted(pods.items())), manifest, tuple(absurd))
 
 
 def parse_pod_record(data: bytes) -> StoredPodRecord | None:
     """A pod record's facts, or None when it is not one (never raises)."""
+    if len(data) > MAX_POD_RECORD_BYTES:
+        return None
     try:
         obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("pod"), str):
         return None
     ranks = obj.get("ranks")
-    good = tuple(sorted(int(r) for r in ranks if isinstance(r, int))) if isinstance(ranks, list) else ()
-    return StoredPodRecord(obj["pod"], str(obj.get("node") or ""), good, by_agent="dumps" in obj)
+    good = (
+        tuple(sorted({r for r in ranks[:MAX_WORLD_SIZE] if _rank(r)})) if isinstance(ranks, list) else ()
+    )
+    node = obj.get("node")
+    return StoredPodRecord(
+        obj["pod"][:253], node[:253] if isinstance(node, str) else "", good, by_agent="dumps" in obj
+    )
+
+
+def _rank(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_WORLD_SIZE
+
+
+def check_records(
+    pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]
+) -> tuple[dict[str, StoredPodRecord], list[str]]:
+    """The pod records that agree with what the cluster showed (keyed by pod), each with the node the API
+    showed; and what was wrong with the others (one phrase each). A record of a pod the operator never saw
+    for this attempt is left out; a record naming another node keeps its ranks (which dumps the pod
+    wrote is the agent's evidence) but never its node."""
+    by_name = {p.name: p for p in pods}
+    kept: dict[str, StoredPodRecord] = {}
+    issues: list[str] = []
+    for key_pod, record in records.items():
+        facts = by_name.get(key_pod)
+        if facts is None or record.pod != key_pod:
+            issues.append(f"pods/{key_pod}.json names a pod the cluster never showed in this attempt")
+            continue
+        if record.node and facts.node and record.node != facts.node:
+            issues.append(f"pods/{key_pod}.json says node {record.node!r}, the cluster ran it on {facts.node}")
+        kept[key_pod] = StoredPodRecord(record.pod, facts.node, record.ranks, record.by_agent)
+    return kept, issues
+
+
+def out_of_range(listing: StoreListing, world_size: int | None) -> list[str]:
+    """Dumps of ranks no pod of the job can hold (past the world size, or past every bound)."""
+    issues = [f"{k.rsplit('/', 2)[-2]}/{k.rsplit('/', 1)[-1]} is past every world size" for k in listing.absurd_ranks]
+    if world_size is not None:
+        beyond = [r for r in listing.rank_keys if r >= world_size]
+        if beyond:
+            issues.append(f"dumps of rank(s) {_few(beyond)} are past the job's world size {world_size}")
+    return issues
+
+
+def _few(items: list[int]) -> str:
+    shown = ", ".join(str(i) for i in items[:ISSUES_SHOWN])
+    return shown + (f" (+{len(items) - ISSUES_SHOWN} more)" if len(items) > ISSUES_SHOWN else "")
 
 
 @dataclass(frozen=True)
@@ -90,6 +152,8 @@ class Progress:
 def assess(expected: int | None, dumped: Iterable[int], now: datetime, deadline: datetime) -> Progress:
     """Done when every expected rank dumped (world size known), else at the deadline."""
     have = frozenset(dumped)
+    if expected is not None:
+        expected = min(expected, MAX_WORLD_SIZE)
     missing = frozenset(range(expected)) - have if expected is not None else frozenset()
     complete = expected is not None and not missing
     late = now >= deadline
@@ -148,22 +212,19 @@ def why_missing(rank: int, pod: PodFacts | None, record: StoredPodRecord | None,
 
 
 def merged_pods(pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]) -> list[PodRecord]:
-    """The manifest's pod list: the operator's view, completed by the agents' records (a pod known only
-    from its record was deleted before the operator could see it)."""
-    by_name = {p.name: p for p in pods}
+    """The manifest's pod list: the pods the operator saw (node and exits from the API), with the ranks
+    their agents recorded when there is a record (``records`` already checked: :func:`check_records`)."""
     out: list[PodRecord] = []
-    for name in sorted(set(by_name) | set(records)):
-        facts, record = by_name.get(name), records.get(name)
+    for facts in sorted(pods, key=lambda p: p.name):
+        record = records.get(facts.name)
         out.append(
             PodRecord(
-                pod=name,
-                node=(facts.node if facts is not None and facts.node else record.node if record else ""),
-                ranks=sorted(
-                    record.ranks if record is not None and record.ranks else facts.ranks if facts else ()
-                ),
-                phase=facts.phase if facts is not None else "",
-                deleted=facts.deleted if facts is not None else True,
-                ended=list(facts.ended) if facts is not None else [],
+                pod=facts.name,
+                node=facts.node,
+                ranks=list(record.ranks if record is not None and record.ranks else facts.ranks),
+                phase=facts.phase,
+                deleted=facts.deleted,
+                ended=list(facts.ended),
             )
         )
     return out
@@ -182,11 +243,12 @@ def build_manifest(
     deadline_reached: bool,
 ) -> Manifest:
     """The manifest of the attempt: every rank -> pod -> node, who dumped, and why the others did not.
-    ``asked``: pod -> what became of asking its agent (goes into why_missing)."""
+    ``asked``: pod -> what became of asking its agent (goes into why_missing). ``pods`` are the pods the
+    operator saw; ``records`` the agents' records that agree with them (:func:`check_records`)."""
     pod_list = list(pods)
     by_name = {p.name: p for p in pod_list}
     owners = rank_owners(pod_list, records)
-    all_ranks = set(range(world_size)) if world_size is not None else set(owners) | set(listing.rank_keys)
+    all_ranks = set(range(min(world_size, MAX_WORLD_SIZE))) if world_size is not None else set(owners)
     all_ranks |= set(listing.rank_keys)
     manifest_pods = merged_pods(pod_list, records)
     node_of = {p.pod: p.node for p in manifest_pods}

@@ -256,6 +256,24 @@ class AnalyzerSettings(_Section):
         description="Container resources (JSON in the env var).",
     )
     deadline_seconds: int = Field(default=900, ge=10, description="activeDeadlineSeconds of the Job.")
+    namespace: str = Field(
+        default="frwatch-system",
+        min_length=1,
+        description="Namespace the analyzer Jobs run in: the operator's own (the chart's release namespace), "
+        "never the tenant's, so no tenant can read its credentials or change its pod. RBAC: create/get/"
+        "delete Jobs there.",
+    )
+    credentials_secret: str = Field(
+        default="",
+        description="Secret in that namespace with the analyzer's S3 keys (AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json and report.txt "
+        "(docs/install.md shows the policy); empty: s3.credentials_secret.",
+    )
+    allow_policy_image: bool = Field(
+        default=False,
+        description="Whether a CapturePolicy (written by a namespace's users) may choose the analyzer image; "
+        "off: the operator's image always runs.",
+    )
     backoff_limit: int = Field(
         default=1, ge=0, le=10, description="backoffLimit of the Job: pod retries (a lost node, an S3 hiccup)."
     )
@@ -293,6 +311,15 @@ class RemediationSettings(_Section):
         gt=0,
         le=1,
         description="More suspects than this share of the job's nodes means fabric/software: never cordon.",
+    )
+    max_nodes_per_namespace: int = Field(
+        default=2,
+        ge=0,
+        description="Cap of nodes cordoned for all the incidents of one namespace within "
+        "namespace_window_seconds: repeated failures of a tenant's jobs cannot walk the cluster.",
+    )
+    namespace_window_seconds: int = Field(
+        default=86_400, ge=1, description="The per-namespace cap's window (seconds)."
     )
     breaker_namespace: str = Field(
         default="frwatch-system",

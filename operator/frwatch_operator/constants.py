@@ -44,6 +44,11 @@ CORDONED_BY_FRWATCH: Final = "frwatch"
 # --- the analyzer batch/v1 Job (verdictloop) -------------------------------------------------------------
 #: Label on the analyzer Job and its pods: the Incident's name (hashed when longer than a label value may be).
 LABEL_INCIDENT: Final = PREFIX + "incident"
+#: Label on the analyzer Job and its pods: the Incident's namespace (the Job runs in the operator's).
+LABEL_INCIDENT_NAMESPACE: Final = PREFIX + "incident-namespace"
+#: Annotation on the analyzer Job: the uid of the Incident it analyzes (it cannot own a Job in another
+#: namespace, so this says whose Job it is).
+ANN_INCIDENT_UID: Final = PREFIX + "incident-uid"
 LABEL_APP_NAME: Final = "app.kubernetes.io/name"
 LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"

@@ -7,18 +7,20 @@ exit code 0, a pending pod, or a deleted pod alone is not a failure.
 
 The attempt a pod belongs to is the one it was created in (the webhook wrote it into the agent's
 environment, or the JobSet ``restart-attempt`` label): old pods replayed after an operator restart map to
-their old attempt, never to a new one. A pod frwatch did not inject has no attempt (``None``).
+their old attempt, never to a new one. A pod frwatch did not inject has no attempt (``None``), and so
+has a pod whose attempt is not a decimal number (it would reach object keys: ``..`` or a slash).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from frwatch_analyzers.manifest import ContainerEnd
 from frwatch_operator import constants as c
+from frwatch_operator.incident_naming import valid_attempt
 
 #: Exit codes above this are "killed by signal (code - 128)" (the shell's and the kubelet's convention).
 SIGNAL_EXIT_BASE = 128
@@ -78,7 +80,7 @@ class PodFacts:
     phase: str = ""
     pod_ip: str = ""
     control_port: int | None = None
-    ranks: tuple[int, ...] = ()
+    ranks: Sequence[int] = ()  #: a range from the job kind's layout, or the ranks an agent recorded
     ended: tuple[ContainerEnd, ...] = ()
     deleted: bool = False
     failure: FailureSignal | None = None
@@ -118,13 +120,15 @@ def attempt_of(pod: Mapping[str, Any]) -> str | None:
     gave its agent (``FRWATCH_JOB_ATTEMPT``); None for a pod frwatch did not inject."""
     labels = _map(_map(pod.get("metadata")).get("labels"))
     if labels.get(c.LABEL_JOBSET_RESTART_ATTEMPT) is not None:
-        return str(labels[c.LABEL_JOBSET_RESTART_ATTEMPT])
+        value = labels[c.LABEL_JOBSET_RESTART_ATTEMPT]
+        return value if valid_attempt(value) else None
     agent = _agent(pod)
     if agent is None:
         return None
     for env in _list(agent.get("env")):
-        if env.get("name") == c.ENV_JOB_ATTEMPT and isinstance(env.get("value"), str):
-            return str(env["value"])
+        if env.get("name") == c.ENV_JOB_ATTEMPT:
+            value = env.get("value")
+            return value if isinstance(value, str) and valid_attempt(value) else None
     return None
 
 
@@ -152,7 +156,7 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def pod_facts(pod: Mapping[str, Any], *, ranks: tuple[int, ...] = (), deleted: bool = False) -> PodFacts:
+def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: bool = False) -> PodFacts:
     """Decode a pod body (``ranks``: its global ranks from the job kind's layout, when known)."""
     meta = _map(pod.get("metadata"))
     spec = _map(pod.get("spec"))

@@ -24,6 +24,14 @@ from frwatch_operator.resources import IncidentSpec, JobRef
 #: Kubernetes object names used as label values must fit 63 characters.
 MAX_NAME = 63
 _UID_CHARS = 8
+#: An attempt as frwatch writes it (``frwatch.io/attempt``, the JobSet restart-attempt label): a decimal
+#: number. Anything else (``..``, a slash, an escape) never reaches an object key or a name.
+_ATTEMPT = re.compile(r"[0-9]{1,18}")
+
+
+def valid_attempt(value: object) -> bool:
+    """Whether ``value`` is an attempt frwatch can put into object keys and names (1-18 digits)."""
+    return isinstance(value, str) and _ATTEMPT.fullmatch(value) is not None
 
 
 def incident_name(job: str, job_uid: str, attempt: str) -> str:

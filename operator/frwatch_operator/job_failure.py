@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from frwatch_operator import constants as c
+from frwatch_operator.incident_naming import valid_attempt
 
 #: The job conditions that mean "this attempt's training failed" (Kubeflow's JobConditionType values).
 FAILURE_CONDITIONS = ("Failed", "Restarting")
@@ -62,8 +63,10 @@ def _annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def current_attempt(job: Mapping[str, Any]) -> str:
-    """The job's current attempt (``frwatch.io/attempt``, default "0")."""
-    return str(_annotations(job).get(c.ANN_ATTEMPT) or "0")
+    """The job's current attempt (``frwatch.io/attempt``, default "0"); "" when the annotation is not a
+    decimal number (someone else wrote it: no attempt is attributed until frwatch writes it again)."""
+    value = _annotations(job).get(c.ANN_ATTEMPT) or "0"
+    return value if valid_attempt(value) else ""
 
 
 def attempt_start(job: Mapping[str, Any]) -> datetime | None:
@@ -108,7 +111,7 @@ class JobFailure:
 def job_failure(job: Mapping[str, Any]) -> JobFailure | None:
     """The failure the job's conditions show for its current attempt (see the module docstring), or None."""
     started = attempt_start(job)
-    if started is None:
+    if started is None or not current_attempt(job):
         return None
     status = job.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None

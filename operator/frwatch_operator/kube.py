@@ -26,6 +26,7 @@ from frwatch_operator.incident_naming import next_attempt
 from frwatch_operator.job_failure import start_to_record
 from frwatch_operator.jobkinds import JobKind
 from frwatch_operator.notices import Notice
+from frwatch_operator.textsafe import printable
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -191,7 +192,7 @@ class Kube:
                 "apiVersion": about.api_version, "kind": about.kind, "name": about.name,
                 "namespace": about.namespace, "uid": about.uid,
             },
-            "type": notice.type, "reason": notice.reason, "message": notice.message[:1024],
+            "type": notice.type, "reason": notice.reason, "message": printable(notice.message)[:1024],
             "source": {"component": c.EVENT_COMPONENT}, "reportingComponent": c.EVENT_COMPONENT,
             "reportingInstance": c.EVENT_COMPONENT, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }  # fmt: skip

@@ -74,3 +74,20 @@ def collected(incident: str, manifest: Manifest, url: str, analysis_wired: bool)
         f"Incident {incident}: {dumped} of {len(manifest.ranks)} ranks dumped by the deadline; missing: "
         f"{shown}{more}. The manifest ({url}/manifest.json) lists them; {then} with the dumps there are",
     )
+
+
+def spec_out_of_bounds(problem: str) -> Notice:
+    """The job's spec claims a world size past frwatch's bound: it is not used as one."""
+    return Notice("Warning", "JobSpecOutOfBounds", f"frwatch does not trust this job's rank layout: {problem}")
+
+
+def evidence_inconsistent(incident: str, issues: list[str], shown: int = 4) -> Notice:
+    """What in the store disagreed with what the cluster showed (the cluster's view was used)."""
+    listed = "; ".join(issues[:shown]) + (f"; and {len(issues) - shown} more" if len(issues) > shown else "")
+    return Notice(
+        "Warning",
+        "EvidenceInconsistent",
+        f"Incident {incident}: the evidence in the store is inconsistent with what the cluster saw: {listed}. "
+        "frwatch used only the pods, nodes and exit codes the Kubernetes API showed (kubectl get incident "
+        f"{incident} -o yaml: status.observed)",
+    )

@@ -219,6 +219,52 @@ class ApiRefusals(_Wire):
     )
 
 
+#: At most this many pods are kept in ``status.observed`` (a 16k-rank job of 8 ranks a pod has 2048); past
+#: it the list is cut and ``truncated`` says so: a node left out can never be cordoned (the safe side).
+OBSERVED_PODS_MAX = 4096
+#: Longest Kubernetes object name (a pod or a node).
+NAME_MAX = 253
+
+
+class ContainerExit(_Wire):
+    """How a container of an observed pod ended, as the pod's status said."""
+
+    container: str = Field(max_length=NAME_MAX, description="Container name.")
+    exit_code: int | None = Field(default=None, description="Exit code, when it terminated.")
+    reason: str = Field(default="", max_length=64, description="e.g. Error, OOMKilled, Completed.")
+
+
+class ObservedPod(_Wire):
+    """One pod of the attempt, as the operator saw it through the Kubernetes API (never from the store)."""
+
+    name: str = Field(max_length=NAME_MAX, description="Pod name.")
+    node: str = Field(default="", max_length=NAME_MAX, description="spec.nodeName; empty: never scheduled.")
+    ranks: str = Field(
+        default="",
+        max_length=256,
+        description="Global ranks it held, as ranges ('0-7', '8-15,17'): from the job spec's layout, or the "
+        "ranks its agent dumped when the spec cannot tell; empty: unknown.",
+    )
+    exits: list[ContainerExit] = Field(
+        default_factory=list, max_length=8, description="How its training containers ended (first 8)."
+    )
+    deleted: bool = Field(default=False, description="The pod was deleted before collection ended.")
+
+
+class IncidentObserved(_Wire):
+    """What the cluster showed of the attempt: the facts a cordon may rest on (bounded in size)."""
+
+    pods: list[ObservedPod] = Field(
+        default_factory=list, max_length=OBSERVED_PODS_MAX, description="The attempt's pods (first 4096)."
+    )
+    nodes: list[str] = Field(
+        default_factory=list,
+        max_length=OBSERVED_PODS_MAX,
+        description="Every node that ran one of the attempt's pods: the only nodes frwatch may cordon for it.",
+    )
+    truncated: bool = Field(default=False, description="More pods were seen than the list holds.")
+
+
 #: Longest ``status.suspects`` (the Suspects column of ``kubectl get incidents``).
 SUSPECTS_MAX = 64
 
@@ -233,6 +279,9 @@ class IncidentStatus(_Wire):
     collected_at: str = Field(default="", description="RFC 3339: when the manifest was written.")
     analyzed_at: str = Field(default="", description="RFC 3339: when the verdict was stored.")
     analyzer_job: str = Field(default="", description="Name of the analyzer batch/v1 Job.")
+    analyzer_namespace: str = Field(
+        default="", description="Namespace of the analyzer Job (empty: the Incident's, as older frwatch ran it)."
+    )
     category: str = Field(default="", description="The verdict's category (analyzer Category value).")
     hardware_class: bool | None = Field(default=None, description="The verdict's hardware_class.")
     suspect_ranks: list[int] = Field(default_factory=list, description="Culprit global ranks.")
@@ -245,6 +294,17 @@ class IncidentStatus(_Wire):
         "64 characters; empty: nobody named.",
     )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
+    observed: IncidentObserved | None = Field(
+        default=None,
+        description="The attempt's pods, nodes, ranks and exits as the Kubernetes API showed them; what "
+        "frwatch acts on (the store's manifest, pod records and verdict are evidence, never authority).",
+    )
+    manifest_etag: str = Field(
+        default="",
+        max_length=64,
+        description="ETag (MD5) of the manifest.json frwatch is writing or wrote: one found in the store with "
+        "another ETag was not frwatch's (it is replaced, and that is recorded).",
+    )
     api_refusals: ApiRefusals | None = Field(
         default=None, description="Set while the API refuses the verdict loop's calls (see ApiRefusals)."
     )

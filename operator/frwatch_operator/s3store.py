@@ -132,6 +132,30 @@ class S3Store:
             return None
         return int(head.get("ContentLength", 0))
 
+    def etag(self, key: str, *, bucket: str | None = None) -> str | None:
+        """The object's ETag (the MD5 of a single-part upload), None when absent."""
+        b = bucket or self.default_bucket
+        try:
+            head = self._call(f"head s3://{b}/{key}", lambda: self._client.head_object(Bucket=b, Key=key))
+        except NotFoundError:
+            return None
+        return str(head.get("ETag", "")).strip('"')
+
+    def get_bounded(self, key: str, limit: int, *, bucket: str | None = None) -> bytes | None:
+        """The object's bytes when it holds at most ``limit`` bytes, None when it holds more (never more
+        than ``limit + 1`` bytes are read, whatever a HEAD said before); :class:`NotFoundError` when absent."""
+        b = bucket or self.default_bucket
+
+        def read() -> bytes | None:
+            body = self._client.get_object(Bucket=b, Key=key)["Body"]
+            try:
+                data = body.read(limit + 1)
+            finally:
+                body.close()
+            return data if len(data) <= limit else None
+
+        return self._call(f"get s3://{b}/{key}", read)
+
     def list(self, prefix: str, *, bucket: str | None = None) -> list[str]:
         """Every key under ``prefix`` (all pages), sorted."""
         return sorted(self.iter_keys(prefix, bucket=bucket))

@@ -32,6 +32,7 @@ from typing import Any
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.injection import InjectionError, JobContext, apply_ops, attempt_of, inject
+from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.optin import CaptureDecision, OptIn, resolve
 
 logger = logging.getLogger(__name__)
@@ -165,6 +166,8 @@ async def mutate_pod(pod: Mapping[str, Any], namespace: str, index: JobIndex, co
         return Mutation([], [], None)
     pod_name = str(meta.get("name") or meta.get("generateName") or "") if isinstance(meta, Mapping) else ""
     namespace = namespace or (str(meta.get("namespace") or "") if isinstance(meta, Mapping) else "")
+    if PYTORCHJOB.owned_elsewhere(pod):  # another kind's pod sharing the label: never wait for a job
+        return Mutation([], [], None)
     try:
         entry = await index.wait_for_job(namespace, job_name, config.webhook.job_wait_seconds)
         if entry is None:

@@ -101,7 +101,9 @@ def test_default_render_has_the_expected_objects() -> None:
             "Deployment/frwatch",
             "MutatingWebhookConfiguration/frwatch",
             "Role/frwatch",
+            "Role/frwatch-analyzer",
             "RoleBinding/frwatch",
+            "RoleBinding/frwatch-analyzer",
             "Secret/frwatch-webhook-tls",
             "Service/frwatch-metrics",
             "Service/frwatch-webhook",
@@ -301,13 +303,13 @@ def test_operator_tls_mode_names_what_the_operator_makes_and_may_touch() -> None
             "verbs": ["get", "patch"],
         }
     ]
-    secrets = [r for r in one(docs, "Role")["rules"] if r["resources"] == ["secrets"]]
+    secrets = [r for r in one(docs, "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
     assert secrets == [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [w.certs_secret],
          "verbs": ["get", "update"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},  # create cannot name the object
     ]  # fmt: skip
-    assert not [r for r in one(render(), "Role")["rules"] if r["resources"] == ["secrets"]]
+    assert not [r for r in one(render(), "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
 
 
 @pytest.mark.parametrize(

@@ -232,7 +232,9 @@ class Cluster:
             labels[c.KF_LABEL_JOB_ROLE] = "master"
         return {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{jname}-{rtype}-{index}", "namespace": self.namespace, "labels": labels},
+            "metadata": {"name": f"{jname}-{rtype}-{index}", "namespace": self.namespace, "labels": labels,
+                         "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": jname,
+                                              "uid": job["metadata"]["uid"], "controller": True}]},
             "spec": {**_template()["spec"], "nodeName": f"node-{rank}"},
         }  # fmt: skip
 

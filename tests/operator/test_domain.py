@@ -45,7 +45,7 @@ def test_pytorchjob_layout_maps_pods_to_global_ranks():
     }
     layout = PYTORCHJOB.layout(job)
     assert layout.world_size == 16
-    assert PYTORCHJOB.ranks_of(pod(), layout) == (4, 5, 6, 7)  # worker 0 is node rank 1
+    assert PYTORCHJOB.ranks_of(pod(), layout) == range(4, 8)  # worker 0 is node rank 1
     assert PYTORCHJOB.layout({"spec": {"nprocPerNode": "auto", "pytorchReplicaSpecs": {}}}).world_size is None
 
 

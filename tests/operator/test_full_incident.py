@@ -64,10 +64,6 @@ JUSTIFIED_UNUSED = {
     # verdictloop.analyzing.start_analysis deletes an analyzer Job left by an EARLIER Incident of the same
     # name (a job deleted and recreated); a first incident never meets one (tests/verdictloop covers it).
     ("delete", "batch", "jobs"),
-    # Not an API call: the analyzer Job's ownerReference has blockOwnerDeletion, and the API server's
-    # OwnerReferencesPermissionEnforcement checks update on the owner's finalizers when the Job is
-    # created (the emulator does not run that admission plugin, so no request shows it).
-    ("update", c.GROUP, "incidents/finalizers"),
     # The breaker's ConfigMap is replaced (update) once it exists; the first cordon in a cluster's life
     # creates it (this run). A second cordon replaces it (tests/verdictloop/test_cordoning_cluster.py).
     ("update", "", "configmaps"),
@@ -126,12 +122,13 @@ def run(
     job_ns, release_ns = _namespace(k8s_api, "team-a"), _namespace(k8s_api, "frwatch-system")
     core, batch = client.CoreV1Api(op_api), client.BatchV1Api(op_api)
     _secret(core, job_ns, "frwatch-agent-token", {c.AGENT_TOKEN_KEY: TOKEN})
-    _secret(
-        core,
-        job_ns,
-        "frwatch-s3",
-        {c.ENV_AWS_ACCESS_KEY_ID: s3.access_key, c.ENV_AWS_SECRET_ACCESS_KEY: s3.secret_key},
-    )
+    for ns in (job_ns, release_ns):  # the agents' keys, and the analyzer's (it runs in the release namespace)
+        _secret(
+            core,
+            ns,
+            "frwatch-s3",
+            {c.ENV_AWS_ACCESS_KEY_ID: s3.access_key, c.ENV_AWS_SECRET_ACCESS_KEY: s3.secret_key},
+        )
     nodes = [f"{job_ns[-6:]}-gpu-{r}" for r in range(WORLD)]
     for name in nodes:
         core.create_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
@@ -143,6 +140,7 @@ def run(
     env = operator_env(
         s3.env(), "", 60, KUBECONFIG=str(kubeconfig), FRWATCH_REMEDIATION_ENABLED="true",
         FRWATCH_REMEDIATION_DRY_RUN="false", FRWATCH_REMEDIATION_BREAKER_NAMESPACE=release_ns,
+        FRWATCH_ANALYZER_NAMESPACE=release_ns,
         FRWATCH_AGENT_CONTROL_PORT=str(free_port()),  # nothing listens: the asked agent does not answer
     )  # fmt: skip
     op = OperatorProcess(env, workdir / "operator.log", int(env["FRWATCH_WEBHOOK_PORT"]))
@@ -166,8 +164,9 @@ def run(
         )
 
         analyzing = cluster.incident(phase="Analyzing", timeout=20)
-        name = analyzing["status"]["analyzerJob"]
-        analyzer = op_api.sanitize_for_serialization(batch.read_namespaced_job(name, job_ns))
+        name, where = analyzing["status"]["analyzerJob"], analyzing["status"]["analyzerNamespace"]
+        assert where == release_ns  # never in the tenant's namespace
+        analyzer = op_api.sanitize_for_serialization(batch.read_namespaced_job(name, where))
         ran = run_container(analyzer, core, workdir)
         assert ran.returncode == 0, ran.stderr
         finish_job(batch, core, analyzer, condition="Complete", termination_message=ran.termination_message)

@@ -27,6 +27,12 @@ CONFIG = Config(
 )
 
 
+def config_for(namespace: str, **analyzer: Any) -> Config:
+    """CONFIG with the analyzer Jobs run in ``namespace`` (and a CapturePolicy allowed to pick the image)."""
+    changes = {"namespace": namespace, "allow_policy_image": True, **analyzer}
+    return CONFIG.model_copy(update={"analyzer": CONFIG.analyzer.model_copy(update=changes)})
+
+
 @dataclass(frozen=True)
 class Request:
     namespace: str
@@ -56,9 +62,9 @@ def created_job(api_client: Any, ns: str) -> dict[str, Any]:
 def test_the_job_as_created(opened: Any, k8s_namespace: str, kube: Any, api_client: Any) -> None:
     incident, url = opened
     meta = incident["metadata"]
-    policy = settings(CONFIG, analyzer_image="registry.local/frwatch:0.2.0", analyzer_deadline_seconds=1234,
+    policy = settings(config_for(k8s_namespace), analyzer_image="registry.local/frwatch:0.2.0", analyzer_deadline_seconds=1234,
                       analyzer_resources=ComputeResources(requests={"cpu": "2"}, limits={"cpu": "2500m", "memory": "8Gi"}))  # fmt: skip
-    step = start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, policy), CONFIG, kube=kube)
+    step = start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, policy), config_for(k8s_namespace), kube=kube)
     job = created_job(api_client, k8s_namespace)
     assert job["metadata"]["name"] == step.status["analyzerJob"] == f"frwatch-analyze-{meta['name']}"
     kubernetes_validate.validate(job, KUBE_VERSION, strict=True)
@@ -112,7 +118,7 @@ def test_deleting_the_incident_deletes_its_job(
     incident, url = opened
     meta = incident["metadata"]
     start_analysis(
-        Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), CONFIG, kube=kube
+        Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
     )
     custom.delete_namespaced_custom_object(c.GROUP, c.VERSION, k8s_namespace, c.INCIDENT_PLURAL, meta["name"])
     assert client.BatchV1Api(api_client).list_namespaced_job(k8s_namespace).items == []
@@ -125,23 +131,53 @@ def test_a_job_left_by_an_earlier_incident_of_the_same_name(
     meta = incident["metadata"]
     start_analysis(
         Request(k8s_namespace, meta["name"], "uid-of-an-older-incident", url, settings(CONFIG)),
-        CONFIG,
+        config_for(k8s_namespace),
         kube=kube,
     )
     with pytest.raises(RetryableError, match="earlier Incident of the same name"):
         start_analysis(
-            Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), CONFIG, kube=kube
+            Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
         )
     assert client.BatchV1Api(api_client).list_namespaced_job(k8s_namespace).items == []
     start_analysis(
-        Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), CONFIG, kube=kube
+        Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
     )
     assert created_job(api_client, k8s_namespace)["metadata"]["ownerReferences"][0]["uid"] == meta["uid"]
 
 
+def test_by_default_the_job_runs_in_the_operators_namespace_with_the_analyzers_credentials(
+    opened: Any, k8s_namespace: str, kube: Any, api_client: Any
+) -> None:
+    """Not in the tenant's namespace (its users could read the credentials or change the pod), not owned
+    across namespaces (impossible): named after the Incident's namespace too, its uid in an annotation; a
+    CapturePolicy's image is ignored unless the operator allows it."""
+    incident, url = opened
+    meta = incident["metadata"]
+    home = f"op-{k8s_namespace[-8:]}"
+    client.CoreV1Api(api_client).create_namespace({"metadata": {"name": home}})
+    config = config_for(home, allow_policy_image=False, credentials_secret="frwatch-s3-analyzer")
+    policy = settings(config, analyzer_image="tenant.example/evil:1")
+    step = start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, policy), config, kube=kube)
+    assert client.BatchV1Api(api_client).list_namespaced_job(k8s_namespace).items == []
+    job = created_job(api_client, home)
+    assert step.status["analyzerNamespace"] == home
+    assert job["metadata"]["name"] == step.status["analyzerJob"] == analyzer_job_name(meta["name"], k8s_namespace)
+    assert analyzer_job_name(meta["name"], k8s_namespace) != analyzer_job_name(meta["name"], "other-team")
+    assert "ownerReferences" not in job["metadata"]
+    assert job["metadata"]["annotations"][c.ANN_INCIDENT_UID] == meta["uid"]
+    assert job["metadata"]["labels"][c.LABEL_INCIDENT_NAMESPACE] == k8s_namespace
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == CONFIG.analyzer.image
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "frwatch-s3-analyzer"
+    # a second call finds its own Job (the annotation says whose it is)
+    again = start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, policy), config, kube=kube)
+    assert again.status["analyzerJob"] == step.status["analyzerJob"]
+
+
 def test_a_request_without_an_s3_url_is_refused(kube: Any) -> None:
     with pytest.raises(FatalError, match="storageUrl"):
-        start_analysis(Request("ns", "inc", "uid", "/local/path", settings(CONFIG)), CONFIG, kube=kube)
+        start_analysis(Request("ns", "inc", "uid", "/local/path", settings(CONFIG)), config_for("ns"), kube=kube)
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from vl_builders import (
     create_s3_secret,
     finish_job,
     get_incident,
+    observed_record,
     settings,
     write_status,
 )
@@ -28,7 +29,7 @@ from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.manifest import Manifest, PodRecord, RankRecord
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config, RemediationSettings
+from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
 from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import advance_analysis, start_analysis
@@ -76,7 +77,8 @@ def test_real_dumps_to_verdict_on_the_job(
     result = real_dumps.run("skip")
     assert len(result.dumps) == WORLD, result.describe()
     store = S3Store(s3.settings())
-    config = Config(s3=s3.settings(), remediation=RemediationSettings(enabled=True, breaker_namespace=ns))
+    config = Config(s3=s3.settings(), remediation=RemediationSettings(enabled=True, breaker_namespace=ns),
+                    analyzer=AnalyzerSettings(namespace=ns))
     job = create_pytorchjob(custom, ns)
     key = AttemptKey("frwatch", ns, "llama", job["metadata"]["uid"], "0")
     upload_attempt(store, key, {rank: path.read_bytes() for rank, path in result.dumps.items()})
@@ -185,6 +187,7 @@ def test_a_gpu_hang_cordons_its_node(
     store = S3Store(s3.settings())
     config = Config(
         s3=s3.settings(),
+        analyzer=AnalyzerSettings(namespace=ns),
         remediation=RemediationSettings(enabled=True, dry_run=False, breaker_namespace=ns),
     )
     job = create_pytorchjob(custom, ns)
@@ -192,7 +195,8 @@ def test_a_gpu_hang_cordons_its_node(
     upload_attempt(store, key, {r: pickle_bytes(d) for r, d in dumps.items()}, nodes)
     url = f"s3://{s3.bucket}/{key.root}"
     create_s3_secret(core, ns, config.s3.credentials_secret, s3.access_key, s3.secret_key)
-    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
+    observed = observed_record({n: str(r) for r, n in enumerate(nodes)})
+    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing(observed=observed))
     meta = incident["metadata"]
     start_analysis(Request(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
     (analyzer,) = client.BatchV1Api(api_client).list_namespaced_job(ns).items

@@ -27,13 +27,14 @@ from vl_builders import (
     finish_job,
     get_incident,
     hardware_verdict,
+    observed_record,
     settings,
     write_status,
 )
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config, OperatorSettings
+from frwatch_operator.config import AnalyzerSettings, Config, OperatorSettings
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import advance_analysis, start_analysis
@@ -103,11 +104,12 @@ class Setup:
 @pytest.fixture
 def setup(k8s_namespace: str, crds: None, s3: Any, custom: Any) -> Setup:
     ns = k8s_namespace
-    config = Config(s3=s3.settings())
+    config = Config(s3=s3.settings(), analyzer=AnalyzerSettings(namespace=ns))
     job = create_pytorchjob(custom, ns)
     key = AttemptKey("frwatch", ns, "llama", job["metadata"]["uid"], "0")
     url = f"s3://{s3.bucket}/{key.root}"
-    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
+    observed = observed_record({"node-0": "0", "node-1": "1", "node-2": "2", "node-7": "3"})
+    incident = create_incident(custom, ns, job, storage_url=url, status=analyzing(observed=observed))
     return Setup(ns, config, S3Store(s3.settings()), key, url, incident)
 
 

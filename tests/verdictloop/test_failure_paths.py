@@ -19,14 +19,14 @@ from vl_builders import (
     finish_job,
     get_incident,
     hardware_verdict,
+    set_observed,
     settings,
     write_status,
 )
 
 from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.manifest import Manifest, PodRecord
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config, RemediationSettings
+from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import advance_analysis, start_analysis
 from frwatch_operator.verdictloop.kube_actions import KubernetesActions
@@ -62,7 +62,8 @@ def case(
 ) -> Case:
     ns = k8s_namespace
     config = Config(
-        s3=s3.settings(), remediation=RemediationSettings(breaker_namespace=ns, breaker_configmap="breaker")
+        s3=s3.settings(),
+        analyzer=AnalyzerSettings(namespace=ns), remediation=RemediationSettings(breaker_namespace=ns, breaker_configmap="breaker")
     )
     store = S3Store(s3.settings())
     job = create_pytorchjob(custom, ns)
@@ -215,11 +216,7 @@ def test_hardware_verdict_through_the_loop(case: Case, custom: Any, core: Any, k
     nodes = [f"{case.ns[-6:]}-n{i}" for i in range(4)]
     for n in nodes:
         create_node(core, n)
-    manifest = Manifest(
-        world_size=4,
-        pods=[PodRecord(pod=f"llama-worker-{i}", node=n, ranks=[i]) for i, n in enumerate(nodes)],
-    )
-    case.store.put(case.key.manifest, manifest.model_dump_json().encode())
+    set_observed(custom, case.incident, nodes)
     case.store.put(case.key.verdict, hardware_verdict(nodes[3]).model_dump_json().encode())
     finish_job(
         client.BatchV1Api(api_client),
@@ -256,11 +253,8 @@ def test_a_pass_repeated_after_a_crash_before_the_status_write_changes_nothing(
     nodes = [f"{case.ns[-6:]}-r{i}" for i in range(4)]
     for n in nodes:
         create_node(core, n)
-    manifest = Manifest(
-        world_size=4, pods=[PodRecord(pod=f"p{i}", node=n, ranks=[i]) for i, n in enumerate(nodes)]
-    )
-    case.store.put(case.key.manifest, manifest.model_dump_json().encode())
-    case.store.put(case.key.verdict, hardware_verdict(nodes[0]).model_dump_json().encode())
+    set_observed(custom, case.incident, nodes)
+    case.store.put(case.key.verdict, hardware_verdict(nodes[0], ranks=[0]).model_dump_json().encode())
     finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete")
     cfg = case.config.model_copy(
         update={"remediation": case.config.remediation.model_copy(update={"enabled": True, "dry_run": False})}
@@ -292,11 +286,8 @@ def test_breaker_namespace_missing_is_one_visible_bounded_failure(
     nodes = [f"{case.ns[-6:]}-b{i}" for i in range(4)]
     for n in nodes:
         create_node(core, n)
-    manifest = Manifest(
-        world_size=4, pods=[PodRecord(pod=f"p{i}", node=n, ranks=[i]) for i, n in enumerate(nodes)]
-    )
-    case.store.put(case.key.manifest, manifest.model_dump_json().encode())
-    case.store.put(case.key.verdict, hardware_verdict(nodes[2]).model_dump_json().encode())
+    set_observed(custom, case.incident, nodes)
+    case.store.put(case.key.verdict, hardware_verdict(nodes[2], ranks=[2]).model_dump_json().encode())
     finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete")
     missing = f"gone-{case.ns[-6:]}"
     cfg = case.config.model_copy(update={"remediation": case.config.remediation.model_copy(

@@ -67,10 +67,21 @@ def create_incident(
     return created  # type: ignore[no-any-return]
 
 
-def analyzing(conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The status the core leaves at the hand-off."""
+def observed_record(ranks_on: dict[str, str] | None = None) -> dict[str, Any]:
+    """``status.observed`` as the core records it: node -> the ranks its pod held (default: rank r on node-r,
+    four pods)."""
+    ranks_on = ranks_on or {f"node-{r}": str(r) for r in range(4)}
+    pods = [{"name": f"llama-worker-{i}", "node": node, "ranks": ranks} for i, (node, ranks) in enumerate(ranks_on.items())]
+    return {"pods": pods, "nodes": sorted(ranks_on)}
+
+
+def analyzing(
+    conditions: list[dict[str, Any]] | None = None, observed: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The status the core leaves at the hand-off (``observed``: the cluster's view of the attempt's pods)."""
     return {
         "phase": "Analyzing",
+        "observed": observed or observed_record(),
         "collectedAt": now_text(),
         "counts": {"expectedRanks": 4, "dumpedRanks": 4, "missingRanks": 0},
         "conditions": conditions
@@ -85,6 +96,15 @@ def analyzing(conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         ],
         "message": "collected: 4 of 4 ranks dumped",
     }
+
+
+def set_observed(custom: client.CustomObjectsApi, incident: dict[str, Any], nodes: list[str]) -> None:
+    """The core's record of the attempt's pods: rank i ran on ``nodes[i]`` (what a cordon may rest on)."""
+    meta = incident["metadata"]
+    custom.patch_namespaced_custom_object_status(
+        c.GROUP, c.VERSION, meta["namespace"], c.INCIDENT_PLURAL, meta["name"],
+        {"status": {"observed": observed_record({n: str(i) for i, n in enumerate(nodes)})}},
+    )  # fmt: skip
 
 
 def get_incident(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:

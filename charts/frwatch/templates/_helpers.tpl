@@ -93,3 +93,8 @@ app.kubernetes.io/part-of: frwatch
 {{- end -}}
 {{- index .Values "_frwatchWebhookCerts" | toJson -}}
 {{- end -}}
+
+{{/* Where the analyzer Jobs run: analyzer.namespace, else the release namespace. */}}
+{{- define "frwatch.analyzerNamespace" -}}
+{{- default .Release.Namespace .Values.analyzer.namespace -}}
+{{- end -}}

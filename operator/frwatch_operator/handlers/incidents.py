@@ -3,9 +3,13 @@
 ``Detected`` (or no status yet) -> ``Collecting``: the deadline and the expected ranks are fixed in status.
 ``Collecting``: list the attempt's root in the store; done when every rank's dump is there, or at the
 deadline; meanwhile ask live agents for missing ranks (once per pod, after ``ask_agents_after_seconds``).
-Done: write ``pods/<pod>.json`` for pods without an agent record, write ``manifest.json`` (once: a
-manifest already in the store is read back, never rewritten), then status ``Analyzing`` and an Event on
-the job, then hand over to the verdict loop (``frwatch_operator.analysis_handoff``).
+Each pass records the attempt's pods as the Kubernetes API showed them in ``status.observed`` (nodes,
+ranks, exits: what a cordon may rest on). Done: write ``pods/<pod>.json`` for pods without an agent
+record, write ``manifest.json`` (always frwatch's own: one already in the store that frwatch did not
+write is replaced, and that is recorded), then status ``Analyzing`` and an Event on the job, then hand
+over to the verdict loop (``frwatch_operator.analysis_handoff``). What in the store disagreed with the
+cluster (a pod record naming another node or a pod nobody saw, a foreign manifest, a dump of a rank past
+the world size) is a Warning Event ``EvidenceInconsistent`` and the condition ``EvidenceConsistent``.
 
 Everything is derived from the status and the store, so a restarted operator resumes where it was; the
 timer stops (and kopf drops its finalizer) once the Incident is handed over.
@@ -14,6 +18,7 @@ timer stops (and kopf drops its finalizer) once the Incident is handed over.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -31,11 +36,14 @@ from frwatch_operator import notices
 from frwatch_operator.agentclient import ask_to_dump
 from frwatch_operator.analysis_handoff import CONDITION, NOT_WIRED, AnalysisRequest, find_start_analysis
 from frwatch_operator.collection import (
+    MAX_POD_RECORD_BYTES,
     StoredPodRecord,
     StoreListing,
     assess,
     build_manifest,
+    check_records,
     operator_pod_record,
+    out_of_range,
     parse_pod_record,
     ranks_to_ask,
     read_listing,
@@ -44,13 +52,21 @@ from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FatalError, NotFoundError
 from frwatch_operator.handlers import Deps, translate_errors
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT, rfc3339
-from frwatch_operator.jobkinds import JobKind, kind_of
+from frwatch_operator.incident_naming import valid_attempt
+from frwatch_operator.jobkinds import MAX_WORLD_SIZE, JobKind, kind_of
 from frwatch_operator.kube import ObjectRef
+from frwatch_operator.observed_facts import facts_of, observe
 from frwatch_operator.optin import CaptureSettings, defaults
 from frwatch_operator.resources import Condition, IncidentCounts, IncidentPhase, IncidentSpec, IncidentStatus
 
 logger = logging.getLogger(__name__)
 _OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
+#: The condition saying whether the store's evidence agreed with what the cluster showed.
+EVIDENCE = "EvidenceConsistent"
+#: At most this many keys are read under an attempt's root per pass (every rank twice, every pod, spare).
+MAX_LISTED_KEYS = 2 * MAX_WORLD_SIZE + 8192
+#: A manifest found in the store larger than this is not read back (frwatch's own are far smaller).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -91,6 +107,10 @@ class _Incident:
     key: AttemptKey
 
     @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(f"{c.GROUP}/{c.VERSION}", c.INCIDENT_KIND, self.namespace, self.name, self.uid)
+
+    @property
     def job_ref(self) -> ObjectRef:
         j = self.spec.job_ref
         return ObjectRef(j.api_version, j.kind, self.namespace, j.name, j.uid)
@@ -111,6 +131,8 @@ def decode(body: Mapping[str, Any]) -> _Incident:
     kind = kind_of(spec.job_ref.kind)
     if kind is None:
         raise FatalError(f"Incident {ns}/{name}: job kind {spec.job_ref.kind!r} is not supported")
+    if not valid_attempt(spec.attempt):
+        raise FatalError(f"Incident {ns}/{name}: spec.attempt {spec.attempt[:32]!r} is not a decimal number")
     try:
         bucket, root = split_s3_url(spec.storage_url)
     except ValueError as exc:
@@ -150,9 +172,13 @@ def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
         seconds=_settings(deps, inc).collection_deadline_seconds
     )
     expected = s.counts.expected_ranks
+    layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
     if expected is None:
-        layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
         expected = layout.world_size
+    conditions = list(s.conditions)
+    if layout.problem and not any(x.type == "WorldSize" for x in conditions):
+        conditions.append(_condition("WorldSize", False, "SpecOutOfBounds", layout.problem, now))
+        deps.kube.post_event(inc.job_ref, notices.spec_out_of_bounds(layout.problem))
     # before the status write, so that a crash in between repeats them (both are idempotent)
     deps.kube.bump_attempt(inc.kind, inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
     seconds = round((deadline - detected).total_seconds())
@@ -166,6 +192,7 @@ def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
             "collection_deadline": rfc3339(deadline),
             "counts": IncidentCounts(expected_ranks=expected, dumped_ranks=s.counts.dumped_ranks,
                                      missing_ranks=s.counts.missing_ranks),
+            "conditions": conditions,
             "message": f"collecting dumps until {rfc3339(deadline)}",
         }
     )  # fmt: skip
@@ -179,20 +206,25 @@ def _pod_records(
     mem = _mem(inc.uid)
     if dumped != mem.record_ranks or set(pod_keys) - set(mem.records):
         records: dict[str, StoredPodRecord] = {}
-        for pod, key in pod_keys.items():
+        for pod, key in list(pod_keys.items())[:MAX_LISTED_KEYS]:
             try:
-                parsed = parse_pod_record(deps.s3.get(key, bucket=inc.bucket))
+                data = deps.s3.get_bounded(key, MAX_POD_RECORD_BYTES, bucket=inc.bucket)
             except NotFoundError:
                 continue
+            parsed = parse_pod_record(data) if data is not None else None
             if parsed is not None:
                 records[pod] = parsed
         mem.records, mem.record_ranks = records, dumped
     return dict(mem.records)
 
 
-def _pods(deps: Deps, inc: _Incident, live: bool) -> list[PodFacts]:
-    """The attempt's pods as seen by the watch (deleted ones included), refreshed from the API if ``live``."""
+def _pods(deps: Deps, inc: _Incident, live: bool, status: IncidentStatus | None = None) -> list[PodFacts]:
+    """The attempt's pods as seen by the watch (deleted ones included), refreshed from the API if ``live``;
+    with ``status``, also the pods its ``observed`` record holds that this process no longer remembers."""
     seen = {p.name: p for p in deps.seen.pods(inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)}
+    if status is not None and status.observed is not None:
+        for pod in status.observed.pods:
+            seen.setdefault(pod.name, facts_of(pod, inc.namespace, inc.spec.job_ref.name, inc.spec.attempt))
     if live:
         layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
         selector = f"{inc.kind.pod_job_label}={inc.spec.job_ref.name}"
@@ -202,7 +234,7 @@ def _pods(deps: Deps, inc: _Incident, live: bool) -> list[PodFacts]:
         ]
         names = set()
         for facts in listed:
-            if facts.attempt == inc.spec.attempt:
+            if facts.attempt == inc.spec.attempt and facts.job == inc.spec.job_ref.name:
                 seen[facts.name] = facts
                 names.add(facts.name)
         for name, facts in list(seen.items()):
@@ -234,14 +266,14 @@ def _ask_agents(
 
 def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
     """One pass of Collecting; returns the status written (Analyzing when collection ended)."""
-    keys = deps.s3.list(inc.key.root + "/", bucket=inc.bucket)
+    keys, cut = _list_keys(deps, inc)
     listing = read_listing(inc.key, keys)
     dumped = frozenset(listing.rank_keys)
     records = _pod_records(deps, inc, listing.pod_keys, dumped)
     deadline = _parse_time(status.collection_deadline) or now
     expected = status.counts.expected_ranks
     progress = assess(expected, dumped, now, deadline)
-    if listing.manifest_key is None and not progress.done:
+    if not progress.done:  # a manifest in the store ends nothing: frwatch writes its own
         detected = _parse_time(status.detected_at) or now
         if (
             progress.missing
@@ -252,41 +284,61 @@ def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -
             expected_ranks=expected, dumped_ranks=len(dumped),
             missing_ranks=len(progress.missing) if expected is not None else None,
         )  # fmt: skip
-        if counts != status.counts:
-            return _write_status(deps, inc, status.model_copy(update={"counts": counts}))
+        pods = _pods(deps, inc, live=False, status=status)
+        observed = observe(status.observed, pods, check_records(pods, records)[0])
+        if counts != status.counts or observed != status.observed:
+            return _write_status(deps, inc, status.model_copy(update={"counts": counts, "observed": observed}))
         return status
-    manifest = _manifest(deps, inc, status, listing, records, progress.deadline_reached, now)
-    return _collected(deps, inc, status, manifest, now)
+    status, manifest, issues = _manifest(deps, inc, status, listing, records, progress.deadline_reached, now)
+    if cut:
+        issues.append(f"more than {MAX_LISTED_KEYS} objects under the attempt's root: the rest were not read")
+    return _collected(deps, inc, status, manifest, issues, now)
+
+
+def _list_keys(deps: Deps, inc: _Incident) -> tuple[list[str], bool]:
+    """The keys under the attempt's root, at most MAX_LISTED_KEYS of them; and whether there were more."""
+    keys: list[str] = []
+    for key in deps.s3.iter_keys(inc.key.root + "/", bucket=inc.bucket):
+        if len(keys) == MAX_LISTED_KEYS:
+            return keys, True
+        keys.append(key)
+    return keys, False
 
 
 def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: StoreListing,
-              records: Mapping[str, StoredPodRecord], deadline_reached: bool, now: datetime) -> Manifest:  # fmt: skip
-    """Write the manifest once. One already in the store (an earlier pass wrote it and died) is read back."""
-    if listing.manifest_key is not None:
-        try:
-            return Manifest.model_validate_json(deps.s3.get(listing.manifest_key, bucket=inc.bucket))
-        except ValidationError as exc:
-            raise FatalError(f"s3://{inc.bucket}/{listing.manifest_key} is not a manifest: {exc}") from exc
-    pods = _pods(deps, inc, live=True)
+              records: Mapping[str, StoredPodRecord], deadline_reached: bool, now: datetime,
+              ) -> tuple[IncidentStatus, Manifest, list[str]]:  # fmt: skip
+    """Write frwatch's manifest (replacing one it did not write), with the status that records it first;
+    returns that status, the manifest, and what in the store disagreed with the cluster."""
+    pods = _pods(deps, inc, live=True, status=status)
+    trusted, issues = check_records(pods, records)
+    issues += out_of_range(listing, status.counts.expected_ranks)
+    observed = observe(status.observed, pods, trusted)
     manifest = build_manifest(
-        inc.key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=records,
+        inc.key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=trusted,
         asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now), deadline_reached=deadline_reached,
     )  # fmt: skip
     for pod in manifest.pods:
         if pod.pod not in listing.pod_keys:
             deps.s3.put(inc.key.pod(pod.pod), operator_pod_record(pod, inc.key), bucket=inc.bucket,
                         content_type="application/json")  # fmt: skip
-    if deps.s3.exists(inc.key.manifest, bucket=inc.bucket):  # written since the listing: keep the first
-        return Manifest.model_validate_json(deps.s3.get(inc.key.manifest, bucket=inc.bucket))
-    deps.s3.put(inc.key.manifest, manifest.model_dump_json(indent=1).encode(), bucket=inc.bucket,
-                content_type="application/json")  # fmt: skip
+    there = deps.s3.etag(inc.key.manifest, bucket=inc.bucket)
+    if there is not None and there != status.manifest_etag:
+        issues.append("a manifest.json frwatch did not write was in the store: replaced with frwatch's own")
+        logger.warning("incident %s/%s: s3://%s/%s (ETag %s) was not written by frwatch: replaced",
+                       inc.namespace, inc.name, inc.bucket, inc.key.manifest, there[:40])  # fmt: skip
+    data = manifest.model_dump_json(indent=1).encode()
+    etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    # the ETag first: a pass that dies after the put knows the manifest there as its own
+    status = _write_status(deps, inc, status.model_copy(update={"manifest_etag": etag, "observed": observed}))
+    deps.s3.put(inc.key.manifest, data, bucket=inc.bucket, content_type="application/json")
     logger.warning("incident %s/%s: manifest written to s3://%s/%s (%d/%s ranks dumped)", inc.namespace, inc.name,
                    inc.bucket, inc.key.manifest, sum(r.dumped for r in manifest.ranks), manifest.world_size)  # fmt: skip
-    return manifest
+    return status, manifest, issues
 
 
 def _collected(
-    deps: Deps, inc: _Incident, status: IncidentStatus, manifest: Manifest, now: datetime
+    deps: Deps, inc: _Incident, status: IncidentStatus, manifest: Manifest, issues: list[str], now: datetime
 ) -> IncidentStatus:
     dumped = sum(r.dumped for r in manifest.ranks)
     missing = len(manifest.ranks) - dumped
@@ -295,8 +347,13 @@ def _collected(
         f"; {missing} missing (see manifest.json)" if missing else ""
     )
     wired = find_start_analysis() is not None
-    conditions = [x for x in status.conditions if x.type not in ("Collected", CONDITION)]
+    conditions = [x for x in status.conditions if x.type not in ("Collected", CONDITION, EVIDENCE)]
     conditions.append(_condition("Collected", True, reason, message, now))
+    evidence = notices.evidence_inconsistent(inc.name, issues) if issues else None
+    if evidence is not None:
+        conditions.append(_condition(EVIDENCE, False, evidence.reason, evidence.message[:1024], now))
+    else:
+        conditions.append(_condition(EVIDENCE, True, "MatchesCluster", "the store's records agree with the cluster", now))
     if not wired:  # said in the same write: nobody will take the incident from here
         conditions.append(_condition(CONDITION, False, "NotWired", NOT_WIRED, now))
     new = status.model_copy(
@@ -313,6 +370,9 @@ def _collected(
     deps.metrics.collection_finished((now - detected).total_seconds(), dumped, missing)
     url = f"s3://{inc.bucket}/{inc.key.root}"
     deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url, wired))
+    if evidence is not None:
+        deps.kube.post_event(inc.job_ref, evidence)
+        deps.kube.post_event(inc.ref, evidence)
     deps.seen.forget_attempt(inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
     return new
 

@@ -29,10 +29,18 @@ def on_job(deps: Deps, event_type: str | None, body: dict[str, Any]) -> None:
         deps.seen.forget_job(ns, name)
         return
     deps.index.upsert_job(body)
-    deps.seen.set_layout(ns, name, PYTORCHJOB.layout(body))
+    layout = PYTORCHJOB.layout(body)
+    deps.seen.set_layout(ns, name, layout)
     decision = deps.index.decide(ns, name, deps.config)
     if decision is None or decision.outcome is OptIn.DISABLED:
         return
+    ref = ObjectRef.of(
+        {"apiVersion": f"{PYTORCHJOB.group}/{PYTORCHJOB.version}", "kind": PYTORCHJOB.kind, **body}
+    )
+    if layout.problem and decision.enabled:
+        bounds = notices.spec_out_of_bounds(layout.problem)
+        if deps.seen.first_time(f"{ref.uid}/{bounds.reason}/{bounds.message}"):
+            deps.kube.post_event(ref, bounds)
     notice = (
         notices.capture_untouched(decision.reason)
         if decision.outcome is OptIn.UNTOUCHED
@@ -40,9 +48,6 @@ def on_job(deps: Deps, event_type: str | None, body: dict[str, Any]) -> None:
     )
     if decision.outcome is OptIn.UNTOUCHED:
         logger.warning("job %s/%s left untouched: %s", ns, name, decision.reason)
-    ref = ObjectRef.of(
-        {"apiVersion": f"{PYTORCHJOB.group}/{PYTORCHJOB.version}", "kind": PYTORCHJOB.kind, **body}
-    )
     if deps.seen.first_time(f"{ref.uid}/{notice.reason}/{notice.message}"):
         deps.kube.post_event(ref, notice)
     failure = job_failure(body)

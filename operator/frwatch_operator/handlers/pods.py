@@ -53,8 +53,10 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
     job_name = kind.job_name_of(pod)
     if job_name is None:
         return None
+    if kind.owned_elsewhere(pod):
+        return None  # another kind's pod that shares the label: not frwatch's to look up or wait for
     entry = _job_entry(deps, kind, namespace, job_name)
-    if entry is None:
+    if entry is None or kind.owned_elsewhere(pod, entry.uid):
         return None
     decision = resolve(entry.as_body(), deps.index.policies(namespace), deps.config)
     if not decision.enabled or decision.settings is None:

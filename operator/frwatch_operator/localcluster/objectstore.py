@@ -98,6 +98,7 @@ class ObjectStore:
         state_dir: Path = STATE_DIR,
         access_key: str = ACCESS_KEY,
         secret_key: str = SECRET_KEY,
+        identities: tuple[dict[str, object], ...] = (),
     ) -> None:
         self.workdir = Path(workdir)
         self.bucket = bucket
@@ -108,6 +109,8 @@ class ObjectStore:
         self.access_key = access_key
         self.secret_key = secret_key
         self.region = REGION
+        #: more SeaweedFS identities beside the admin one (e.g. path-scoped keys: docs/install.md)
+        self.identities = identities
 
     @property
     def s3_port(self) -> int:
@@ -144,7 +147,7 @@ class ObjectStore:
             "name": "frwatch",
             "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
             "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-        }]}))  # fmt: skip
+        }, *self.identities]}))  # fmt: skip
         if not self.base:  # a restart keeps its ports: clients keep their endpoint
             self.base = pick_base()
         b = self.base

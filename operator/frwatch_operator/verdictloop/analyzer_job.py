@@ -1,11 +1,15 @@
 """The analyzer's batch/v1 Job manifest for one incident. Pure: builds a dict, sends nothing.
 
-The pod holds no Kubernetes credentials (``automountServiceAccountToken: false``, no service account
-token, no service links), runs as non-root on a read-only root filesystem, and gets only the S3
-endpoint and the S3 credentials, from a Secret in the job's namespace (``secretKeyRef``, optional: absent,
-boto3's default chain applies, e.g. a workload identity). It is owned by the Incident (deleted with it)
-and removed ``ttlSecondsAfterFinished`` after it ends. Its one-line summary lands in the container's
-termination message (``FallbackToLogsOnError``: a crash leaves the tail of its log there instead).
+The Job runs where the cluster admin says (``analyzer.namespace``: the operator's own namespace), never in
+the tenant's: no tenant can read its credentials, change its pod or pick its image (a CapturePolicy may
+choose the image only when ``analyzer.allow_policy_image`` is on). The pod holds no Kubernetes
+credentials (``automountServiceAccountToken: false``, no service links), runs as non-root on a read-only
+root filesystem, and gets only the S3 endpoint and the analyzer's S3 credentials, from a Secret in its
+namespace (``analyzer.credentials_secret``: read the evidence, write only verdict.json and report.txt;
+``secretKeyRef``, optional: absent, boto3's default chain applies). In the Incident's own namespace it is
+owned by the Incident; elsewhere (an owner cannot live in another namespace) its annotation
+``frwatch.io/incident-uid`` says whose it is. It is removed ``ttlSecondsAfterFinished`` after it ends. Its
+one-line summary lands in the container's termination message (``FallbackToLogsOnError``).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def effective_run(settings: AnalyzerSettings, capture: CaptureSettings | None = 
     """The operator's analyzer settings, with the image, resources and deadline of the job's effective
     capture settings (its CapturePolicy's, see :mod:`frwatch_operator.optin`) when given."""
     return AnalyzerRun(
-        image=capture.analyzer_image if capture else settings.image,
+        image=capture.analyzer_image if capture and settings.allow_policy_image else settings.image,
         resources=capture.analyzer_resources if capture else settings.resources,
         deadline_seconds=capture.analyzer_deadline_seconds if capture else settings.deadline_seconds,
         backoff_limit=settings.backoff_limit,
@@ -60,9 +64,17 @@ def fit_name(base: str, limit: int = _NAME_MAX) -> str:
     return base[: limit - 9].rstrip("-.") + "-" + digest
 
 
-def analyzer_job_name(incident_name: str) -> str:
-    """The analyzer Job's name: one per incident, so creating it twice is a no-op (409)."""
-    return fit_name(JOB_NAME_PREFIX + incident_name)
+def analyzer_job_name(incident_name: str, incident_namespace: str = "") -> str:
+    """The analyzer Job's name: one per incident, so creating it twice is a no-op (409). Run outside the
+    Incident's namespace, the name carries that namespace (incidents of two namespaces share the Jobs')."""
+    middle = f"{incident_namespace}-" if incident_namespace else ""
+    return fit_name(JOB_NAME_PREFIX + middle + incident_name)
+
+
+def analyzer_job_ref(incident: IncidentIdentity, settings: AnalyzerSettings) -> tuple[str, str]:
+    """(namespace, name) of the incident's analyzer Job."""
+    ns = settings.namespace
+    return ns, analyzer_job_name(incident.name, "" if ns == incident.namespace else incident.namespace)
 
 
 def label_value(text: str) -> str:
@@ -88,6 +100,7 @@ def analyzer_labels(incident: IncidentIdentity) -> dict[str, str]:
         c.LABEL_COMPONENT: "analyzer",
         c.LABEL_MANAGED_BY: c.EVENT_COMPONENT,
         c.LABEL_INCIDENT: label_value(incident.name),
+        c.LABEL_INCIDENT_NAMESPACE: label_value(incident.namespace),
     }
 
 
@@ -103,8 +116,9 @@ def analyzer_command(evidence_url: str) -> list[str]:
     ]  # fmt: skip
 
 
-def analyzer_env(s3: S3Settings) -> list[dict[str, Any]]:
-    """The S3 endpoint and region as values, the credentials as optional references to the S3 Secret."""
+def analyzer_env(s3: S3Settings, secret: str = "") -> list[dict[str, Any]]:
+    """The S3 endpoint and region as values, the credentials as optional references to the analyzer's
+    Secret (``secret``; empty: ``s3.credentials_secret``)."""
     env: list[dict[str, Any]] = []
     if s3.endpoint_url:
         env.append({"name": c.ENV_AWS_ENDPOINT_URL, "value": s3.endpoint_url})
@@ -113,23 +127,31 @@ def analyzer_env(s3: S3Settings) -> list[dict[str, Any]]:
         env.append(
             {
                 "name": key,
-                "valueFrom": {"secretKeyRef": {"name": s3.credentials_secret, "key": key, "optional": True}},
+                "valueFrom": {"secretKeyRef": {"name": secret or s3.credentials_secret, "key": key, "optional": True}},
             }
         )
     return env
 
 
 def analyzer_job(
-    incident: IncidentIdentity, *, evidence_url: str, s3: S3Settings, run: AnalyzerRun
+    incident: IncidentIdentity,
+    *,
+    evidence_url: str,
+    s3: S3Settings,
+    run: AnalyzerRun,
+    settings: AnalyzerSettings | None = None,
 ) -> dict[str, Any]:
-    """The batch/v1 Job that analyzes one incident's evidence (created in the incident's namespace)."""
+    """The batch/v1 Job that analyzes one incident's evidence, in ``settings.namespace`` (default settings:
+    the operator's namespace), with the analyzer's credentials."""
+    settings = settings or AnalyzerSettings()
+    namespace, name = analyzer_job_ref(incident, settings)
     labels = analyzer_labels(incident)
     command = [*analyzer_command(evidence_url), "--jobs", str(worker_count(run.resources))]
     container: dict[str, Any] = {
         "name": c.ANALYZER_CONTAINER,
         "image": run.image,
         "command": command,
-        "env": analyzer_env(s3),
+        "env": analyzer_env(s3, settings.credentials_secret),
         "resources": run.resources.wire(),
         "terminationMessagePath": c.ANALYZER_TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -145,11 +167,11 @@ def analyzer_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": analyzer_job_name(incident.name),
-            "namespace": incident.namespace,
+            "name": name,
+            "namespace": namespace,
             "labels": labels,
-            "annotations": {c.ANN_INCIDENT: incident.name},
-            "ownerReferences": [incident.owner_reference()],
+            "annotations": {c.ANN_INCIDENT: incident.name, c.ANN_INCIDENT_UID: incident.uid},
+            **({"ownerReferences": [incident.owner_reference()]} if namespace == incident.namespace else {}),
         },
         "spec": {
             "backoffLimit": run.backoff_limit,

@@ -31,17 +31,19 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.layout import MANIFEST, split_s3_url
 from frwatch_analyzers.verdict import Verdict
+from frwatch_operator import constants as c
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
 from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import ApiRefusals, Condition, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import wiring
-from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_name, effective_run
+from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
+from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.incident import IncidentIdentity, IncidentView, evidence_url
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
 from frwatch_operator.verdictloop.job_report import (
@@ -55,10 +57,11 @@ from frwatch_operator.verdictloop.job_report import (
     reported_status,
     rfc3339,
     verdict_events,
+    with_condition,
 )
 from frwatch_operator.verdictloop.ports import AnalysisRequestLike, ApiRefusedError, KubeActions, Obj
 from frwatch_operator.verdictloop.remediation import effective_rules
-from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_manifest, read_verdict
+from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,9 @@ logger = logging.getLogger(__name__)
 NOT_CREATED = "AnalyzerJobNotCreated"
 #: Condition reason and the Warning's "no verdict (...)" of an Incident given up on after API refusals.
 API_REFUSED = "ApiRefused"
+
+#: The condition saying whether the evidence agreed with what the cluster saw (the collection sets it too).
+EVIDENCE = "EvidenceConsistent"
 
 #: How soon to look at a running analyzer Job again (seconds).
 POLL_SECONDS = 5.0
@@ -131,7 +137,7 @@ def start_analysis(
     kube = kube or wiring.actions()
     now = now or datetime.now(UTC)
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
-    name = analyzer_job_name(incident.name)
+    ns, name = analyzer_job_ref(incident, config.analyzer)
     try:
         return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
     except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
@@ -155,6 +161,7 @@ def start_analysis(
         status = {
             "phase": IncidentPhase.ANALYZING.value,
             "analyzerJob": name,
+            "analyzerNamespace": ns,
             "conditions": [not_created.wire()],
             **refused,
         }
@@ -173,20 +180,23 @@ def _create_analyzer_job(
     """Create the Incident's analyzer Job (idempotent), post AnalyzerStarted; the status for Analyzing."""
     url = evidence_url(storage_url, f"Incident {incident.key}")
     run = effective_run(config.analyzer, settings)
-    manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run)
+    manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
     job = kube.create_job(manifest)
-    name = str(manifest["metadata"]["name"])
-    owners = [ref.get("uid") for ref in (job.get("metadata") or {}).get("ownerReferences") or []]
-    if incident.uid not in owners:
-        kube.delete_job(incident.namespace, name)
+    name, ns = str(manifest["metadata"]["name"]), str(manifest["metadata"]["namespace"])
+    meta = job.get("metadata") or {}
+    owners = [ref.get("uid") for ref in meta.get("ownerReferences") or []]
+    if incident.uid not in owners and (meta.get("annotations") or {}).get(c.ANN_INCIDENT_UID) != incident.uid:
+        kube.delete_job(ns, name)
         raise RetryableError(
-            f"Job {incident.namespace}/{name} belongs to an earlier Incident of the same name; deleting it, "
+            f"Job {ns}/{name} belongs to an earlier Incident of the same name; deleting it, "
             "will create this Incident's Job after",
             delay=2.0,
         )
-    spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {name}")
+    where = name if ns == incident.namespace else f"{ns}/{name}"
+    spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
     kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
-    return Step(analyzing_status(name, now=now, conditions=conditions), done=False, retry_after=POLL_SECONDS)
+    status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
+    return Step(status, done=False, retry_after=POLL_SECONDS)
 
 
 def advance_analysis(
@@ -237,11 +247,14 @@ def _advance(
             view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
         )
     url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
-    name = view.status.analyzer_job or analyzer_job_name(view.name)
+    ns, name = analyzer_job_ref(view.identity, config.analyzer)
+    if view.status.analyzer_job:  # where this Incident's Job was created (the setting may have changed since)
+        ns, name = view.status.analyzer_namespace or view.namespace, view.status.analyzer_job
     first = (
-        {} if view.status.analyzer_job else analyzing_status(name, now=now, conditions=view.status.conditions)
-    )
-    job = kube.get_job(view.namespace, name)
+        {} if view.status.analyzer_job
+        else {**analyzing_status(name, now=now, conditions=view.status.conditions), "analyzerNamespace": ns}
+    )  # fmt: skip
+    job = kube.get_job(ns, name)
     note = ""
     ended = Observed()
     if job is None:
@@ -251,7 +264,7 @@ def _advance(
         run = effective_run(config.analyzer, settings)
         outcome = job_outcome(
             job,
-            kube.list_job_pods(view.namespace, name),
+            kube.list_job_pods(ns, name),
             now=now,
             overdue_after=timedelta(seconds=run.deadline_seconds) + OVERDUE_GRACE,
         )
@@ -292,7 +305,23 @@ def _report(
     now: datetime,
 ) -> Step:
     report = report_url(url)
+    checked = check_verdict(verdict, view.status.observed)
+    issues = list(checked.issues) + _manifest_changed(view, store, url)
+    verdict = checked.verdict  # from here on: only the nodes the cluster confirms
     job_ref = _job_involved(view, training) if training is not None else None
+    conditions = list(view.status.conditions)
+    if issues:
+        spec = EventSpec("Warning", Reason.EVIDENCE_INCONSISTENT, one_line(
+            f"the verdict is inconsistent with what the cluster saw: {'; '.join(issues)}. frwatch kept only the "
+            "nodes that ran this attempt's pods (status.observed) and cordons nothing else", 1024))  # fmt: skip
+        for about in (job_ref, view.identity.reference()):
+            if about is not None:
+                kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+        evidence = Condition(
+            type=EVIDENCE, status="False", reason=Reason.EVIDENCE_INCONSISTENT.value, message=spec.message,
+            last_transition_time=rfc3339(now),
+        )  # fmt: skip
+        conditions = [Condition.model_validate(x) for x in with_condition(conditions, evidence)]
     if job_ref is not None:
         kube.annotate_training_job(
             view.namespace, view.spec.job_ref, job_annotations(verdict, incident=view.name, report=report)
@@ -315,7 +344,7 @@ def _report(
         result = remediate(
             verdict=verdict,
             incident=view.identity,
-            job_nodes=_job_nodes(verdict, read_manifest(store, url) if rules.enabled else None),
+            job_nodes=checked.job_nodes,
             rules=rules,
             settings=config.remediation,
             kube=kube,
@@ -329,9 +358,20 @@ def _report(
             skipped=tuple(result.skipped(verdict, rules)), breaker_tripped=result.breaker_tripped,
         )  # fmt: skip
     status = reported_status(
-        verdict, report=report, now=now, conditions=view.status.conditions, note=note, remediation=remediated
+        verdict, report=report, now=now, conditions=conditions, note=note, remediation=remediated
     )
     return Step(status, done=True, observed=observed)
+
+
+def _manifest_changed(view: IncidentView, store: S3Store, url: str) -> list[str]:
+    """Whether the manifest under the verdict is still the one frwatch wrote (its ETag in the status)."""
+    if not view.status.manifest_etag:
+        return []
+    bucket, key = split_s3_url(f"{url}/{MANIFEST}")
+    etag = store.etag(key, bucket=bucket)
+    if etag == view.status.manifest_etag:
+        return []
+    return ["manifest.json was replaced or removed after frwatch wrote it (the analyzer may have read a forged one)"]
 
 
 def _fail(
@@ -436,13 +476,3 @@ def _parse_time(value: str) -> datetime | None:
 def _job_involved(view: IncidentView, training: Obj) -> dict[str, str]:
     ref = view.spec.job_ref
     return involved(training, api_version=ref.api_version, kind=ref.kind)
-
-
-def _job_nodes(verdict: Verdict, manifest: Manifest | None) -> list[str]:
-    """Every node the job attempt ran on, as far as the manifest and the verdict know."""
-    nodes: set[str] = set()
-    if manifest is not None:
-        nodes |= {p.node for p in manifest.pods if p.node} | {r.node for r in manifest.ranks if r.node}
-    for group in verdict.groups:
-        nodes |= {n for n in group.nodes if n}
-    return sorted(nodes)

@@ -93,9 +93,11 @@ def try_cordon(
             f"cordoning {node} would make {len(recent) + 1} of {cluster_nodes} nodes cordoned by frwatch in "
             f"{_window_text(window)}, above the limit of {share:.0%} ({limit})"
         )
-        tripped = BreakerState(BreakerStatus.TRIPPED, now, why, recent)
+        tripped = BreakerState(BreakerStatus.TRIPPED, now, why, state.cordons)
         return BreakerDecision(False, tripped, f"circuit breaker TRIPPED now: {why}")
-    recorded = replace(state, cordons=(*recent, CordonRecord(node, incident, now)))
+    # every record is kept (older ones still count for the per-namespace cap); the ConfigMap is pruned to
+    # the longest window when it is stored
+    recorded = replace(state, cordons=(*state.cordons, CordonRecord(node, incident, now)))
     return BreakerDecision(
         True, recorded, f"breaker: {len(recent) + 1} of {limit} cordons allowed in {_window_text(window)}"
     )

@@ -154,7 +154,7 @@ def _plan_and_cordon(
         if plan.mode is Mode.CORDON and plan.breaker_changed:
             try:
                 kube.write_configmap(
-                    ns, cm_name, brk.to_data(plan.breaker.pruned(now, rules.breaker_window)),
+                    ns, cm_name, brk.to_data(plan.breaker.pruned(now, max(rules.breaker_window, rules.namespace_window))),
                     resource_version=version,
                 )  # fmt: skip
             except ConflictError:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from frwatch_operator import constants as c
+from frwatch_operator.textsafe import printable
 from frwatch_operator.verdictloop.analyzer_job import fit_name
 from frwatch_operator.verdictloop.job_report import EventSpec, rfc3339
 
@@ -54,7 +55,7 @@ def event_object(
         "involvedObject": dict(about),
         "type": spec.type,
         "reason": spec.reason.value,
-        "message": spec.message,
+        "message": printable(spec.message),
         "source": {"component": c.EVENT_COMPONENT},
         "reportingComponent": c.EVENT_COMPONENT,
         "reportingInstance": c.EVENT_COMPONENT,

@@ -44,9 +44,15 @@ class Reason(StrEnum):
     #: No cordon: the circuit breaker's ConfigMap cannot be read or stored (its namespace missing, RBAC);
     #: what a person must create or grant (job, Incident; also the Remediated condition's reason).
     BREAKER_UNAVAILABLE = "BreakerStateUnavailable"
+    #: The verdict (or the manifest under it) said what the cluster contradicts: what was dropped (job,
+    #: Incident; also the reason of the EvidenceConsistent condition).
+    EVIDENCE_INCONSISTENT = "EvidenceInconsistent"
 
 
 EventType = Literal["Normal", "Warning"]
+#: At most this many suspect ranks and nodes are copied into the Incident's status (it must stay small;
+#: the verdict in the store has them all).
+STATUS_LIST_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -250,8 +256,8 @@ def reported_status(
         "analyzedAt": rfc3339(now),
         "category": verdict.category.value,
         "hardwareClass": verdict.hardware_class,
-        "suspectRanks": list(verdict.culprit_ranks),
-        "suspectNodes": list(verdict.suspect_nodes),
+        "suspectRanks": list(verdict.culprit_ranks[:STATUS_LIST_MAX]),
+        "suspectNodes": list(verdict.suspect_nodes[:STATUS_LIST_MAX]),
         "suspects": suspects_line(verdict.culprit_ranks, verdict.suspect_nodes),
         "reportUrl": report,
         "message": one_line(message, 1024),

@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.resources import JobRef
+from frwatch_operator.textsafe import printable
 from frwatch_operator.verdictloop.ports import ApiRefusedError, ConflictError, NamespaceMissingError, Obj
 
 T = TypeVar("T")
@@ -178,7 +179,7 @@ class KubernetesActions:
         self, namespace: str, ref: JobRef, annotations: Mapping[str, str | None]
     ) -> None:
         args = self._job_args(namespace, ref)
-        body = {"metadata": {"annotations": dict(annotations)}}
+        body = {"metadata": {"annotations": {k: printable(v) if v else v for k, v in annotations.items()}}}
         _required(
             f"annotate {ref.kind} {namespace}/{ref.name}",
             lambda: self.custom.patch_namespaced_custom_object(

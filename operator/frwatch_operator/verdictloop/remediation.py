@@ -11,8 +11,14 @@ Rules, in the order they apply (each skipped node gets its reason, which a perso
 4. Per node: missing node, opt-out label ``frwatch.io/remediation=disabled``, a node a person uncordoned
    after frwatch cordoned it for THIS incident (never re-cordoned for it), a node already cordoned
    (by frwatch for this incident: done; by anyone else: left alone).
-5. At most ``max_nodes_per_incident`` nodes per incident (those already cordoned for it count).
+5. At most ``max_nodes_per_incident`` nodes per incident (those already cordoned for it count), and at
+   most ``max_nodes_per_namespace`` nodes for all the incidents of one namespace in
+   ``namespace_window`` (a tenant whose jobs keep failing cannot walk the cluster one Incident at a time).
 6. The circuit breaker (:mod:`.breaker`) on the share of the cluster's nodes cordoned in its window.
+
+The nodes considered are the verdict's suspects that the cluster confirms (the verdict loop checks them
+against the Incident's ``status.observed`` first), and the share of rule 3 is over the nodes the cluster
+saw the attempt run on.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
 from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.textsafe import printable
 from frwatch_operator.verdictloop.breaker import BreakerState, try_cordon
 from frwatch_operator.verdictloop.job_report import one_line
 
@@ -54,6 +61,7 @@ class SkipReason(StrEnum):
     UNCORDONED_BY_PERSON = "uncordoned_by_person"
     ALREADY_CORDONED = "already_cordoned"  #: by someone else, or for another incident
     CAP = "cap"  #: rule 5
+    NAMESPACE_CAP = "namespace_cap"  #: rule 5, across the namespace's incidents
     BREAKER = "breaker"  #: rule 6
     API_REFUSED = "api_refused"  #: the plan said cordon; the API refused (the node changed, or forbidden)
     #: the breaker's state could not be read or stored (its namespace missing, RBAC): no plan was made
@@ -70,6 +78,8 @@ class Rules:
     breaker_share: float = 0.5
     breaker_window: timedelta = timedelta(minutes=5)
     max_suspect_share: float = 0.25
+    max_nodes_per_namespace: int = 2
+    namespace_window: timedelta = timedelta(hours=24)
 
     @property
     def mode(self) -> Mode:
@@ -95,6 +105,8 @@ def effective_rules(settings: RemediationSettings, capture: CaptureSettings | No
         breaker_share=settings.breaker_share,
         breaker_window=timedelta(seconds=settings.breaker_window_seconds),
         max_suspect_share=settings.max_suspect_share,
+        max_nodes_per_namespace=settings.max_nodes_per_namespace,
+        namespace_window=timedelta(seconds=settings.namespace_window_seconds),
     )
 
 
@@ -187,6 +199,10 @@ def plan_cordons(
     decisions: list[NodeDecision] = []
     state = breaker
     counted = 0  # nodes cordoned for this incident, before or in this plan
+    namespace = incident.split("/", 1)[0] + "/"
+    by_namespace = {  # nodes cordoned for this namespace's incidents in its window (this one's included)
+        r.node for r in breaker.cordons if r.incident.startswith(namespace) and now - rules.namespace_window < r.at
+    }
     for name in suspects:
         view = nodes.get(name)
         if view is not None and view.cordoned_for == incident:
@@ -213,6 +229,11 @@ def plan_cordons(
             skip(SkipReason.ALREADY_CORDONED, "already cordoned, not by frwatch for this incident: left as it is")
         elif counted >= rules.max_nodes_per_incident:
             skip(SkipReason.CAP, f"per-incident cap of {rules.max_nodes_per_incident} node(s) reached")
+        elif len(by_namespace) >= rules.max_nodes_per_namespace:
+            hours = rules.namespace_window.total_seconds() / 3600
+            skip(SkipReason.NAMESPACE_CAP,
+                 f"per-namespace cap reached: {len(by_namespace)} node(s) already cordoned for incidents of "
+                 f"namespace {namespace[:-1]} in the last {hours:g} h (at most {rules.max_nodes_per_namespace})")  # fmt: skip
         else:
             decision = try_cordon(
                 state,
@@ -226,6 +247,7 @@ def plan_cordons(
             state = decision.state
             if decision.allowed:
                 counted += 1
+                by_namespace.add(name)
                 decisions.append(NodeDecision(name, Action.CORDON, verdict_reason(verdict)))
             else:
                 skip(SkipReason.BREAKER, decision.reason)
@@ -286,7 +308,7 @@ def cordon_patch(view: NodeView, *, incident: str, reason: str, evidence: str) -
     meta: dict[str, Any] = {
         "annotations": {
             c.ANN_CORDONED_BY: c.CORDONED_BY_FRWATCH,
-            c.ANN_CORDON_REASON: one_line(reason, 256),
+            c.ANN_CORDON_REASON: printable(one_line(reason, 256)),
             c.ANN_CORDON_INCIDENT: incident,
             c.ANN_CORDON_EVIDENCE: evidence,
         }

@@ -1,4 +1,4 @@
-"""Read the analyzer's verdict.json (and the attempt's manifest.json) from S3 and validate them.
+"""Read the analyzer's verdict.json from S3 and validate it (bounded: never more than MAX_VERDICT_BYTES read).
 
 A missing or malformed verdict is a precise :class:`VerdictUnavailable` (reason ``VerdictMissing`` /
 ``VerdictMalformed`` / ``VerdictTooLarge``), which the verdict loop turns into a failed Incident. A store
@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from frwatch_analyzers.layout import MANIFEST, VERDICT, split_s3_url
-from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.layout import VERDICT, split_s3_url
 from frwatch_analyzers.verdict import SCHEMA_VERSION, Verdict
 from frwatch_operator.errors import FatalError, NotFoundError
 from frwatch_operator.s3store import S3Store
 
-#: A verdict larger than this is refused (a 10k-rank verdict with evidence is a few MB).
-MAX_VERDICT_BYTES = 64 * 1024 * 1024
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+#: A verdict larger than this is refused, whatever a HEAD said before the read (a 16k-rank verdict with
+#: evidence is a few MB; parsing 16 MiB costs the operator about 100 MB for a moment).
+MAX_VERDICT_BYTES = 16 * 1024 * 1024
 
 
 class VerdictUnavailable(FatalError):
@@ -70,20 +69,11 @@ def read_verdict(store: S3Store, evidence_url: str) -> Verdict:
             "VerdictTooLarge", f"{url} is {size} bytes, more than the {MAX_VERDICT_BYTES} this operator reads"
         )
     try:
-        data = store.get(key, bucket=bucket)
+        data = store.get_bounded(key, MAX_VERDICT_BYTES, bucket=bucket)
     except NotFoundError as exc:
         raise VerdictUnavailable("VerdictMissing", f"{url} vanished while being read: {exc}") from exc
+    if data is None:  # replaced by a larger object since the HEAD
+        raise VerdictUnavailable(
+            "VerdictTooLarge", f"{url} grew past the {MAX_VERDICT_BYTES} bytes this operator reads while it was read"
+        )
     return parse_verdict(data, url)
-
-
-def read_manifest(store: S3Store, evidence_url: str) -> Manifest | None:
-    """The attempt's manifest, or None when it is absent, too large or unreadable (it only adds the job's
-    nodes to the cordon policy; without it the policy is stricter, never looser)."""
-    bucket, key = split_s3_url(f"{evidence_url.rstrip('/')}/{MANIFEST}")
-    size = store.size(key, bucket=bucket)
-    if size is None or size > MAX_MANIFEST_BYTES:
-        return None
-    try:
-        return Manifest.model_validate_json(store.get(key, bucket=bucket))
-    except (ValidationError, NotFoundError):
-        return None

@@ -208,20 +208,14 @@ def _break_tie(ctx: Context, g: GroupInfo, d: Disagreement) -> tuple[list[int], 
     if len(wrong) == 1:
         v, problem = wrong[0]
         return list(v.ranks), False, f"{_who(v.ranks)}: {problem}"
-    fresh = [v for v in sides if novel(ctx.traces, v.ranks[0], g.key, d.seq)]
-    if len(fresh) == 1:
-        return (
-            list(fresh[0].ranks),
-            False,
-            f"{_who(fresh[0].ranks)} issued a call this group never issued before",
-        )
-    turned = [v for v in sides if new_transition(ctx.traces, v.ranks[0], g.key, d.seq)]
-    if len(turned) == 1:
-        return (
-            list(turned[0].ranks),
-            False,
-            f"{_who(turned[0].ranks)} followed its previous call with one it never issued after it before",
-        )
+    tests = (
+        (novel, "issued a call this group never issued before"),
+        (new_transition, "followed its previous call with one it never issued after it before"),
+    )
+    for test, said in tests:
+        odd = [v for v in sides if test(ctx.traces, v.ranks[0], g.key, d.seq)]
+        if len(odd) == 1:
+            return list(odd[0].ranks), False, f"{_who(odd[0].ranks)} {said}"
     return sorted(r for v in d.views for r in v.ranks), True, ""
 
 

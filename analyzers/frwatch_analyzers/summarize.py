@@ -23,6 +23,7 @@ from operator import itemgetter
 from typing import Any
 
 from .rules import Rule, rule_for
+from .rules import numel as _numel
 
 #: How many of a group's last entries keep their full detail (states, times, record ids).
 TAIL = 48
@@ -210,16 +211,6 @@ def _dtypes(value: Any) -> tuple[str, ...] | None:
         if type(d) is not str:
             return None
     return tuple(value)
-
-
-def _numel(shapes: Shapes) -> int:
-    total = 0
-    for s in shapes:
-        n = 1
-        for d in s:
-            n *= d
-        total += n
-    return total
 
 
 def _call_site(frames: Any) -> tuple[tuple[str, str, int], ...]:

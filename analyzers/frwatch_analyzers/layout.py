@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 RANKS_DIR = "ranks"
@@ -13,6 +14,18 @@ PODS_DIR = "pods"
 MANIFEST = "manifest.json"
 VERDICT = "verdict.json"
 REPORT = "report.txt"
+
+
+#: What a namespace, job, uid, pod or attempt may look like as one key segment: Kubernetes names and uids
+#: fit; ``..``, ``/``, blanks and control characters do not.
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def segment_problem(value: str) -> str | None:
+    """Why ``value`` cannot be one segment of an object key (None: it can)."""
+    if _SEGMENT.fullmatch(value):
+        return None
+    return f"{value[:40]!r} is not a usable key segment (letters, digits, '.', '_', '-'; no '/' or '..')"
 
 
 @dataclass(frozen=True)

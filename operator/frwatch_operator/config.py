@@ -373,13 +373,43 @@ class AgentSettings(_Section):
     control_port: int = Field(
         default=8089, ge=0, le=65535, description="Control endpoint port (0: any free)."
     )
-    token_path: str = Field(
-        default="/var/run/frwatch/token/token",
-        description="File holding the control endpoint's bearer token.",
+    token: SecretStr | None = Field(
+        default=None,
+        description="The bearer token the agent's control endpoint accepts, injected by the webhook: derived "
+        "from the operator's agent key, the pod's namespace and job (frwatch_operator.agentkeys). Unset: "
+        "every control call is refused (503).",
     )
-    token_secret: str = Field(
-        default="frwatch-agent-token", description="Secret (key 'token') mounted at token_path."
+    key_secret: str = Field(
+        default="frwatch-agent-key",
+        description="Secret in key_namespace holding the keys agent tokens are derived from; the operator "
+        "creates and rotates it (RBAC: get/update of that Secret, create of Secrets, in key_namespace).",
     )
+    key_namespace: str = Field(
+        default="frwatch-system", description="The operator's own namespace, where key_secret lives."
+    )
+    key_rotation_days: int = Field(
+        default=30,
+        ge=0,
+        description="A new key every this many days (0: never). The previous key is still accepted, so a "
+        "pod's token works for at least this long after the pod was created.",
+    )
+    key_check_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds between two reads of key_secret (rotation, a key made by another replica). A new "
+        "key signs tokens only once it is twice this old, so every replica knows it before a pod carries it.",
+    )
+    image_pull_secrets: str = Field(
+        default="",
+        description="Comma-separated names of Secrets the webhook adds to each injected pod's "
+        "imagePullSecrets, so the agent's image can be pulled from a private registry. Each must exist in "
+        "the job's namespace (frwatch does not copy them there).",
+    )
+
+    @property
+    def pull_secrets(self) -> list[str]:
+        """``image_pull_secrets`` as a list of names."""
+        return [n.strip() for n in self.image_pull_secrets.split(",") if n.strip()]
     pipe_timeout_seconds: float = Field(
         default=1.0, gt=0, description="Seconds to wait for a rank to open its pipe."
     )

@@ -108,8 +108,6 @@ ANN_ATTEMPT_STARTED: Final = PREFIX + "attempt-started"
 LABEL_JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
 #: Name of the agent's control port (authenticated with ``Authorization: Bearer <token>``).
 AGENT_CONTROL_PORT_NAME: Final = "frwatch-ctl"
-#: Volume holding the agent's control token (a Secret, mounted read-only, optional).
-AGENT_TOKEN_VOLUME: Final = "frwatch-agent-token"
 DUMP_VOLUME: Final = "frwatch-dumps"
 DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"
 DUMP_FILE_PREFIX: Final = "nccl_trace_rank_"
@@ -144,5 +142,3 @@ LABEL_INCIDENT_ATTEMPT: Final = PREFIX + "job-attempt"
 KOPF_PERSISTENCE_PREFIX: Final = GROUP
 #: Component name on the Events frwatch posts (``source.component``, ``reportingComponent``).
 EVENT_COMPONENT: Final = "frwatch"
-#: Key of the agent control token in the Secret ``agent.token_secret`` of the job's namespace.
-AGENT_TOKEN_KEY: Final = "token"  #: a key name, not a secret

@@ -6,10 +6,12 @@ What :func:`inject` adds to a pod of an opted-in job:
   and old names (buffer size, dump path prefix, NCCL dump-on-timeout, the on-demand pipe prefix), never
   overriding a value the user set (when the user set one name of a pair, the other gets the user's
   value); the pod identity through the downward API; the shared dump volume at ``fr.dump_dir``;
-* the shared dump volume (``emptyDir``) and the optional token Secret volume;
-* the frwatch agent as a native sidecar (an init container with ``restartPolicy: Always``, first, so
-  it runs before and alongside every other container), with its environment: it listens on the pod's IP
-  (downward API ``status.podIP``) and drains for ``agent.drain_seconds`` on SIGTERM;
+* the shared dump volume (``emptyDir``);
+* the frwatch agent as a native sidecar (``frwatch_operator.sidecar``: an init container with
+  ``restartPolicy: Always``, first, so it runs before and alongside every other container; it passes the
+  Pod Security Standard "restricted"), with its control token when the operator has a key;
+* ``imagePullSecrets`` for the agent's image (``agent.image_pull_secrets``), each named once: they must
+  exist in the job's namespace, which the answer's notices say;
 * ``terminationGracePeriodSeconds`` of at least the agent's drain budget plus
   :data:`GRACE_MARGIN_SECONDS`, so the kubelet does not kill the agent while it uploads the last dumps
   (absent: set; lower: raised, with a warning);
@@ -17,39 +19,43 @@ What :func:`inject` adds to a pod of an opted-in job:
 
 Warnings (for the AdmissionReview and an Event) name the container and the variable when a user value
 would lose the dump. Each piece is skipped when already present, so a partial earlier injection is
-completed rather than duplicated. Malformed pods raise :class:`InjectionError`; callers admit them as is.
+completed rather than duplicated. Malformed pods raise :class:`InjectionError`; a pod frwatch will not
+inject raises :class:`NotInjected` with the reason: one past the size budget (:data:`MAX_CONTAINERS`,
+:data:`MAX_LIST_ITEMS`: the webhook must answer within the API server's timeout, and a real training pod
+is far smaller), or one with a container of its own named ``frwatch-agent`` (a second container of that
+name would make the API server refuse the pod). Callers admit both as they are, with a warning.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config, env_name
+from frwatch_operator.config import Config
 from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.sidecar import JobContext, agent_container, identity_env, is_ours
 
 INJECTED_VALUE = "v1"  #: value of frwatch.io/injected (the injection's format version)
 #: Seconds of terminationGracePeriodSeconds beyond the agent's drain budget (its own start-up of the drain
 #: and exit; the kubelet's SIGKILL comes after the whole period).
 GRACE_MARGIN_SECONDS = 5
-TOKEN_MOUNT_DIR_DEFAULT = "/var/run/frwatch/token"  # noqa: S105 - a path, not a secret
+
+
+#: The most containers (regular and init) a pod may have for frwatch to inject it.
+MAX_CONTAINERS = 64
+#: The most env, envFrom and volumeMounts entries (all containers) plus volumes a pod may have.
+MAX_LIST_ITEMS = 4096
 
 
 class InjectionError(ValueError):
     """The pod body is not shaped like a pod; nothing was injected."""
 
 
-@dataclass(frozen=True)
-class JobContext:
-    """The job attempt a pod belongs to (from the webhook's job index)."""
-
-    kind: str
-    name: str
-    uid: str
-    attempt: str
+class NotInjected(Exception):
+    """frwatch does not inject this pod (the message says why and what to do); it is admitted as is."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,8 @@ class Injection:
 
     ops: list[dict[str, Any]]
     warnings: list[str]
+    #: What the user should know that is no risk to the capture (for the AdmissionReview, not an Event).
+    notices: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -87,20 +95,6 @@ def _user_env(env: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
         value = e.get("value")
         out[str(e["name"])] = str(value) if value is not None and "valueFrom" not in e else None
     return out
-
-
-def _downward(field_path: str) -> dict[str, Any]:
-    return {"valueFrom": {"fieldRef": {"fieldPath": field_path}}}
-
-
-def identity_env() -> list[dict[str, Any]]:
-    """Pod identity through the downward API (names from the config loader)."""
-    return [
-        {"name": c.ENV_POD_NAME, **_downward("metadata.name")},
-        {"name": c.ENV_POD_NAMESPACE, **_downward("metadata.namespace")},
-        {"name": c.ENV_POD_UID, **_downward("metadata.uid")},
-        {"name": c.ENV_NODE_NAME, **_downward("spec.nodeName")},
-    ]
 
 
 def _fr_pairs(settings: CaptureSettings, config: Config) -> list[tuple[tuple[str, ...], str]]:
@@ -145,61 +139,45 @@ def _warnings_for(container: str, user: Mapping[str, str | None], config: Config
     return out
 
 
-def agent_container(settings: CaptureSettings, config: Config, job: JobContext) -> dict[str, Any]:
-    """The frwatch agent sidecar (native: an init container with restartPolicy Always)."""
-    token_dir = config.agent.token_path.rsplit("/", 1)[0] or TOKEN_MOUNT_DIR_DEFAULT
-    literal = {
-        env_name("s3", "bucket"): settings.bucket,
-        env_name("s3", "prefix"): settings.prefix,
-        env_name("s3", "region"): config.s3.region,
-        env_name("s3", "addressing_style"): config.s3.addressing_style,
-        env_name("fr", "dump_dir"): config.fr.dump_dir,
-        env_name("fr", "file_prefix"): config.fr.file_prefix,
-        env_name("agent", "control_port"): str(config.agent.control_port),
-        env_name("agent", "token_path"): config.agent.token_path,
-        env_name("agent", "stable_seconds"): str(config.agent.stable_seconds),
-        env_name("agent", "drain_seconds"): str(config.agent.drain_seconds),
-        env_name("agent", "upload_backoff_max_seconds"): str(config.agent.upload_backoff_max_seconds),
-        env_name(None, "log_level"): config.log_level,
-        c.ENV_JOB_KIND: job.kind,
-        c.ENV_JOB_NAME: job.name,
-        c.ENV_JOB_UID: job.uid,
-        c.ENV_JOB_ATTEMPT: job.attempt,
-    }
-    if config.s3.endpoint_url:
-        literal[env_name("s3", "endpoint_url")] = config.s3.endpoint_url
-    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in literal.items()]
-    env += identity_env()
-    env.append({"name": c.ENV_AGENT_CONTROL_ADDR, **_downward("status.podIP")})
-    env += [
-        {
-            "name": var,
-            "valueFrom": {
-                "secretKeyRef": {"name": config.s3.credentials_secret, "key": var, "optional": True}
-            },
-        }
-        for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-    ]
-    return {
-        "name": c.AGENT_CONTAINER,
-        "image": config.agent.image,
-        "args": ["agent"],
-        "restartPolicy": "Always",
-        "env": env,
-        "ports": [
-            {"name": c.AGENT_CONTROL_PORT_NAME, "containerPort": config.agent.control_port, "protocol": "TCP"}
-        ],
-        "resources": settings.agent_resources.wire(),
-        "volumeMounts": [
-            {"name": c.DUMP_VOLUME, "mountPath": config.fr.dump_dir},
-            {"name": c.AGENT_TOKEN_VOLUME, "mountPath": token_dir, "readOnly": True},
-        ],
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
-    }
+def _size(items: Any) -> int:
+    return len(items) if isinstance(items, list) else 0
 
 
-def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, job: JobContext) -> Injection:
-    """Compute the patch that turns ``pod`` into a captured pod. Idempotent; never mutates ``pod``."""
+def check_budget(containers: Sequence[Any], inits: Sequence[Any], volumes: Sequence[Any]) -> None:
+    """Raise :class:`NotInjected` when the pod is larger than frwatch injects (counted in one pass)."""
+    if len(containers) + len(inits) > MAX_CONTAINERS:
+        raise NotInjected(
+            f"the pod has {len(containers) + len(inits)} containers, more than the {MAX_CONTAINERS} frwatch "
+            "injects; capture is off for it"
+        )
+    items = len(volumes) + sum(
+        _size(x.get("env")) + _size(x.get("envFrom")) + _size(x.get("volumeMounts"))
+        for x in (*containers, *inits)
+        if isinstance(x, Mapping)
+    )
+    if items > MAX_LIST_ITEMS:
+        raise NotInjected(
+            f"the pod has {items} env, envFrom, volumeMounts and volumes entries, more than the "
+            f"{MAX_LIST_ITEMS} frwatch injects; capture is off for it"
+        )
+
+
+def check_names(containers: Sequence[Any], inits: Sequence[Any]) -> None:
+    """Raise :class:`NotInjected` when a container of the pod's own is named like the agent."""
+    clash = [x for x in containers if isinstance(x, Mapping) and x.get("name") == c.AGENT_CONTAINER]
+    clash += [x for x in inits if isinstance(x, Mapping) and x.get("name") == c.AGENT_CONTAINER and not is_ours(x)]
+    if clash:
+        raise NotInjected(
+            f"the pod already has a container named {c.AGENT_CONTAINER!r}; a second one would make the API "
+            "server refuse the pod, so capture is off for it: rename that container"
+        )
+
+
+def inject(
+    pod: Mapping[str, Any], settings: CaptureSettings, config: Config, job: JobContext, token: str | None = None
+) -> Injection:
+    """Compute the patch that turns ``pod`` into a captured pod, its agent holding ``token``. Idempotent;
+    never mutates ``pod``."""
     if not isinstance(pod, Mapping):
         raise InjectionError("the object is not a JSON object")
     meta = pod.get("metadata") or {}
@@ -218,9 +196,12 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
         or not all(isinstance(x, Mapping) for x in containers)
     ):
         raise InjectionError("spec.containers is not a non-empty list of objects")
-    for key in ("initContainers", "volumes"):
+    for key in ("initContainers", "volumes", "imagePullSecrets"):
         if spec.get(key) is not None and not isinstance(spec.get(key), list):
             raise InjectionError(f"spec.{key} is not a list")
+    inits = spec.get("initContainers") or []
+    check_budget(containers, inits, spec.get("volumes") or [])
+    check_names(containers, inits)
 
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
@@ -228,8 +209,6 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
 
     for i, container in enumerate(containers):
         name = str(container.get("name", f"#{i}"))
-        if name == c.AGENT_CONTAINER:
-            continue
         where = f"spec.containers[{i}] ({name})"
         env = _env_list(container, where)
         user = _user_env(env)
@@ -267,26 +246,29 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
     new_volumes: list[dict[str, Any]] = []
     if c.DUMP_VOLUME not in vol_names:
         new_volumes.append({"name": c.DUMP_VOLUME, "emptyDir": {"sizeLimit": config.fr.volume_size_limit}})
-    if c.AGENT_TOKEN_VOLUME not in vol_names:
-        new_volumes.append(
-            {
-                "name": c.AGENT_TOKEN_VOLUME,
-                "secret": {"secretName": config.agent.token_secret, "optional": True},
-            }
-        )
     ops += _append(("spec", "volumes"), spec.get("volumes"), new_volumes)
 
     grace_op, grace_warning = _grace(spec, config)
     ops += grace_op
     warnings += grace_warning
 
-    inits = spec.get("initContainers")
-    if not any(isinstance(x, Mapping) and x.get("name") == c.AGENT_CONTAINER for x in inits or []):
-        agent = agent_container(settings, config, job)
+    if not any(is_ours(x) for x in inits):
+        agent = agent_container(settings, config, job, token)
         if inits:
             ops.append({"op": "add", "path": _ptr("spec", "initContainers", 0), "value": agent})
         else:
             ops.append({"op": "add", "path": _ptr("spec", "initContainers"), "value": [agent]})
+
+    notices: list[str] = []
+    pulls = spec.get("imagePullSecrets")
+    have = {p.get("name") for p in pulls or [] if isinstance(p, Mapping)}
+    wanted = [{"name": n} for n in config.agent.pull_secrets if n not in have]
+    ops += _append(("spec", "imagePullSecrets"), pulls, wanted)
+    if config.agent.pull_secrets:
+        notices.append(
+            f"frwatch: the agent's image is pulled with imagePullSecrets {', '.join(config.agent.pull_secrets)}: "
+            "each must exist in the pod's namespace (frwatch does not create it)"
+        )
 
     if annotations is None:
         parent = {
@@ -305,7 +287,7 @@ def inject(pod: Mapping[str, Any], settings: CaptureSettings, config: Config, jo
         ops.append(
             {"op": "add", "path": _ptr("metadata", "annotations", c.ANN_INJECTED), "value": INJECTED_VALUE}
         )
-    return Injection(ops, warnings)
+    return Injection(ops, warnings, notices)
 
 
 def termination_grace(config: Config) -> int:

@@ -8,7 +8,6 @@ shows them), the agent token Secret. API errors become frwatch's vocabulary: :cl
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
@@ -168,16 +167,6 @@ class Kube:
         return [self.api.sanitize_for_serialization(p) for p in pods.items]
 
     # --- secrets ----------------------------------------------------------------------------------------
-    def secret_value(self, namespace: str, name: str, key: str) -> str | None:
-        try:
-            secret = self._call(
-                f"read Secret {namespace}/{name}", lambda: self.core.read_namespaced_secret(name, namespace)
-            )
-        except NotFoundError:
-            return None
-        raw = (secret.data or {}).get(key)
-        return base64.b64decode(raw).decode().strip() if raw else None
-
     # --- events -----------------------------------------------------------------------------------------
     def post_event(self, about: ObjectRef, notice: Notice) -> bool:
         """Post a core/v1 Event about ``about``. The name is derived from (object uid, reason, message), so

@@ -5,7 +5,9 @@ cluster, or the namespaces in ``FRWATCH_OPERATOR_NAMESPACES`` (comma-separated).
 kopf (``settings.admission.server``): TLS from ``FRWATCH_WEBHOOK_CERT_FILE``/``FRWATCH_WEBHOOK_KEY_FILE``
 (unset: kopf self-signs), or plain HTTP with ``FRWATCH_WEBHOOK_INSECURE=true`` (tests and local runs), or,
 with ``FRWATCH_WEBHOOK_MANAGE_CERTS=true`` (tls.mode=operator), from the operator's own CA and certificate
-(``frwatch_operator.webhook_tls_kube``: Secret, caBundle and served file set up before serving).
+(``frwatch_operator.webhook_tls_kube``: Secret, caBundle and served file set up before serving). The
+agents' key ring (``frwatch_operator.agentkeys_kube``: the Secret ``FRWATCH_AGENT_KEY_SECRET`` in
+``FRWATCH_AGENT_KEY_NAMESPACE``) is read or made before serving too; the agents' tokens derive from it.
 Logs are JSON lines on stderr. Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 2 on a bad configuration
 (or a metrics port already taken).
 Probes and metrics (``FRWATCH_OPERATOR_LISTEN_ADDR``, default all interfaces): kopf's liveness endpoint
@@ -84,10 +86,15 @@ def run(config: Config) -> None:
         from frwatch_operator.webhook_tls_kube import start_webhook_tls
 
         config, _cert_keeper = start_webhook_tls(config, client.ApiClient())
+    # the agents' key ring before serving: every pod admitted from now on gets its agent's token
+    from frwatch_operator.agentkeys_kube import start_agent_keys
+
+    agent_keys, _key_keeper = start_agent_keys(config.agent, client.ApiClient())
     registry = kopf.OperatorRegistry()
     kopf.on.login(registry=registry)(kopf.login_via_client)
     metrics = Metrics()
-    deps = Deps(config, JobIndex(), Observations(), Kube(client.ApiClient()), S3Store(config.s3), metrics)
+    deps = Deps(config, JobIndex(), Observations(), Kube(client.ApiClient()), S3Store(config.s3), metrics,
+                agent_keys)  # fmt: skip
     register_all(registry, deps)
     try:
         serve(metrics, config.operator.metrics_port, addr=config.operator.listen_addr)

@@ -4,6 +4,10 @@ Every call either succeeds or raises one of frwatch's errors: :class:`RetryableE
 timeouts, throttling, 5xx: try again later), :class:`NotFoundError` (no such key) or :class:`FatalError`
 (bad credentials, no such bucket, access denied: retrying will not help until someone fixes it).
 botocore retries each call ``config.s3.max_attempts`` times; longer outages are the caller's loop.
+
+Large files are streamed (:meth:`S3Store.put_file`): boto3's managed transfer from a file name, multipart
+above :data:`UPLOAD_PART_BYTES`, :data:`UPLOAD_CONCURRENCY` parts at a time, each read from the file while
+it is sent: memory does not grow with the file (the agent's limit is 256 Mi; a dump can be larger).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
+import boto3.s3.transfer
 import botocore.config
 import botocore.exceptions
 
@@ -38,6 +43,27 @@ _NETWORK = (
     botocore.exceptions.ConnectionClosedError,
     botocore.exceptions.ResponseStreamingError,
 )
+
+
+#: Part size of a multipart upload, and the size from which a file is sent in parts (S3's minimum part is 5 MiB).
+UPLOAD_PART_BYTES = 8 * 1024 * 1024
+#: Parts sent at once (threads of the transfer).
+UPLOAD_CONCURRENCY = 2
+
+
+def transfer_config() -> boto3.s3.transfer.TransferConfig:
+    """boto3's managed transfer, bounded: ``UPLOAD_CONCURRENCY`` parts of ``UPLOAD_PART_BYTES`` in flight.
+    From a file name each part is read while it is sent; s3transfer's in-memory part limit (which applies to
+    file objects, read part by part into memory) is set to the same bound in case one is ever given."""
+    config = boto3.s3.transfer.TransferConfig(
+        multipart_threshold=UPLOAD_PART_BYTES,
+        multipart_chunksize=UPLOAD_PART_BYTES,
+        max_concurrency=UPLOAD_CONCURRENCY,
+        use_threads=True,
+        preferred_transfer_client="classic",
+    )
+    config.max_in_memory_upload_chunks = UPLOAD_CONCURRENCY  # s3transfer's own knob (default 10)
+    return config
 
 
 class S3Store:
@@ -65,6 +91,7 @@ class S3Store:
                 signature_version="s3v4",
             ),
         )
+        self._transfer = transfer_config()
 
     def url(self, key: str, bucket: str | None = None) -> str:
         return f"s3://{bucket or self.default_bucket}/{key}"
@@ -105,6 +132,37 @@ class S3Store:
         if etag and "-" not in etag and etag != md5:
             raise RetryableError(f"S3 put s3://{b}/{key}: stored ETag {etag} != MD5 {md5}; will retry")
         return f"s3://{b}/{key}"
+
+    def put_file(
+        self,
+        key: str,
+        path: str,
+        *,
+        size: int,
+        md5: str = "",
+        bucket: str | None = None,
+        content_type: str = "",
+    ) -> str:
+        """Stream the file at ``path`` (``size`` bytes) to ``key``, in parts when it is large, each part read
+        from the file while it is sent (never held whole), then confirm what landed: its size, and its ETag
+        against ``md5`` (the MD5 hex digest of the bytes) when it was sent in one part. Returns the s3:// URL.
+
+        ``path`` may name a descriptor the caller holds open (``/proc/self/fd/<n>``): the very file it
+        opened is read, whatever its name points at by then."""
+        b = bucket or self.default_bucket
+        extra: dict[str, Any] = {"ContentType": content_type} if content_type else {}
+        where = f"s3://{b}/{key}"
+        self._call(
+            f"upload {where}",
+            lambda: self._client.upload_file(path, b, key, ExtraArgs=extra, Config=self._transfer),
+        )
+        head = self._call(f"head {where}", lambda: self._client.head_object(Bucket=b, Key=key))
+        stored, etag = int(head.get("ContentLength", -1)), str(head.get("ETag", "")).strip('"')
+        if stored != size:
+            raise RetryableError(f"S3 upload {where}: {stored} bytes stored, {size} sent; will retry")
+        if md5 and etag and "-" not in etag and etag != md5:
+            raise RetryableError(f"S3 upload {where}: stored ETag {etag} != MD5 {md5}; will retry")
+        return where
 
     def get(self, key: str, *, bucket: str | None = None) -> bytes:
         """The object's bytes; :class:`NotFoundError` when absent."""

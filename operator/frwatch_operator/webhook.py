@@ -9,7 +9,9 @@ Two ways to serve the same logic (:func:`review`):
 
 The request path never calls the API server: opt-in is resolved from a :class:`JobIndex` that the
 operator feeds from its watch handlers (``upsert_job``/``delete_job``/``upsert_policy``/``delete_policy``).
-It fails open: any internal error admits the pod unchanged with a warning. Admission outcomes that
+It fails open: any internal error admits the pod unchanged with a warning, and so does a pod frwatch will
+not inject (past the size budget, a container of its own named ``frwatch-agent``, an attempt that is no
+object-key segment). Admission outcomes that
 deserve an Event (user-value warnings, malformed opt-in) go to an optional ``observer`` callback, which
 must not block (e.g. ``queue.put_nowait``): the operator posts the Events outside the request path.
 """
@@ -29,11 +31,14 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from frwatch_analyzers.layout import segment_problem
 from frwatch_operator import constants as c
+from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config, load_config
-from frwatch_operator.injection import InjectionError, JobContext, apply_ops, attempt_of, inject
+from frwatch_operator.injection import InjectionError, NotInjected, apply_ops, attempt_of, inject
 from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.optin import CaptureDecision, OptIn, resolve
+from frwatch_operator.sidecar import JobContext
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +162,11 @@ class Mutation:
     outcome: str = "untouched"
 
 
-async def mutate_pod(pod: Mapping[str, Any], namespace: str, index: JobIndex, config: Config) -> Mutation:
-    """The decision for one pod (shared by the kopf handler and the standalone server). Never raises."""
+async def mutate_pod(
+    pod: Mapping[str, Any], namespace: str, index: JobIndex, config: Config, keys: AgentKeys | None = None
+) -> Mutation:
+    """The decision for one pod (shared by the kopf handler and the standalone server). Never raises.
+    ``keys``: the agents' key ring (None: the agent gets no token and refuses control calls)."""
     meta = pod.get("metadata") if isinstance(pod, Mapping) else None
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     job_name = labels.get(c.KF_LABEL_JOB_NAME) if isinstance(labels, Mapping) else None
@@ -179,10 +187,23 @@ async def mutate_pod(pod: Mapping[str, Any], namespace: str, index: JobIndex, co
             return Mutation([], [f"frwatch: capture not injected: {decision.reason}"], note)
         if not decision.enabled or decision.settings is None:
             return Mutation([], [], None)
-        ctx = JobContext(entry.kind, entry.name, entry.uid, attempt_of(pod, entry.attempt))
-        result = inject(pod, decision.settings, config, ctx)
-        note = AdmissionNote(namespace, job_name, pod_name, result.changed, result.warnings, decision.reason)
-        return Mutation(result.ops, result.warnings, note, "injected" if result.ops else "untouched")
+        attempt = attempt_of(pod, entry.attempt)
+        if (why := segment_problem(attempt)) is not None:
+            raise NotInjected(f"the job's attempt {why}: fix or remove the {c.ANN_ATTEMPT} annotation")
+        ctx = JobContext(entry.kind, entry.name, entry.uid, attempt)
+        token = keys.token_for(namespace, entry.name) if keys is not None else None
+        result = inject(pod, decision.settings, config, ctx, token)
+        warnings = list(result.warnings)
+        if keys is not None and token is None and result.changed:
+            warnings.append(
+                "frwatch: the operator has no agent key yet (see its log): this pod's agent refuses on-demand "
+                "dump requests; dumps written by the ranks are still uploaded"
+            )
+        note = AdmissionNote(namespace, job_name, pod_name, result.changed, warnings, decision.reason)
+        return Mutation(result.ops, warnings + result.notices, note, "injected" if result.ops else "untouched")
+    except NotInjected as exc:
+        warning = f"frwatch: pod admitted without Flight Recorder capture: {exc}"
+        return Mutation([], [warning], AdmissionNote(namespace, job_name, pod_name, False, [warning]))
     except InjectionError as exc:
         warning = f"frwatch: pod admitted without Flight Recorder capture: {exc}"
         return Mutation([], [warning], AdmissionNote(namespace, job_name, pod_name, False, [warning]), "error")
@@ -202,8 +223,9 @@ def _notify(observer: Observer | None, note: AdmissionNote | None) -> None:
 
 
 async def review(
-    request: Mapping[str, Any], index: JobIndex, config: Config, observer: Observer | None = None
-) -> dict[str, Any]:
+    request: Mapping[str, Any], index: JobIndex, config: Config, observer: Observer | None = None,
+    keys: AgentKeys | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """An AdmissionReview request in, an AdmissionReview response out. Always allows; never raises."""
     payload = request.get("request") if isinstance(request, Mapping) else None
     payload = payload if isinstance(payload, Mapping) else {}
@@ -223,7 +245,7 @@ async def review(
                 "frwatch: malformed AdmissionReview (no request.object); admitted unchanged"
             ]
         return answer
-    mutation = await mutate_pod(pod, str(payload.get("namespace") or ""), index, config)
+    mutation = await mutate_pod(pod, str(payload.get("namespace") or ""), index, config, keys)
     if mutation.ops:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(mutation.ops).encode()).decode("ascii")
@@ -248,13 +270,15 @@ def webhook_server(config: Config) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def serve(index: JobIndex, config: Config, observer: Observer | None = None) -> AsyncIterator[str]:
+async def serve(
+    index: JobIndex, config: Config, observer: Observer | None = None, keys: AgentKeys | None = None
+) -> AsyncIterator[str]:
     """Serve :func:`review` on a kopf WebhookServer until the context exits; yields the base URL
     (POST AdmissionReviews to ``<url>/<anything>``)."""
     server = webhook_server(config)
 
     async def fn(request: Any, *, webhook: Any = None, headers: Any = None, sslpeer: Any = None) -> Any:
-        return await review(request, index, config, observer)
+        return await review(request, index, config, observer, keys)
 
     async with server:
         configs = server(fn)
@@ -271,9 +295,11 @@ def register(
     observer: Observer | None = None,
     registry: Any = None,
     count: Callable[[str], None] | None = None,
+    keys: AgentKeys | None = None,
 ) -> Any:
     """Register the kopf ``@kopf.on.mutate`` handler (the operator's way). Returns the handler.
-    ``count``: called with each admission's :attr:`Mutation.outcome` (the operator's metrics)."""
+    ``count``: called with each admission's :attr:`Mutation.outcome` (the operator's metrics);
+    ``keys``: the agents' key ring."""
     import kopf
 
     @kopf.on.mutate(
@@ -287,7 +313,7 @@ def register(
     )
     async def frwatch_inject(body: Any, patch: Any, warnings: list[str], **_: Any) -> None:
         mutation = await mutate_pod(
-            dict(body), str(body.get("metadata", {}).get("namespace") or ""), index, config
+            dict(body), str(body.get("metadata", {}).get("namespace") or ""), index, config, keys
         )
         warnings.extend(mutation.warnings)
         if mutation.ops:

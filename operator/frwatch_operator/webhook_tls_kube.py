@@ -17,19 +17,16 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import urllib3.exceptions
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from frwatch_operator.config import Config, WebhookSettings
-from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
+from frwatch_operator.errors import FatalError, NotFoundError
+from frwatch_operator.own_secrets import Conflict, Keeper, OwnSecret, api_call
 from frwatch_operator.webhook_tls import (
     SECRET_TYPE,
     Action,
@@ -42,31 +39,10 @@ from frwatch_operator.webhook_tls import (
 )
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-class _Conflict(Exception):
-    """409 (exists / changed since read) or 422 on a JSON patch whose test failed."""
-
-
-def _call(what: str, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except ApiException as exc:
-        status = int(exc.status or 0)
-        msg = f"{what}: {status} {exc.reason}"
-        if status == 404:
-            raise NotFoundError(msg) from exc
-        if status in (409, 422):
-            raise _Conflict(msg) from exc
-        if status == 429 or status >= 500 or status == 0:
-            raise RetryableError(msg + "; will retry", delay=1.0) from exc
-        raise FatalError(
-            f"{msg} (tls.mode=operator needs get/create/update on that Secret and get/patch on that "
-            "MutatingWebhookConfiguration: check the chart's RBAC)"
-        ) from exc
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise RetryableError(f"{what}: API server unreachable ({exc}); will retry", delay=1.0) from exc
+#: What tls.mode=operator needs when a call is refused.
+_RBAC = "tls.mode=operator needs get/create/update on that Secret and get/patch on that MutatingWebhookConfiguration"
 
 
 class TlsKube:
@@ -74,56 +50,30 @@ class TlsKube:
 
     def __init__(self, api_client: client.ApiClient, namespace: str, secret: str, configuration: str) -> None:
         self.api = api_client
-        self.core = client.CoreV1Api(api_client)
         self.admission = client.AdmissionregistrationV1Api(api_client)
-        self.namespace, self.secret, self.configuration = namespace, secret, configuration
+        self.own = OwnSecret(
+            api_client, namespace, secret, secret_type=SECRET_TYPE, labels=secret_labels(), rbac=_RBAC
+        )
+        self.configuration = configuration
 
     @property
     def secret_ref(self) -> str:
-        return f"Secret {self.namespace}/{self.secret}"
+        return self.own.ref
 
     def read_secret(self) -> StoredSecret | None:
-        try:
-            found = _call(
-                f"read {self.secret_ref}",
-                lambda: self.core.read_namespaced_secret(self.secret, self.namespace),
-            )
-        except NotFoundError:
-            return None
-        return StoredSecret(
-            dict(found.data or {}), str(found.metadata.resource_version or ""), found.type or "Opaque"
-        )
+        return self.own.read()
 
     def write_secret(
         self, data: Mapping[str, str], stored: StoredSecret | None, owner: Mapping[str, Any] | None
     ) -> bool:
-        meta: dict[str, Any] = {"name": self.secret, "namespace": self.namespace, "labels": secret_labels()}
-        if owner is not None:
-            meta["ownerReferences"] = [dict(owner)]
-        # A Secret's type is immutable: a replaced Secret keeps the type it had.
-        body = {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": dict(data),
-                "type": stored.type if stored is not None else SECRET_TYPE}  # fmt: skip
-        try:
-            if stored is None:
-                _call(
-                    f"create {self.secret_ref}",
-                    lambda: self.core.create_namespaced_secret(self.namespace, body),
-                )
-            else:
-                meta["resourceVersion"] = stored.resource_version
-                _call(
-                    f"replace {self.secret_ref}",
-                    lambda: self.core.replace_namespaced_secret(self.secret, self.namespace, body),
-                )
-        except _Conflict:
-            return False
-        return True
+        return self.own.write(data, stored, owner)
 
     def read_configuration(self) -> dict[str, Any] | None:
         try:
-            found = _call(
+            found = api_call(
                 f"read MutatingWebhookConfiguration {self.configuration}",
                 lambda: self.admission.read_mutating_webhook_configuration(self.configuration),
+                _RBAC,
             )
         except NotFoundError:
             return None
@@ -131,11 +81,12 @@ class TlsKube:
 
     def patch_configuration(self, ops: list[dict[str, Any]]) -> bool:
         try:
-            _call(
+            api_call(
                 f"patch the caBundle of MutatingWebhookConfiguration {self.configuration}",
                 lambda: self.admission.patch_mutating_webhook_configuration(self.configuration, ops),
+                _RBAC,
             )
-        except (_Conflict, NotFoundError):
+        except (Conflict, NotFoundError):
             return False
         return True
 
@@ -169,18 +120,17 @@ def write_server_file(path: str | Path, pem: bytes) -> tuple[Path, bool]:
     return path, True
 
 
-class CertKeeper:
+class CertKeeper(Keeper[tuple[Outcome, Path]]):
     """One pass of :func:`ensure_tls` plus the file, now and every ``certs_check_seconds`` in a thread."""
 
     def __init__(
         self, store: TlsKube, settings: WebhookSettings, clock: Callable[[], datetime] | None = None
     ) -> None:
+        super().__init__("webhook certificate", settings.certs_check_seconds)
         self.store, self.settings = store, settings
         self.names = dns_names(settings.service_name, settings.namespace)
         self.policy = TlsPolicy.of(settings)
         self.clock = clock or (lambda: datetime.now(UTC))
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def run_once(self) -> tuple[Outcome, Path]:
         outcome = ensure_tls(self.store, self.names, self.policy, self.clock())
@@ -209,47 +159,13 @@ class CertKeeper:
                 self.store.configuration,
             )
 
-    def run_at_start(self, timeout: float = 60.0) -> Path:
-        """:meth:`run_once`, retrying an unreachable or busy API server up to ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        delay = 0.5
-        while True:
-            try:
-                return self.run_once()[1]
-            except RetryableError as exc:
-                if time.monotonic() + delay > deadline:
-                    raise FatalError(f"webhook certificate not set up within {timeout:.0f} s: {exc}") from exc
-                logger.warning("webhook certificate: %s", exc)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="frwatch-webhook-certs", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def _loop(self) -> None:
-        interval = self.settings.certs_check_seconds
-        wait = interval
-        while not self._stop.wait(wait):
-            try:
-                self.run_once()
-                wait = interval
-            except Exception:  # keep serving the current certificate; try again sooner
-                logger.exception("webhook certificate check failed; retrying")
-                wait = min(interval, 60.0)
-
 
 def start_webhook_tls(config: Config, api_client: client.ApiClient) -> tuple[Config, CertKeeper]:
     """At start-up, before serving (tls.mode=operator): set up the certificate, start the keeper, and
     return ``config`` with the webhook serving ``<certs_dir>/tls.pem``."""
     w = config.webhook
     keeper = CertKeeper(TlsKube(api_client, w.namespace, w.certs_secret, w.configuration_name), w)
-    path = str(keeper.run_at_start())
+    path = str(keeper.run_at_start()[1])
     keeper.start()
     served = WebhookSettings.model_validate({**w.model_dump(), "cert_file": path, "key_file": path})
     return config.model_copy(update={"webhook": served}), keeper

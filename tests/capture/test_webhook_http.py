@@ -6,68 +6,24 @@ import asyncio
 import base64
 import copy
 import json
-import socket
 import threading
 import urllib.error
 import urllib.request
+from datetime import timedelta
 from typing import Any
 
 import jsonpatch
 import kopf
 import pytest
 from builders import env_of, job, pod, policy, review
+from webhook_server import KEYS, WebhookThread, webhook_config
 
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config, WebhookSettings
-from frwatch_operator.webhook import AdmissionNote, JobIndex, register, serve
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class WebhookThread:
-    """The standalone webhook server on its own event loop in a thread."""
-
-    def __init__(self, index: JobIndex, config: Config) -> None:
-        self.index, self.config = index, config
-        self.notes: list[AdmissionNote] = []
-        self.url = ""
-        self._ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def main() -> None:
-            self._stop = asyncio.Event()
-            async with serve(self.index, self.config, observer=self.notes.append) as url:
-                self.url = url
-                self._ready.set()
-                await self._stop.wait()
-
-        self._loop.run_until_complete(main())
-
-    def __enter__(self) -> WebhookThread:
-        self._thread.start()
-        assert self._ready.wait(10), "webhook server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    def post(self, body: bytes | dict[str, Any], path: str = "/frwatch-inject") -> dict[str, Any]:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 200
-            return dict(json.loads(resp.read()))
+from frwatch_operator.agentkeys import AgentKeys
+from frwatch_operator.config import Config, env_name
+from frwatch_operator.injection import MAX_CONTAINERS, MAX_LIST_ITEMS
+from frwatch_operator.sidecar import SECURITY_CONTEXT
+from frwatch_operator.webhook import AdmissionNote, JobIndex, register
 
 
 @pytest.fixture
@@ -81,10 +37,7 @@ def index() -> JobIndex:
 
 @pytest.fixture
 def server(index: JobIndex):
-    config = Config(
-        webhook=WebhookSettings(addr="127.0.0.1", port=free_port(), insecure=True, job_wait_seconds=0.2)
-    )
-    with WebhookThread(index, config) as srv:
+    with WebhookThread(index, webhook_config(), KEYS) as srv:
         yield srv
 
 
@@ -239,3 +192,75 @@ def test_the_kopf_handler_counts_each_outcome(index, monkeypatch):
     monkeypatch.setattr("frwatch_operator.webhook.inject", lambda *a, **k: 1 / 0)
     admit(pod("llama", index=1))
     assert outcomes == ["injected", "untouched", "untouched", "untouched", "error"]
+
+
+# --- the agent's token, its security context, and the pods frwatch does not inject -------------------------
+
+
+def test_the_agent_gets_the_token_of_its_namespace_and_job_even_without_a_pod_name(server):
+    named = patched(pod("llama"), server.post(review(pod("llama"))))
+    nameless = pod("llama")
+    nameless["metadata"]["generateName"] = nameless["metadata"].pop("name")[:-1]  # a name is not known yet
+    generated = patched(nameless, server.post(review(nameless)))
+    tokens = {env_of(p["spec"]["initContainers"][0])[env_name("agent", "token")] for p in (named, generated)}
+    assert tokens == {KEYS.token_for("team", "llama")}
+    agent = named["spec"]["initContainers"][0]
+    assert agent["securityContext"] == SECURITY_CONTEXT
+
+
+def test_without_a_key_yet_the_pod_is_injected_with_a_warning_and_no_token(index):
+    with WebhookThread(index, webhook_config(), AgentKeys(timedelta(minutes=10))) as srv:
+        resp = srv.post(review(pod("llama")))
+    out = patched(pod("llama"), resp)
+    assert env_name("agent", "token") not in env_of(out["spec"]["initContainers"][0])
+    assert any("no agent key yet" in w for w in resp["response"]["warnings"])
+
+
+def test_image_pull_secrets_are_added_once_and_the_answer_says_they_must_exist(index):
+    with WebhookThread(index, webhook_config(image_pull_secrets="regcred, other"), KEYS) as srv:
+        mine = pod("llama")
+        mine["spec"]["imagePullSecrets"] = [{"name": "regcred"}]
+        resp = srv.post(review(mine))
+    out = patched(mine, resp)
+    assert out["spec"]["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other"}]
+    notice = [w for w in resp["response"]["warnings"] if "imagePullSecrets" in w]
+    assert notice == [
+        "frwatch: the agent's image is pulled with imagePullSecrets regcred, other: each must exist in the "
+        "pod's namespace (frwatch does not create it)"
+    ]
+    assert not srv.notes or "imagePullSecrets" not in " ".join(srv.notes[-1].warnings)  # no Event per pod
+
+
+@pytest.mark.parametrize(
+    ("mangle", "says"),
+    [
+        (lambda p: p["spec"]["containers"].append({"name": c.AGENT_CONTAINER, "image": "mine"}), "already has a container named"),
+        (lambda p: p["spec"].__setitem__("initContainers", [{"name": c.AGENT_CONTAINER, "image": "mine"}]), "already has a container named"),
+        (lambda p: p["spec"].__setitem__("containers", [{"name": f"c{i}", "image": "i"} for i in range(MAX_CONTAINERS + 1)]), f"more than the {MAX_CONTAINERS}"),
+        (lambda p: p["spec"]["containers"][0].__setitem__("env", [{"name": f"E{i}", "value": "x"} for i in range(MAX_LIST_ITEMS + 1)]), f"more than the {MAX_LIST_ITEMS}"),
+        (lambda p: p["metadata"]["labels"].__setitem__(c.LABEL_JOBSET_RESTART_ATTEMPT, ".."), "not a usable key segment"),
+    ],
+    ids=["user-container-named-like-the-agent", "user-init-container-named-like-the-agent", "too-many-containers",
+         "too-many-env-entries", "attempt-escaping-its-prefix"],
+)  # fmt: skip
+def test_pods_frwatch_does_not_inject_are_admitted_unchanged_with_the_reason(server, mangle, says):
+    p = pod("llama")
+    mangle(p)
+    resp = server.post(review(p))["response"]
+    assert resp["allowed"] is True and "patch" not in resp
+    assert len(resp["warnings"]) == 1 and says in resp["warnings"][0], resp["warnings"]
+    assert not server.notes[-1].injected and server.notes[-1].warnings == resp["warnings"]
+
+
+def test_a_huge_pod_is_refused_before_any_injection_work(server, monkeypatch):
+    """4000 containers (the issue's pod) blocked the operator's loop past the webhook timeout: the budget
+    is checked first, so no per-container work runs (benchmarks/bench_webhook.py --huge times it)."""
+    import frwatch_operator.injection as injection
+
+    def no_per_container_work(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("per-container work ran for a pod past the budget")
+
+    monkeypatch.setattr(injection, "_env_list", no_per_container_work)
+    p = pod("llama", containers=4000, env=[{"name": f"E{i}", "value": "x"} for i in range(5)])
+    resp = server.post(review(p))["response"]
+    assert "patch" not in resp and f"more than the {MAX_CONTAINERS}" in resp["warnings"][0]

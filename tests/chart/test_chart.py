@@ -303,13 +303,15 @@ def test_operator_tls_mode_names_what_the_operator_makes_and_may_touch() -> None
             "verbs": ["get", "patch"],
         }
     ]
+    agent = load_config({k: v for k, v in env.items() if isinstance(v, str) and k in env_names()}).agent
     secrets = [r for r in one(docs, "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
     assert secrets == [
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [w.certs_secret],
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [agent.key_secret, w.certs_secret],
          "verbs": ["get", "update"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},  # create cannot name the object
     ]  # fmt: skip
-    assert not [r for r in one(render(), "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
+    default = [r for r in one(render(), "Role", "frwatch")["rules"] if r["resources"] == ["secrets"]]
+    assert [r.get("resourceNames") for r in default] == [[agent.key_secret], None]  # the key ring only
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,9 @@ NOT_OPERATOR = ("localcluster", "workloads", "demo", "agent")
 JOB_NS = "some-team"
 #: Modules whose calls happen only with webhook.tls.mode=operator (the operator's own webhook certificate).
 OPERATOR_TLS_ONLY = ("webhook_tls_kube.py",)
+#: The module that reads and writes the operator's own Secrets of the release namespace: the agents' key
+#: ring always, the webhook's certificate in tls.mode=operator.
+OWN_SECRETS = "own_secrets.py"
 
 
 def call(
@@ -127,11 +130,12 @@ def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
             if resource == "configmaps":  # the breaker's ConfigMap, in the release namespace
                 namespace = NAMESPACE
                 name = "" if verb == "create" else config.remediation.breaker_configmap
-            if resource == "secrets" and tls_only:  # the webhook's certificate, in the release namespace
-                namespace = NAMESPACE
-                name = "" if verb == "create" else config.webhook.certs_secret
-            elif resource == "secrets":  # the agent's token, in the job's namespace
-                name = config.agent.token_secret
+            if resource == "secrets":  # only the operator's own, in the release namespace
+                assert path.name == OWN_SECRETS, f"{path.name}: a Secret call outside {OWN_SECRETS}; teach this test"
+                owned = [config.agent.key_secret]
+                owned += [config.webhook.certs_secret] if tls_mode == "operator" else []
+                calls += [call(verb, group, resource, NAMESPACE, "" if verb == "create" else n) for n in owned]
+                continue
             if resource == "mutatingwebhookconfigurations":  # the chart's, by name (cluster-scoped)
                 namespace, name = "", config.webhook.configuration_name
             if resource == "nodes":
@@ -215,18 +219,26 @@ def test_operator_tls_mode_adds_only_its_certificate_secret_and_webhook_configur
     extra = sorted(key(g) for g in operator if key(g) not in default)
     assert extra == [
         ("*", ("mutatingwebhookconfigurations",), ("get", "patch"), ("frwatch",)),
-        (NAMESPACE, ("secrets",), ("create",), ()),  # create cannot be limited by resourceNames
-        (NAMESPACE, ("secrets",), ("get", "update"), ("frwatch-webhook-certs",)),
+        # the rule naming the operator's own Secrets gains the certificate's
+        (NAMESPACE, ("secrets",), ("get", "update"), ("frwatch-agent-key", "frwatch-webhook-certs")),
     ]
     calls = {(e.verb, e.resource, e.namespace, e.name) for e in client_calls("operator")}
     calls -= {(e.verb, e.resource, e.namespace, e.name) for e in client_calls()}
     assert calls == {
         ("get", "secrets", NAMESPACE, "frwatch-webhook-certs"),
         ("update", "secrets", NAMESPACE, "frwatch-webhook-certs"),
-        ("create", "secrets", NAMESPACE, ""),
         ("get", "mutatingwebhookconfigurations", "", "frwatch"),
         ("patch", "mutatingwebhookconfigurations", "", "frwatch"),
     }
+
+
+def test_the_only_secrets_the_operator_touches_are_its_own_in_its_namespace() -> None:
+    """No Secret in any training namespace (the agents' tokens derive from the operator's key ring): every
+    Secret grant is in the release namespace, by name, or create (which cannot be limited by name)."""
+    for values in ({}, {"webhook": {"tls": {"mode": "operator"}}}):
+        grants = [g for g in grants_for(render(values), SA, NAMESPACE) if "secrets" in g.resources]
+        assert grants and all(g.namespace == NAMESPACE for g in grants), grants
+        assert all(g.resource_names or g.verbs == {"create"} for g in grants), grants
 
 
 # --- the checker itself, on hand-made audit logs ------------------------------------------------------------

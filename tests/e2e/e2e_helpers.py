@@ -39,19 +39,25 @@ class Target:
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api)
 
-    def submit(self, command: list[str], *, capture: bool = True, prefix: str = "e2e") -> str:
-        """A 4-rank PyTorchJob (1 master, 3 workers) running ``command``; returns its name."""
+    def submit(
+        self, command: list[str], *, capture: bool = True, prefix: str = "e2e", workers: int = 3,
+        security_context: Obj | None = None,
+    ) -> str:  # fmt: skip
+        """A PyTorchJob of 1 master and ``workers`` workers running ``command`` (its container with
+        ``security_context`` when given); returns its name."""
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        container: Obj = {"name": "pytorch", "image": self.image, "command": command}
+        if security_context is not None:
+            container["securityContext"] = security_context
 
         def replica(n: int) -> Obj:
-            return {"replicas": n, "restartPolicy": "Never", "template": {"spec": {"containers": [
-                {"name": "pytorch", "image": self.image, "command": command}]}}}  # fmt: skip
+            return {"replicas": n, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
 
         meta: Obj = {"name": name, "namespace": self.namespace}
         if capture:
             meta["annotations"] = {c.ANN_CAPTURE: c.CAPTURE_ENABLED}
         body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
-                "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(3)}}}  # fmt: skip
+                "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}}  # fmt: skip
         self.custom.create_namespaced_custom_object("kubeflow.org", "v1", self.namespace, "pytorchjobs", body)
         return name
 

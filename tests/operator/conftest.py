@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from kubernetes import client, config
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import ROOT, TOKEN, Cluster, OperatorProcess, operator_env
+from harness import ROOT, Cluster, OperatorProcess, operator_env
 
 from frwatch_operator.s3store import S3Store
 
@@ -38,14 +37,6 @@ def op_api(k8s_api: Any) -> client.ApiClient:
 
 @pytest.fixture
 def cluster(op_api: client.ApiClient, k8s_namespace: str) -> Cluster:
-    core = client.CoreV1Api(op_api)
-    core.create_namespaced_secret(
-        k8s_namespace,
-        {
-            "metadata": {"name": "frwatch-agent-token"},
-            "data": {"token": base64.b64encode(TOKEN.encode()).decode()},
-        },
-    )
     return Cluster(op_api, k8s_namespace)
 
 

@@ -8,10 +8,12 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -26,13 +28,13 @@ from kubernetes.client.rest import ApiException
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator.agent.uploader import Dump, PodRecord, Uploader, parse_dump
+from frwatch_operator.agent.dumpfiles import DumpWatcher
+from frwatch_operator.agent.uploader import PodRecord, Uploader
 from frwatch_operator.injection import apply_ops
 from frwatch_operator.s3store import S3Store
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = c.GROUP, c.VERSION
-TOKEN = "operator-test-token"
 
 
 def free_port() -> int:
@@ -73,6 +75,7 @@ def operator_env(s3_env: dict[str, str], namespace: str, deadline_seconds: int, 
         "FRWATCH_OPERATOR_INCIDENT_POLL_SECONDS": "0.5", "FRWATCH_OPERATOR_ASK_AGENTS_AFTER_SECONDS": "1",
         "FRWATCH_LOG_LEVEL": "INFO", "FRWATCH_OPERATOR_LISTEN_ADDR": "127.0.0.1",
         "FRWATCH_OPERATOR_HEALTH_PORT": str(free_port()), "FRWATCH_OPERATOR_METRICS_PORT": str(free_port()),
+        **({"FRWATCH_AGENT_KEY_NAMESPACE": namespace} if namespace else {}),  # its key ring beside the jobs
         **env,
     }  # fmt: skip
 
@@ -327,18 +330,26 @@ def _now() -> str:
 def upload_as_agent(
     store: S3Store, job: dict[str, Any], pod: str, node: str, dumps: dict[int, bytes], attempt: str = "0"
 ) -> AttemptKey:
-    """Upload ``dumps`` (rank -> real dump bytes) the way the pod's agent does: the agent's own Uploader
-    (layout keys, ETag check, pods/<pod>.json record)."""
+    """Upload ``dumps`` (rank -> real dump bytes) the way the pod's agent does: the agent's own watcher over
+    a real folder and its Uploader (layout keys, size and ETag checks, pods/<pod>.json record)."""
     meta = job["metadata"]
     key = AttemptKey("frwatch", meta["namespace"], meta["name"], meta["uid"], attempt)
     record = PodRecord(pod=pod, namespace=meta["namespace"], node=node, uid="", job=meta["name"],
                        job_uid=meta["uid"], attempt=attempt, agent_started_at=time.time())  # fmt: skip
     uploader = Uploader(store, key, record, bucket=store.default_bucket)
-    for rank, data in dumps.items():
-        fmt = parse_dump(data)
-        assert fmt is not None, "not a real dump"
-        uploader.submit(Dump(rank, Path(f"/dumps/{c.DUMP_FILE_PREFIX}{rank}"), data, fmt, "sha"))
-    uploader.step(time.monotonic())
+    folder = Path(tempfile.mkdtemp(prefix=f"agent-{pod}-"))
+    try:
+        for rank, data in dumps.items():
+            (folder / f"{c.DUMP_FILE_PREFIX}{rank}").write_bytes(data)
+        watcher = DumpWatcher(folder, c.DUMP_FILE_PREFIX, stable_seconds=0.0, corrupt_after_seconds=30.0)
+        watcher.poll(0.0)
+        found = watcher.poll(1.0)
+        assert sorted(d.rank for d in found) == sorted(dumps), "not whole dumps"
+        for dump in found:
+            uploader.submit(dump)
+        uploader.step(time.monotonic())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     assert uploader.idle, uploader.status()
     return key
 
@@ -360,13 +371,18 @@ class AgentProcess:
                 self.proc.wait()
 
 
+def agent_token(pod: dict[str, Any]) -> str:
+    """The control token the webhook gave the pod's agent (derived from the operator's key ring)."""
+    agent = next(x for x in pod["spec"]["initContainers"] if x["name"] == c.AGENT_CONTAINER)
+    return str(next(e["value"] for e in agent["env"] if e["name"] == "FRWATCH_AGENT_TOKEN"))
+
+
 def start_agent(s3_env: dict[str, str], job: dict[str, Any], pod: str, node: str, workdir: Path,
-                control_port: int, attempt: str = "0") -> AgentProcess:  # fmt: skip
-    """`frwatch agent` for one pod, with the environment the webhook injects (identity, store, token)."""
+                control_port: int, token: str, attempt: str = "0") -> AgentProcess:  # fmt: skip
+    """`frwatch agent` for one pod, with the environment the webhook injects (identity, store, ``token``:
+    the one injected into the admitted pod, :func:`agent_token`)."""
     dump_dir = workdir / f"dumps-{pod}"
     dump_dir.mkdir(parents=True, exist_ok=True)
-    token = workdir / "agent-token"
-    token.write_text(TOKEN + "\n")
     meta = job["metadata"]
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))}, **s3_env,
@@ -374,7 +390,7 @@ def start_agent(s3_env: dict[str, str], job: dict[str, Any], pod: str, node: str
         "FRWATCH_POD_NODE": node, "FRWATCH_POD_UID": "", "FRWATCH_JOB_NAME": meta["name"],
         "FRWATCH_JOB_UID": meta["uid"], "FRWATCH_JOB_ATTEMPT": attempt, "FRWATCH_FR_DUMP_DIR": str(dump_dir),
         "FRWATCH_AGENT_CONTROL_ADDR": "127.0.0.1", "FRWATCH_AGENT_CONTROL_PORT": str(control_port),
-        "FRWATCH_AGENT_TOKEN_PATH": str(token), "FRWATCH_AGENT_STABLE_SECONDS": "0.2",
+        "FRWATCH_AGENT_TOKEN": token, "FRWATCH_AGENT_STABLE_SECONDS": "0.2",
         "FRWATCH_AGENT_SCAN_INTERVAL_SECONDS": "0.1", "FRWATCH_AGENT_UPLOAD_BACKOFF_INITIAL_SECONDS": "0.2",
         "FRWATCH_AGENT_UPLOAD_BACKOFF_MAX_SECONDS": "1", "FRWATCH_AGENT_DRAIN_SECONDS": "5",
     }  # fmt: skip

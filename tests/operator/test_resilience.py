@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Cluster, eventually, free_port, start_agent, upload_as_agent
+from harness import Cluster, agent_token, eventually, free_port, start_agent, upload_as_agent
 from test_collection import key_of, long_deadline_policy, manifest_of
 
 from frwatch_operator import constants as c
@@ -62,7 +62,8 @@ def test_s3_down_during_collection_loses_nothing(
     pods = cluster.create_pods(op, job, 2)
     for p in pods:
         cluster.running(p)
-    agent = start_agent(s3.env(), job, pods[1], "node-1", tmp_path, control_port=free_port())
+    agent = start_agent(s3.env(), job, pods[1], "node-1", tmp_path, control_port=free_port(),
+                        token=agent_token(cluster.pod(pods[1])))  # fmt: skip
     try:
         upload_as_agent(store, job, pods[0], "node-0", {0: real_dumps[0]})
         cluster.exited(pods[0], exit_code=1)
@@ -113,7 +114,8 @@ def test_a_live_rank_that_did_not_dump_is_asked_through_its_agent(
     pods = cluster.create_pods(op, job, 2)
     for p in pods:
         cluster.running(p)
-    agent = start_agent(s3.env(), job, pods[1], "node-1", tmp_path, control_port=port)
+    agent = start_agent(s3.env(), job, pods[1], "node-1", tmp_path, control_port=port,
+                        token=agent_token(cluster.pod(pods[1])))  # the webhook's, from the key ring
     stop = threading.Event()
     rank1 = threading.Thread(
         target=_rank_listening_on_its_pipe, args=(agent.dump_dir, 1, real_dumps[1], stop)

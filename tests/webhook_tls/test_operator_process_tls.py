@@ -126,12 +126,15 @@ def test_the_operator_makes_its_certificate_patches_the_ca_bundle_and_serves_it_
     assert not coverage.denied, coverage.explain()
     tls_calls = [(e.verb, e.resource, e.name) for e in calls
                  if e.resource in ("secrets", "mutatingwebhookconfigurations")]  # fmt: skip
+    key_secret = env["FRWATCH_AGENT_KEY_SECRET"]  # the agents' key ring, made at the first start, then read
     mwc_name = release["mwc"]
     assert tls_calls == [
         ("get", "mutatingwebhookconfigurations", mwc_name), ("get", "secrets", secret_name),
         ("create", "secrets", ""), ("patch", "mutatingwebhookconfigurations", mwc_name),
-        # the restart: two reads, nothing written
+        ("get", "secrets", key_secret), ("create", "secrets", ""),
+        # the restart: three reads, nothing written
         ("get", "mutatingwebhookconfigurations", mwc_name), ("get", "secrets", secret_name),
+        ("get", "secrets", key_secret),
     ]  # fmt: skip
     records = op.log_records()
     assert any("created" in str(r.get("event")) for r in records), op.log()[-2000:]

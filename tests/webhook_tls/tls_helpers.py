@@ -4,7 +4,6 @@ the way the API server does (the caBundle as the only trust, the Service's DNS n
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import json
@@ -14,7 +13,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -26,9 +24,11 @@ import urllib3
 import yaml
 
 from frwatch_operator import constants as c
-from frwatch_operator.config import Config
 from frwatch_operator.injection import apply_ops
-from frwatch_operator.webhook import HANDLER_ID, JobIndex, serve
+from frwatch_operator.webhook import HANDLER_ID
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "capture"))
+from webhook_server import WebhookThread as WebhookThread
 
 SERVICE = "frwatch-webhook"
 
@@ -110,40 +110,6 @@ def patched(obj: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
     if "patch" not in answer:
         return obj
     return apply_ops(json.loads(json.dumps(obj)), json.loads(base64.b64decode(answer["patch"])))
-
-
-class WebhookThread:
-    """``frwatch_operator.webhook.serve`` (a kopf.WebhookServer) on its own event loop in a thread."""
-
-    def __init__(self, index: JobIndex, config: Config) -> None:
-        self.index, self.config = index, config
-        self.url = ""
-        self._ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def main() -> None:
-            self._stop = asyncio.Event()
-            async with serve(self.index, self.config) as url:
-                self.url = url
-                self._ready.set()
-                await self._stop.wait()
-
-        self._loop.run_until_complete(main())
-
-    def __enter__(self) -> WebhookThread:
-        self._thread.start()
-        assert self._ready.wait(10), "webhook server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
 
 
 # --- the real operator, configured by the chart --------------------------------------------------------------

@@ -37,6 +37,11 @@
 {{- printf "%s-webhook-certs" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The Secret where the operator keeps the keys the agents' control tokens derive from. */}}
+{{- define "frwatch.agentKeySecretName" -}}
+{{- printf "%s-agent-key" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "frwatch.webhookConfigName" -}}
 {{- include "frwatch.fullname" . -}}
 {{- end -}}

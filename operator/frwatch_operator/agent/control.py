@@ -1,14 +1,20 @@
 """The agent's control endpoint: the operator asks the pod's ranks to dump, with a bearer token.
 
 ``GET /healthz``            no auth; 200 while the agent runs.
-``GET /status``             auth; what was uploaded, what is pending.
+``GET /status``             auth; what was uploaded, what is pending, what was skipped in the dump folder.
 ``POST /dump``              auth; body ``{"ranks": [..]}`` optional (default: every rank with a pipe).
     Writes to each rank's NCCL pipe ``<dump_dir>/<prefix><rank>.pipe`` (``TORCH_NCCL_DEBUG_INFO_PIPE_FILE``):
     the rank's watchdog reads it and dumps. Answers ``{"asked": [ranks], "failed": {rank: why}}``; the
     dumps then arrive through the uploader like any other.
 
-Auth: ``Authorization: Bearer <token>``, the token read from ``agent.token_path`` (a mounted Secret,
-re-read when it changes). No token file: every authenticated call is refused (503), never allowed.
+Auth: ``Authorization: Bearer <token>``, the token the webhook injected (``agent.token``, derived from the
+operator's agent key: ``frwatch_operator.agentkeys``). No token: every authenticated call is refused
+(503), never allowed.
+
+Bad input gets a 4xx with the reason, never a 500: a body above :data:`MAX_BODY_BYTES` is refused (413)
+before it is read whole; a body that is not ``{"ranks": [int, ...]}`` (not JSON, nested too deep,
+``NaN``/``Infinity``, a rank that is not an integer between 0 and ``MAX_RANK``, more than
+:data:`MAX_RANKS_ASKED` ranks, another field) is refused with 400.
 """
 
 from __future__ import annotations
@@ -25,59 +31,80 @@ from typing import Any
 
 from aiohttp import web
 
-PIPE_SUFFIX = ".pipe"
+from frwatch_operator.agent.dumpfiles import MAX_RANK, PIPE_SUFFIX
+
+#: The largest control request body read (bytes): a list of a pod's ranks fits many times over.
+MAX_BODY_BYTES = 16 * 1024
+#: The most ranks one request may name.
+MAX_RANKS_ASKED = 1024
 
 
-class TokenFile:
-    """The expected token, re-read when the file changes (Secret rotation)."""
+class BadRequest(ValueError):
+    """A control request body that is not ``{"ranks": [int, ...]}``; the message says what is wrong."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._stamp: tuple[int, int] | None = None
-        self._token: str | None = None
 
-    def current(self) -> str | None:
-        try:
-            st = self.path.stat()
-        except OSError:
-            self._stamp, self._token = None, None
-            return None
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp != self._stamp:
-            try:
-                self._token = self.path.read_text().strip() or None
-            except OSError:
-                self._token = None
-            self._stamp = stamp
-        return self._token
+def _no_constant(name: str) -> Any:
+    raise BadRequest(f"{name} is not a number JSON allows")
+
+
+def parse_ranks(text: str) -> set[int] | None:
+    """The ranks a ``POST /dump`` body names (None: every rank with a pipe). Raises :class:`BadRequest`."""
+    if not text.strip():
+        return None
+    try:
+        body = json.loads(text, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise BadRequest("nested too deep") from exc
+    except BadRequest:
+        raise
+    except ValueError as exc:
+        raise BadRequest(f"not JSON ({exc})") from exc
+    if not isinstance(body, dict):
+        raise BadRequest(f"a JSON object is expected, not {type(body).__name__}")
+    extra = sorted(set(body) - {"ranks"})
+    if extra:
+        raise BadRequest(f"unknown field {extra[0][:40]!r}")
+    ranks = body.get("ranks")
+    if ranks is None:
+        return None
+    if not isinstance(ranks, list) or len(ranks) > MAX_RANKS_ASKED:
+        raise BadRequest(f"'ranks' must be a list of at most {MAX_RANKS_ASKED} ranks")
+    for r in ranks:
+        if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= MAX_RANK:
+            raise BadRequest(f"'ranks' holds {str(r)[:40]!r}, not a rank (an integer from 0 to {MAX_RANK})")
+    return set(ranks)
 
 
 def pipe_ranks(dump_dir: Path, file_prefix: str) -> dict[int, Path]:
-    """rank -> pipe path, for every FIFO named ``<prefix><rank>.pipe`` in the dump folder."""
-    pattern = re.compile(re.escape(file_prefix) + r"(\d+)" + re.escape(PIPE_SUFFIX))
+    """rank -> pipe path, for every name ``<prefix><rank>.pipe`` in the dump folder (a rank torch would
+    write: no leading zero, at most ``MAX_RANK``); whether it is a FIFO is checked when it is opened."""
+    pattern = re.compile(re.escape(file_prefix) + r"(0|[1-9][0-9]{0,6})" + re.escape(PIPE_SUFFIX))
     out: dict[int, Path] = {}
     try:
-        entries = list(dump_dir.iterdir())
+        names = os.listdir(dump_dir)
     except FileNotFoundError:
         return out
-    for path in entries:
-        m = pattern.fullmatch(path.name)
-        if m:
-            out[int(m.group(1))] = path
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m and int(m.group(1)) <= MAX_RANK:
+            out[int(m.group(1))] = dump_dir / name
     return out
 
 
 def ask_to_dump(pipe: Path) -> str | None:
-    """Write to one rank's pipe without blocking. None on success, else why it could not be asked."""
+    """Write to one rank's pipe without blocking and without following a link. None on success, else why
+    it could not be asked."""
     try:
-        if not stat.S_ISFIFO(pipe.stat().st_mode):
-            return "not a FIFO"
-        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             return "no reader on the pipe (the rank's process is gone or not listening)"
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link, not a FIFO (never followed)"
         return f"cannot open the pipe: {exc.strerror}"
     try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return "not a FIFO"
         os.write(fd, b"1\n")
     except OSError as exc:
         return f"cannot write to the pipe: {exc.strerror}"
@@ -87,16 +114,16 @@ def ask_to_dump(pipe: Path) -> str | None:
 
 
 def make_app(
-    *, dump_dir: Path, file_prefix: str, token: TokenFile, status: Callable[[], dict[str, Any]]
+    *, dump_dir: Path, file_prefix: str, token: str | None, status: Callable[[], dict[str, Any]]
 ) -> web.Application:
     """The control endpoint's aiohttp application."""
+    expected = f"Bearer {token}".encode() if token else None
 
     def check_auth(request: web.Request) -> None:
-        expected = token.current()
         if expected is None:
             raise web.HTTPServiceUnavailable(text="no control token configured on this agent: refused\n")
         given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {expected}".encode()):
+        if not hmac.compare_digest(given.encode(), expected):
             raise web.HTTPUnauthorized(text="missing or wrong bearer token\n")
 
     async def healthz(request: web.Request) -> web.Response:
@@ -111,10 +138,8 @@ def make_app(
         wanted: set[int] | None = None
         if request.can_read_body:
             try:
-                body = json.loads(await request.text() or "{}")
-                ranks = body.get("ranks") if isinstance(body, dict) else None
-                wanted = {int(r) for r in ranks} if ranks is not None else None
-            except (ValueError, TypeError) as exc:
+                wanted = parse_ranks(await request.text())
+            except (BadRequest, UnicodeDecodeError) as exc:
                 raise web.HTTPBadRequest(text=f'body must be {{"ranks": [int, ...]}}: {exc}\n') from exc
         pipes = pipe_ranks(dump_dir, file_prefix)
         asked: list[int] = []
@@ -128,7 +153,7 @@ def make_app(
                 failed[str(rank)] = why
         return web.json_response({"asked": asked, "failed": failed})
 
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.add_routes(
         [web.get("/healthz", healthz), web.get("/status", get_status), web.post("/dump", post_dump)]
     )

@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 import threading
@@ -31,9 +32,11 @@ from pathlib import Path
 
 from aiohttp import web
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_operator.agent.control import TokenFile, make_app
-from frwatch_operator.agent.uploader import DumpWatcher, PodRecord, Uploader
+from frwatch_analyzers.layout import AttemptKey, segment_problem
+from frwatch_operator import constants as c
+from frwatch_operator.agent.control import make_app
+from frwatch_operator.agent.dumpfiles import DumpWatcher
+from frwatch_operator.agent.uploader import PodRecord, Uploader
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
 from frwatch_operator.logsetup import setup_logging
@@ -42,6 +45,11 @@ from frwatch_operator.s3store import S3Store
 logger = logging.getLogger("frwatch.agent")
 #: While draining, a failed upload is retried at least this often (seconds), whatever its backoff.
 DRAIN_RETRY_SECONDS = 1.0
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (MiB): what the container's memory limit is measured against."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def attempt_key(config: Config) -> AttemptKey:
@@ -55,17 +63,22 @@ def attempt_key(config: Config) -> AttemptKey:
 
 
 def check_identity(config: Config) -> list[str]:
-    """What is missing for the agent to know where to upload (each a variable to set)."""
-    missing = []
+    """What is missing or unusable for the agent to know where to upload (each names its variable). The
+    values become object-key segments: a ``..`` or ``/`` would put dumps outside the attempt's prefix (or
+    make every upload fail, retried forever), so the agent refuses to start instead."""
+    problems = []
     for var, value in (
-        ("FRWATCH_POD_NAME", config.pod.name),
-        ("FRWATCH_POD_NAMESPACE", config.pod.namespace),
-        ("FRWATCH_JOB_NAME", config.job.name),
-        ("FRWATCH_JOB_UID", config.job.uid),
+        (c.ENV_POD_NAME, config.pod.name),
+        (c.ENV_POD_NAMESPACE, config.pod.namespace),
+        (c.ENV_JOB_NAME, config.job.name),
+        (c.ENV_JOB_UID, config.job.uid),
+        (c.ENV_JOB_ATTEMPT, config.job.attempt),
     ):
         if not value:
-            missing.append(var)
-    return missing
+            problems.append(f"{var} is not set")
+        elif (why := segment_problem(value)) is not None:
+            problems.append(f"{var}: {why}")
+    return problems
 
 
 class Agent:
@@ -92,8 +105,9 @@ class Agent:
     def tick(self) -> None:
         now = time.monotonic()
         for dump in self.watcher.poll(now):
-            logger.info("dump of rank %d complete (%d bytes, %s)", dump.rank, len(dump.data), dump.fmt)
+            logger.info("dump of rank %d complete (%d bytes, %s)", dump.rank, dump.size, dump.fmt)
             self.uploader.submit(dump)
+        self.uploader.note_skipped(self.watcher.skipped.report())
         self.uploader.step(now)
 
     def run_uploads(self) -> None:
@@ -140,7 +154,7 @@ class Agent:
         a = self.config.agent
         app = make_app(
             dump_dir=self.dump_dir, file_prefix=self.config.fr.file_prefix,
-            token=TokenFile(Path(a.token_path)), status=self.uploader.status,
+            token=a.token.get_secret_value() if a.token is not None else None, status=self.uploader.status,
         )  # fmt: skip
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()
@@ -166,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"frwatch agent: {exc}", file=sys.stderr)
         return 2
     setup_logging(config.log_level)
-    missing = check_identity(config)
-    if missing:
-        print(f"frwatch agent: missing {', '.join(missing)} (the webhook injects them)", file=sys.stderr)
+    problems = check_identity(config)
+    if problems:
+        print(f"frwatch agent: {'; '.join(problems)} (the webhook injects them)", file=sys.stderr)
         return 2
     signalled = threading.Event()  # a SIGTERM from the start on stops the agent the same way (drain, exit)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -192,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
             config.agent.drain_seconds, "; ".join(left),
         )  # fmt: skip
     logger.info(
-        "agent stopping: %d ranks uploaded, %d pending", len(status["uploaded"]), len(status["pending"])
-    )
+        "agent stopping: %d ranks uploaded, %d pending, %d names skipped; peak RSS %.1f MiB",
+        len(status["uploaded"]), len(status["pending"]), len(status["skipped"]), peak_rss_mib(),
+    )  # fmt: skip
     return 1 if left else 0
 
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import kopf
 
+from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.kube import Kube
@@ -42,6 +43,8 @@ class Deps:
     s3: S3Store
     #: The operator's Prometheus metrics: handlers make one call each where something happens.
     metrics: Metrics = field(default_factory=Metrics)
+    #: The agents' key ring (``agentkeys_kube`` keeps it): tokens injected by the webhook, sent to agents.
+    agent_keys: AgentKeys | None = None
 
 
 def translate_errors(fn: F) -> F:

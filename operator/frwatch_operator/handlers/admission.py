@@ -50,4 +50,6 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     def observer(note: AdmissionNote) -> None:
         asyncio.get_running_loop().run_in_executor(None, post, note)
 
-    register_webhook(deps.index, deps.config, observer, registry, count=deps.metrics.admission)
+    register_webhook(
+        deps.index, deps.config, observer, registry, count=deps.metrics.admission, keys=deps.agent_keys
+    )

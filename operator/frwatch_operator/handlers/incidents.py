@@ -251,13 +251,13 @@ def _ask_agents(
     wanted = {p: r for p, r in ranks_to_ask(missing, pods, records).items() if p not in mem.asked}
     if not wanted:
         return
-    token = deps.kube.secret_value(inc.namespace, deps.config.agent.token_secret, c.AGENT_TOKEN_KEY)
+    tokens = deps.agent_keys.tokens_for(inc.namespace, inc.spec.job_ref.name) if deps.agent_keys else []
     by_name = {p.name: p for p in pods}
     for pod, ranks in wanted.items():
         facts = by_name[pod]
         assert facts.control_port is not None
         result = ask_to_dump(
-            facts.pod_ip, facts.control_port, token, ranks, deps.config.operator.agent_timeout_seconds
+            facts.pod_ip, facts.control_port, tokens, ranks, deps.config.operator.agent_timeout_seconds
         )
         mem.asked[pod] = result.summary()
         logger.info("incident %s/%s: asked agent of pod %s for ranks %s: %s",

@@ -11,7 +11,8 @@ From a shell::
 
 What runs (every process's output in ``cluster.logs_dir``):
 
-* the Kubernetes API emulator (HTTP, loopback) with mutating admission webhooks (``admission.py``);
+* the Kubernetes API emulator (HTTP, loopback) with mutating admission webhooks (``admission.py``) and
+  Pod Security admission by namespace label (``podsecurity.py``);
 * SeaweedFS (``objectstore.py``), its keys in the Secret ``frwatch-s3`` of each prepared namespace;
 * CRDs: PyTorchJob (``crds/pytorchjob.yaml``) and frwatch's own (``<checkout>/crds/*.yaml``, if any);
 * nodes ``node-a``, ``node-b`` (default) run by the stand-in kubelet and scheduler (``kubelet.py``), the
@@ -35,7 +36,6 @@ import importlib.util
 import json
 import logging
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -57,6 +57,7 @@ from frwatch_operator.localcluster.client import Api, ApiStatusError, ns_path
 from frwatch_operator.localcluster.jobcontroller import JobController
 from frwatch_operator.localcluster.kubelet import Kubelet, NodeSpec
 from frwatch_operator.localcluster.objectstore import ObjectStore
+from frwatch_operator.localcluster.podsecurity import install_pod_security
 from frwatch_operator.localcluster.training_operator import TrainingOperator
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,6 @@ MWC_NAME = "frwatch-local"
 #: the operator's own namespace (the chart's): the remediation breaker keeps its ConfigMap there
 OPERATOR_NAMESPACE = "frwatch-system"
 S3_SECRET = "frwatch-s3"  # noqa: S105 - a Secret's name
-TOKEN_SECRET = "frwatch-agent-token"  # noqa: S105 - a Secret's name
 #: where the operator's /healthz and /metrics listen (its default, all interfaces, is for a pod)
 LISTEN_ADDR = "127.0.0.1"
 
@@ -152,7 +152,6 @@ class LocalCluster:
         self.operator_env = dict(operator_env or {})
         self.namespaces = list(namespaces)
         self.keep_workdir = keep_workdir
-        self.agent_token = secrets.token_hex(16)
         self.webhook_port = free_port()
         #: the operator's /healthz and /metrics, on loopback free ports (two clusters side by side never collide)
         self.health_port = free_port()
@@ -191,6 +190,7 @@ class LocalCluster:
             self.apiserver = start_apiserver()
             self.apiserver.write_kubeconfig(self.kubeconfig)
             install_webhook_admission(self.apiserver)
+            install_pod_security(self.apiserver)  # after the webhooks, as the real plugin judges the result
             self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
             self.store.start()
             self._loop = _LoopThread()
@@ -257,8 +257,9 @@ class LocalCluster:
                         )
 
     def prepare_namespace(self, namespace: str) -> None:
-        """Create ``namespace`` (if absent) with the Secrets frwatch's agent reads there: S3 keys
-        (``frwatch-s3``) and the control token (``frwatch-agent-token``)."""
+        """Create ``namespace`` (if absent) with the Secret frwatch's agent reads there: its S3 keys
+        (``frwatch-s3``; on a real cluster, or per-namespace credentials). Its control token needs no
+        Secret: the webhook injects one derived from the operator's key ring."""
         assert self.store is not None and self._loop is not None
 
         def b64(text: str) -> str:
@@ -280,7 +281,6 @@ class LocalCluster:
                             "AWS_SECRET_ACCESS_KEY": self.store.secret_key,
                         },
                     ),
-                    (TOKEN_SECRET, {"token": self.agent_token}),
                 ):
                     body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                             "metadata": {"name": name, "namespace": namespace},
@@ -297,7 +297,7 @@ class LocalCluster:
             **self.store.env(),
             "FRWATCH_S3_CREDENTIALS_SECRET": S3_SECRET,
             "FRWATCH_REMEDIATION_BREAKER_NAMESPACE": OPERATOR_NAMESPACE,
-            "FRWATCH_AGENT_TOKEN_SECRET": TOKEN_SECRET,
+            "FRWATCH_AGENT_KEY_NAMESPACE": OPERATOR_NAMESPACE,
             "FRWATCH_OPERATOR_LISTEN_ADDR": LISTEN_ADDR,
             "FRWATCH_OPERATOR_HEALTH_PORT": str(self.health_port),
             "FRWATCH_OPERATOR_METRICS_PORT": str(self.metrics_port),

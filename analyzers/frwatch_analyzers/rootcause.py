@@ -43,6 +43,7 @@ from .align import ABSENT, Disagreement, GroupInfo, tail_entry
 from .history import new_transition, novel, shift, sig_at
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
+from .textfmt import ranks_text
 from .timeline import Status, Step, Timeline
 from .verdict import Category, CulpritKind
 
@@ -207,7 +208,7 @@ def _break_tie(ctx: Context, g: GroupInfo, d: Disagreement) -> tuple[list[int], 
             wrong.append((v, problem))
     if len(wrong) == 1:
         v, problem = wrong[0]
-        return list(v.ranks), False, f"{_who(v.ranks)}: {problem}"
+        return list(v.ranks), False, f"{ranks_text(v.ranks)}: {problem}"
     tests = (
         (novel, "issued a call this group never issued before"),
         (new_transition, "followed its previous call with one it never issued after it before"),
@@ -215,7 +216,7 @@ def _break_tie(ctx: Context, g: GroupInfo, d: Disagreement) -> tuple[list[int], 
     for test, said in tests:
         odd = [v for v in sides if test(ctx.traces, v.ranks[0], g.key, d.seq)]
         if len(odd) == 1:
-            return list(odd[0].ranks), False, f"{_who(odd[0].ranks)} {said}"
+            return list(odd[0].ranks), False, f"{ranks_text(odd[0].ranks)} {said}"
     return sorted(r for v in d.views for r in v.ranks), True, ""
 
 
@@ -430,7 +431,3 @@ def _backend(ctx: Context, g: GroupInfo, ranks: list[int]) -> str:
         if pg is not None:
             return pg.backend
     return ""
-
-
-def _who(ranks: list[int]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"

@@ -163,10 +163,11 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
     if c.d is not None and c.d.p2p:
         return _p2p_detail(ctx, c, head, manifest)
     if c.category == Category.missing_rank:
-        return " ".join([f"{head}.", *(_absent_text(ctx, c, r, manifest) for r in c.culprits)]).strip()
+        return " ".join([f"{head}.", *_absent_texts(ctx, c, manifest)]).strip()
     if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
         return (
-            f"{head}. Only {ranks_text(c.culprits)} enqueued it, and {c.note}: they issued an extra call; "
+            f"{head}. Only {ranks_text(c.culprits)} enqueued it, and {c.note}: "
+            f"{'it' if len(c.culprits) == 1 else 'they'} issued an extra call; "
             f"{ranks_text(c.states.get('absent', []))} are not stuck in it."
         )
     if c.category == Category.gpu_hang:
@@ -193,32 +194,55 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
     return _mismatch_detail(ctx, c, head)
 
 
-def _absent_text(ctx: Context, c: Candidate, r: int, manifest: Manifest | None) -> str:
+def _absent_texts(ctx: Context, c: Candidate, manifest: Manifest | None, most: int = 4) -> list[str]:
+    """One sentence per way of being absent (ranks alike share one): a few, however many ranks."""
+    alike: dict[tuple[str, str, int, int], list[int]] = {}
+    for r in c.culprits:
+        st = c.statuses.get(r)
+        what = st.what if st is not None else "no_dump"
+        where = st.where if st is not None else None
+        last = -1
+        if what == "idle":
+            pg = ctx.traces[r].pgs.get(c.group.key)
+            last = pg.seqs[-1] if pg is not None and len(pg.seqs) else -1
+        key = (what, where.key if where else "", where.seq if where else -1, last)
+        alike.setdefault(key, []).append(r)
+    out = [_absent_text(ctx, c, ranks, manifest) for ranks in list(alike.values())[:most]]
+    rest = sum(len(v) for v in list(alike.values())[most:])
+    if rest:
+        out.append(f"{rest} more rank(s) are absent in other ways (see the groups of ranks).")
+    return out
+
+
+def _absent_text(ctx: Context, c: Candidate, ranks: list[int], manifest: Manifest | None) -> str:
+    r = ranks[0]
+    who, one = ranks_text(ranks), len(ranks) == 1
+    it, its, is_ = ("it", "its", "is") if one else ("they", "their", "are")
     st = c.statuses.get(r)
     waiting = _waiting(c)
     if st is None or st.what == "no_dump":
-        ended = _ended_text(manifest, r)
+        ended = "".join(_ended_text(manifest, x) for x in ranks[:4])
         return (
-            f"rank {r} left no dump while {ranks_text(waiting)} waited for it at #{c.seq}: it most likely crashed "
-            f"or was killed before it could dump (a process abort, OOM, a lost node).{ended}"
+            f"{who} left no dump while {ranks_text(waiting)} waited at #{c.seq}: {it} most likely crashed or "
+            f"{'was' if one else 'were'} killed before dumping (a process abort, OOM, a lost node).{ended}"
         )
     if st.what == "moved_on" and st.where is not None:
         where = f"{_op_of(ctx, r, st.where.key, st.where.seq)} in {ctx.groups[st.where.key].label}"
         return (
-            f"rank {r} never called it: it moved on to {where} instead (what it enqueued after its last call "
-            f"here is not what it always enqueued there before), so it took another path (a skipped call or a "
-            f"rank-dependent branch); it is not stuck in {c.group.label}."
+            f"{who} never called it: {it} moved on to {where} instead (what {it} enqueued after {its} last call "
+            f"here is not what {it} always enqueued there before), so {it} took another path (a skipped call or a "
+            f"rank-dependent branch); {it} {is_} not stuck in {c.group.label}."
         )
     if st.what == "blocked" and st.where is not None:
         return (
-            f"rank {r} is blocked inside {_op_of(ctx, r, st.where.key, st.where.seq)} of "
-            f"{ctx.groups[st.where.key].label}, so it never reached #{c.seq} here."
+            f"{who} {is_} blocked inside {_op_of(ctx, r, st.where.key, st.where.seq)} of "
+            f"{ctx.groups[st.where.key].label}, so {it} never reached #{c.seq} here."
         )
     pg = ctx.traces[r].pgs.get(c.group.key)
     last = pg.seqs[-1] if pg is not None and len(pg.seqs) else None
     return (
-        f"rank {r} dumped while idle outside any collective (its last call here, #{last}, completed): it is "
-        f"stuck on the CPU side (data loading, a host-side loop, a lock) or it left the training loop early; a "
+        f"{who} dumped while idle outside any collective ({its} last call here, #{last}, completed): {it} {is_} "
+        f"stuck on the CPU side (data loading, a host-side loop, a lock) or left the training loop early; a "
         f"skipped call would show up as a different collective at #{c.seq}.{_quiet(ctx, c, r)}"
     )
 

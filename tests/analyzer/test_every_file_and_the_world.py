@@ -159,3 +159,21 @@ def test_a_slow_rank_is_named_in_a_hang_too() -> None:
 def test_no_straggler_when_every_rank_is_a_little_late_alike() -> None:
     # the builder staggers ranks by 8 us each: a ramp, nobody stands out
     assert analyze_dumps(world(64).all_reduce(steps=30).dumps()).stragglers == []
+
+
+# --- most members absent ------------------------------------------------------------------------------------------
+def test_most_members_absent_and_idle_are_the_culprits_when_the_few_did_what_the_group_always_does() -> None:
+    w = world(4).all_reduce(steps=10)
+    for r in (0, 1, 2):
+        w = w.rank(r).stops_at(11)
+    v = analyze_dumps(w.dumps())
+    assert v.culprit_ranks == [0, 1, 2] and v.culprit_kind == CulpritKind.cpu_stuck, v.headline
+
+
+def test_most_members_absent_the_few_issued_a_call_the_group_never_issues() -> None:
+    w = world(4).all_reduce(steps=10)
+    for r in (0, 1, 2):
+        w = w.rank(r).stops_at(11)
+    v = analyze_dumps(w.rank(3).extra_at(11, "broadcast").dumps())
+    assert v.culprit_ranks == [3] and v.culprit_kind == CulpritKind.extra_call, v.headline
+    assert "never issued before" in v.culprit_detail

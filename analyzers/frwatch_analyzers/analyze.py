@@ -1,21 +1,34 @@
-"""The analyzer's library entry points: dumps in, :class:`Verdict` out. No argv, no printing."""
+"""The analyzer's library entry points: dumps in, :class:`Verdict` out. No argv, no printing.
+
+Everything read from the location is untrusted: files are decoded in workers under
+:mod:`frwatch_analyzers.limits`, and the claims they make (ranks, world sizes, group members) are checked
+against sane bounds and against each other (:mod:`frwatch_analyzers.consistency`) before any of them sizes
+a loop.
+"""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
+from . import isolation
+from .consistency import checked_manifest, consistent_world
 from .diagnose import World, diagnose
+from .isolation import Budget, Lost
+from .limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
 from .loading import ArrayPool, LoadOptions, load
 from .manifest import Manifest
 from .merge import merge
 from .safe_load import DEFAULT_MAX_BYTES
-from .sources import S3Config, discover
+from .safe_text import printable
+from .sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
 from .summarize import Summarizer
-from .verdict import FileProblem, Verdict
+from .textfmt import ranks_text
+from .verdict import Category, FileProblem, Status, Verdict
 
 
 def analyze(
@@ -26,32 +39,40 @@ def analyze(
     jobs: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     s3: S3Config | None = None,
+    limits: Limits | None = None,
 ) -> Verdict:
     """Analyze the dumps at a folder, a file or an ``s3://bucket/prefix``.
 
-    Raises :class:`~frwatch_analyzers.sources.SourceError` only when the location itself is unusable;
-    bad files inside it are named in ``verdict.bad_files`` and the analysis goes on without them.
+    Raises :class:`~frwatch_analyzers.sources.SourceError` only when the location itself is unusable, and
+    ValueError for a ``world_size`` outside ``[1, MAX_WORLD_SIZE]``; bad files inside the location are
+    named in ``verdict.bad_files`` and the analysis goes on without them. ``limits`` (else the defaults
+    with ``max_bytes``) bound every file's decoding.
     """
+    if world_size is not None and not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise ValueError(f"a world size must be between 1 and {MAX_WORLD_SIZE}, not {world_size}")
     started = time.perf_counter()
+    limits = limits or Limits(max_file_bytes=max_bytes)
     inputs = discover(location, s3)
     problems: list[FileProblem] = []
     if manifest is None and inputs.manifest is not None:
-        manifest, problem = _parse_manifest(inputs.manifest, f"{inputs.root.rstrip('/')}/manifest.json")
+        manifest, problem = _load_manifest(inputs, s3, limits)
         if problem:
             problems.append(problem)
-    loaded = load(inputs, LoadOptions(jobs=jobs, max_bytes=max_bytes, s3=s3))
-    merged = merge(loaded.traces)
+    loaded = load(inputs, LoadOptions(jobs=jobs, limits=limits, s3=s3))
+    manifest_name = inputs.manifest.name if inputs.manifest is not None else "manifest"
+    checked = consistent_world(loaded.traces, problems + loaded.problems, manifest, world_size, manifest_name)
+    merged = merge(checked.traces)
     _share(merged.traces)
     world = World(
         traces=merged.traces,
         details=merged.details,
-        problems=problems + loaded.problems + merged.problems,
-        manifest=manifest,
-        world_size=world_size,
+        problems=checked.problems + merged.problems,
+        manifest=checked.manifest,
+        world_size=checked.world_size,
         files=merged.files,
         notes=merged.notes,
     )
-    verdict = diagnose(world)
+    verdict = unchecked_ranks(diagnose(world), checked.outside)
     verdict.stats["bytes"] = float(loaded.bytes_read)
     verdict.stats["seconds"] = round(time.perf_counter() - started, 3)
     return verdict
@@ -87,9 +108,76 @@ def _share(traces: Mapping[int, Any]) -> None:
         pool.intern(t)
 
 
+def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdict:
+    """A verdict cannot say healthy while files that could not be used claim ranks nobody checked (ranks
+    without a usable dump, or ranks ``outside`` the world the dumps agree on): it is then inconclusive,
+    and says which ranks and why."""
+    if verdict.status != Status.healthy:
+        return verdict
+    missing = set(verdict.missing_dumps)
+    unusable = sorted({p.rank for p in verdict.bad_files if p.rank is not None and p.rank in missing})
+    outside = outside or []
+    if not unusable and not outside:
+        return verdict
+    parts = []
+    if unusable:
+        parts.append(f"the files of {ranks_text(unusable)} could not be used")
+    if outside:
+        parts.append(f"{len(outside)} unusable file(s) claim {ranks_text(outside)}, outside the world")
+    headline = (
+        f"inconclusive: {len(verdict.ranks_seen)} rank(s) agree, but {' and '.join(parts)} (see bad_files)"
+    )
+    summary = (
+        f"{verdict.summary} What the ranks of the unusable files did is unknown: the job cannot be called healthy."
+    ).strip()
+    return verdict.model_copy(
+        update={
+            "status": Status.inconclusive,
+            "category": Category.inconclusive,
+            "headline": headline,
+            "summary": summary,
+        }
+    )
+
+
+# --- manifest.json -----------------------------------------------------------------------------------------
+def _load_manifest(
+    inputs: Inputs, s3: S3Config | None, limits: Limits
+) -> tuple[Manifest | None, FileProblem | None]:
+    """Read and validate manifest.json in a worker (it is as untrusted as a dump)."""
+    ref = inputs.manifest
+    assert ref is not None
+    budget: Budget[DumpRef] = Budget(limits.worker_memory_bytes, lambda r: limits.seconds_for(r.size))
+    work = functools.partial(_read_manifest, bucket=inputs.bucket, s3=s3)
+    [result] = isolation.run([ref], work, budget)
+    if isinstance(result, Lost):
+        return None, FileProblem(file=ref.name, reason=f"manifest ignored: {result.reason}")
+    if isinstance(result, FileProblem):
+        return None, result
+    return checked_manifest(result, ref.name)
+
+
+def _read_manifest(ref: DumpRef, bucket: str | None, s3: S3Config | None) -> Manifest | FileProblem:
+    """Read and parse manifest.json (runs in a worker)."""
+    try:
+        client = s3_client(s3 or S3Config()) if bucket is not None else None
+        data = read_bytes(ref, bucket, client, MAX_MANIFEST_BYTES)
+    except TooLarge as exc:
+        return FileProblem(file=ref.name, reason=f"manifest ignored: too large: {exc}")
+    except MemoryError:
+        raise
+    except Exception as exc:  # OSError, botocore
+        return FileProblem(file=ref.name, reason=f"manifest ignored: cannot read: {printable(str(exc), 200)}")
+    manifest, problem = _parse_manifest(data, ref.name)
+    return manifest if manifest is not None else problem  # type: ignore[return-value]
+
+
 def _parse_manifest(data: bytes, name: str) -> tuple[Manifest | None, FileProblem | None]:
     try:
         return Manifest.model_validate_json(data), None
     except ValidationError as exc:
         first = exc.errors()[0]
-        return None, FileProblem(file=name, reason=f"manifest ignored: {first['loc']}: {first['msg']}")
+        where = ".".join(str(x) for x in first["loc"])
+        return None, FileProblem(
+            file=name, reason=f"manifest ignored: {printable(where, 100)}: {printable(first['msg'], 200)}"
+        )

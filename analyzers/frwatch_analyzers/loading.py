@@ -1,30 +1,44 @@
-"""The map step: read, decode and summarise every dump, on every core.
+"""The map step: read, decode and summarise every dump in worker processes with hard limits.
 
-Each worker process reads a batch of files, decodes them with the refusing unpickler, summarises each
-into a compact :class:`RankTrace` and drops the decoded dump at once, so memory stays proportional to the
-summaries, not to the dumps. A file that cannot be used becomes a :class:`FileProblem` with its reason.
+Each worker reads files one at a time, decodes each with the refusing unpickler, summarises it into a
+compact :class:`RankTrace` and drops the decoded dump at once, so memory stays proportional to the
+summaries, not to the dumps. Workers run under :mod:`frwatch_analyzers.isolation` (memory and time limits
+the kernel and the parent enforce; a worker's death costs only its file). A file that cannot be used
+becomes a :class:`FileProblem` with its reason; a file that crashed, hung or exhausted its worker is then
+scanned (:mod:`frwatch_analyzers.pickle_scan`) to say why.
 """
 
 from __future__ import annotations
 
-import gc
-import io
-import multiprocessing
+import errno
+import functools
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-from .safe_load import DEFAULT_MAX_BYTES, DumpError, decode, decode_stream
-from .sources import DumpRef, Inputs, S3Config, read_bytes, s3_client
+from . import isolation
+from .isolation import Budget, Lost
+from .limits import MAX_WORLD_SIZE, MIB, Limits, container_memory, fit
+from .pickle_scan import explain
+from .safe_load import DumpError, decode, decode_stream
+from .safe_text import printable
+from .sources import DumpRef, Inputs, S3Config, TooLarge, open_regular, read_bytes, s3_client
 from .summarize import PgTrace, Ranks, RankTrace, Summarizer
+from .textfmt import ranks_text
 from .verdict import FileProblem
+
+#: Seconds a post-mortem scan of one file may take (pure Python, about 1 s a MB; best effort: the bombs it
+#: explains are a few KB), and how many lost files are scanned (the others keep how their worker ended).
+_SCAN_SECONDS = 10.0
+_SCANS = 16
 
 
 @dataclass(frozen=True)
 class LoadOptions:
     jobs: int = 0  # worker processes; 0: one per core
-    max_bytes: int = DEFAULT_MAX_BYTES
+    limits: Limits = field(default_factory=Limits)
     s3: S3Config | None = None
 
 
@@ -40,71 +54,89 @@ _summarizer: Summarizer | None = None
 _client: Any = None
 
 
-def _work(batch: Sequence[DumpRef], bucket: str | None, s3: S3Config | None, max_bytes: int) -> list[Any]:
-    global _summarizer, _client
-    if _summarizer is None:
-        _summarizer = Summarizer()
-        # decoded dumps are acyclic trees freed by reference counting: the cyclic collector would only
-        # rescan them again and again while they are built (about a third of the decode time)
-        gc.disable()
+def _client_for(bucket: str | None, s3: S3Config | None) -> Any:
+    global _client
     if bucket is not None and _client is None:
         _client = s3_client(s3 or S3Config())
-    out: list[Any] = []
-    for ref in batch:
-        out.append(_one(_summarizer, ref, bucket, max_bytes))
-    return out
+    return _client
 
 
-def _one(summarizer: Summarizer, ref: DumpRef, bucket: str | None, max_bytes: int) -> Any:
+def _summarise(
+    ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int
+) -> RankTrace | FileProblem:
+    """One file -> its summary or its problem (runs in a worker; a MemoryError is the worker's to report)."""
+    global _summarizer
+    if _summarizer is None:
+        _summarizer = Summarizer()
     try:
-        if bucket is None and 0 < ref.size <= max_bytes:
+        if bucket is None:
             # a local file: the unpickler reads it straight from the OS buffer (no copy of the bytes)
-            with open(ref.location, "rb", buffering=1 << 20) as fh:
-                dump, fmt = decode_stream(cast(io.BufferedReader, fh))  # buffering>1 gives one
+            with open_regular(ref.location, max_bytes) as fh:
+                dump, fmt = decode_stream(fh)  # type: ignore[arg-type]  # a BufferedReader
         else:
-            dump, fmt = decode(read_bytes(ref, bucket, _client, max_bytes))
-    except ValueError as exc:
-        return FileProblem(file=ref.name, rank=ref.rank, reason=f"too large: {exc}")
+            dump, fmt = decode(read_bytes(ref, bucket, _client_for(bucket, s3), max_bytes))
+    except TooLarge as exc:
+        return _problem(ref, f"too large: {exc} (--max-file-mb)")
     except DumpError as exc:
-        return FileProblem(file=ref.name, rank=ref.rank, reason=str(exc))
+        return _problem(ref, str(exc))
     except OSError as exc:
-        return FileProblem(file=ref.name, rank=ref.rank, reason=f"cannot read: {type(exc).__name__}: {exc}")
+        if exc.errno == errno.ELOOP:
+            return _problem(ref, "a symbolic link: not followed (a dump is a regular file)")
+        return _problem(ref, f"cannot read: {printable(exc.strerror or str(exc), 200)}")
     except RecursionError:
-        return FileProblem(file=ref.name, rank=ref.rank, reason="malformed dump: nested too deeply")
+        return _problem(ref, "malformed dump: nested too deeply")
+    except MemoryError:
+        raise
     except Exception as exc:  # botocore errors and the like: the file is named with the reason
-        return FileProblem(file=ref.name, rank=ref.rank, reason=f"cannot read: {type(exc).__name__}: {exc}")
+        return _problem(ref, f"cannot read: {type(exc).__name__}: {printable(str(exc), 200)}")
     try:
         rank = ref.rank if ref.rank is not None else _rank_in(dump)
         if rank is None:
-            return FileProblem(
-                file=ref.name, reason="no rank in the file name (expected a trailing number) nor in the dump"
-            )
-        return summarizer.summarize(dump, rank, ref.name, fmt)
+            return _problem(ref, "no rank in the file name (expected a trailing number) nor in the dump")
+        trace = _summarizer.summarize(dump, rank, ref.name, fmt)
     except DumpError as exc:
-        return FileProblem(file=ref.name, rank=ref.rank, reason=str(exc))
+        return _problem(ref, str(exc))
     except RecursionError:
-        return FileProblem(file=ref.name, rank=ref.rank, reason="malformed dump: nested too deeply")
-    except Exception as exc:  # a dict of the wrong shape somewhere: name it, keep going
-        return FileProblem(
-            file=ref.name, rank=ref.rank, reason=f"malformed dump: {type(exc).__name__}: {exc}"
-        )
+        return _problem(ref, "malformed dump: nested too deeply")
+    except MemoryError:
+        raise
+    except Exception as exc:  # a dict of the wrong shape somewhere the checks did not foresee: name it
+        return _problem(ref, f"malformed dump: {type(exc).__name__}: {printable(str(exc), 200)}")
+    del dump
+    outside = _outside_own_group(trace)
+    return _problem(ref, outside) if outside else trace
+
+
+def _problem(ref: DumpRef, reason: str) -> FileProblem:
+    return FileProblem(file=ref.name, rank=ref.rank, reason=reason)
 
 
 def _rank_in(dump: dict[str, Any]) -> int | None:
     """A rank recorded in the dump itself (wrappers add a top-level ``rank``; torch 2.13 does not)."""
     value = dump.get("rank")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if type(value) is int and 0 <= value < MAX_WORLD_SIZE else None
 
 
-def _work_star(args: tuple[Sequence[DumpRef], str | None, S3Config | None, int]) -> list[Any]:
-    return _work(*args)
+def _outside_own_group(trace: RankTrace) -> str:
+    """A dump whose default group (by its own pg_config) does not hold the rank it is filed under lies
+    about one of the two: neither can be trusted. Empty or broken member lists (gloo) say nothing."""
+    for pg in trace.pgs.values():
+        members = pg.config_ranks
+        if members and (pg.name == "0" or pg.desc == "default_pg") and trace.rank not in members:
+            return (
+                f"inconsistent: filed as rank {trace.rank}, but its default group {pg.name!r} has "
+                f"{ranks_text(members)}"
+            )
+    return ""
 
 
-def _reset_worker_state(gc_was_enabled: bool) -> None:
-    global _summarizer
-    _summarizer = None
-    if gc_was_enabled:
-        gc.enable()
+def _post_mortem(ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int) -> str:
+    """Why a file crashed, hung or exhausted a worker (runs in a worker, under the same limits)."""
+    try:
+        data = read_bytes(ref, bucket, _client_for(bucket, s3), max_bytes)
+    except Exception:
+        return ""
+    return explain(data) if data[:1] == b"\x80" else ""
 
 
 class ArrayPool:
@@ -130,38 +162,71 @@ class ArrayPool:
 
 
 # --- parent side -----------------------------------------------------------------------------------------
-def _batches(refs: list[DumpRef], size: int) -> Iterator[list[DumpRef]]:
-    for i in range(0, len(refs), size):
-        yield refs[i : i + size]
-
-
 def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
-    """Summarise every dump of ``inputs``; in parallel when there are enough files to pay for it."""
+    """Summarise every dump of ``inputs`` in worker processes (one when there are few files)."""
     opts = options or LoadOptions()
+    limits = opts.limits
     refs = inputs.dumps
-    jobs = opts.jobs or (os.cpu_count() or 1)
     total = sum(r.size for r in refs)
-    results: list[Any] = []
-    args_tail = (inputs.bucket, opts.s3, opts.max_bytes)
-    if jobs <= 1 or len(refs) < 8 or total < 8 * 1024 * 1024:
-        was_enabled = gc.isenabled()
-        try:
-            results = _work(refs, *args_tail)
-        finally:
-            _reset_worker_state(was_enabled)
-    else:
-        # small batches: the last ones of a run leave a core idle for at most a few files
-        batch = max(1, min(8, len(refs) // (jobs * 8)))
-        ctx = multiprocessing.get_context("fork")
-        share = ArrayPool()
-        with ctx.Pool(jobs) as pool:
-            for chunk in pool.imap(_work_star, ((b, *args_tail) for b in _batches(refs, batch))):
-                for item in chunk:
-                    if isinstance(item, RankTrace):
-                        share.intern(
-                            item
-                        )  # drop duplicate arrays as they arrive: memory ~ distinct behaviours
-                    results.append(item)
-    traces = [r for r in results if isinstance(r, RankTrace)]
-    problems = [r for r in results if isinstance(r, FileProblem)]
+    jobs = opts.jobs or (os.cpu_count() or 1)
+    if not opts.jobs and (len(refs) < 8 or total < 8 * MIB):
+        jobs = 1  # forking more workers would cost more than it saves (the one worker still isolates)
+    limits, jobs = fit(limits, jobs, container_memory())  # every worker's budget fits the container
+    # small batches: the last ones of a run leave a core idle for at most a few files
+    batch = max(1, min(8, len(refs) // (jobs * 8)))
+    share = ArrayPool()
+
+    def arrived(item: object) -> None:
+        if isinstance(item, RankTrace):
+            share.intern(item)  # drop duplicate arrays as they arrive: memory ~ distinct behaviours
+
+    work = functools.partial(_summarise, bucket=inputs.bucket, s3=opts.s3, max_bytes=limits.max_file_bytes)
+    budget: Budget[DumpRef] = Budget(
+        limits.worker_memory_bytes, lambda r: limits.seconds_for(r.size), limits.deadline_seconds
+    )
+    started = time.monotonic()
+    results = isolation.run(refs, work, budget, jobs=jobs, batch=batch, arrived=arrived)
+    lost = [(ref, r) for ref, r in zip(refs, results, strict=True) if isinstance(r, Lost)]
+    left = limits.deadline_seconds - (time.monotonic() - started)
+    reasons = _explain_losses(lost, inputs, opts, limits, jobs, left)
+    traces: list[RankTrace] = []
+    problems: list[FileProblem] = list(inputs.skipped)
+    for ref, r in zip(refs, results, strict=True):
+        if isinstance(r, RankTrace):
+            traces.append(r)
+        elif isinstance(r, FileProblem):
+            problems.append(r)
+        elif isinstance(r, Lost):
+            problems.append(_problem(ref, reasons[ref.location]))
     return Loaded(traces, problems, total)
+
+
+def _explain_losses(
+    lost: list[tuple[DumpRef, Lost]],
+    inputs: Inputs,
+    opts: LoadOptions,
+    limits: Limits,
+    jobs: int,
+    seconds_left: float,
+) -> dict[str, str]:
+    """The reason of each lost file: how its worker ended, what the post-mortem scan found, which limit."""
+    flag = {
+        "timeout": "--file-seconds",
+        "memory": "--worker-memory-mb",
+        "deadline": "--deadline-seconds",
+    }
+    reasons = {ref.location: lost_.reason for ref, lost_ in lost}
+    for ref, lost_ in lost:
+        if lost_.kind in flag:
+            reasons[ref.location] += f" ({flag[lost_.kind]})"
+    scan = [ref for ref, lost_ in lost if lost_.kind != "deadline"][:_SCANS]
+    if scan and seconds_left > 0:
+        work: Callable[[DumpRef], str] = functools.partial(
+            _post_mortem, bucket=inputs.bucket, s3=opts.s3, max_bytes=limits.max_file_bytes
+        )
+        budget: Budget[DumpRef] = Budget(limits.worker_memory_bytes, lambda _r: _SCAN_SECONDS, seconds_left)
+        found = isolation.run(scan, work, budget, jobs=jobs)
+        for ref, why in zip(scan, found, strict=True):
+            if isinstance(why, str) and why:
+                reasons[ref.location] += f": {why}"
+    return reasons

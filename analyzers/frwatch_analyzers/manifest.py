@@ -1,11 +1,21 @@
 """manifest.json: what the operator knew when collection ended (rank -> pod -> node, who dumped, who did not).
 
 Written by the operator, read by the analyzer to turn ranks into pods and nodes and to explain absent dumps.
+Read back from the store it is untrusted: every name is made printable as it is read (a node name with a
+terminal escape or a newline would otherwise reach the report and the job's annotations), and the analyzer
+holds its ranks and world size to sane bounds (:mod:`frwatch_analyzers.consistency`).
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, PrivateAttr
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, Field, PrivateAttr
+
+from .safe_text import printable
+
+#: A name read from the manifest, made printable (identity for Kubernetes names).
+Text = Annotated[str, AfterValidator(printable)]
 
 MANIFEST_VERSION = "frwatch.io/manifest/v1"
 
@@ -13,9 +23,9 @@ MANIFEST_VERSION = "frwatch.io/manifest/v1"
 class ContainerEnd(BaseModel):
     """How a container of a rank's pod ended (from the pod's status)."""
 
-    container: str
+    container: Text
     exit_code: int | None = None
-    reason: str = Field(default="", description="e.g. Error, OOMKilled, Completed; 'Evicted' for pods")
+    reason: Text = Field(default="", description="e.g. Error, OOMKilled, Completed; 'Evicted' for pods")
     signal: int | None = None
     restart_count: int = 0
 
@@ -23,10 +33,10 @@ class ContainerEnd(BaseModel):
 class PodRecord(BaseModel):
     """One pod of the job attempt."""
 
-    pod: str
-    node: str = ""
+    pod: Text
+    node: Text = ""
     ranks: list[int] = Field(default_factory=list, description="global ranks this pod held")
-    phase: str = ""
+    phase: Text = ""
     deleted: bool = False
     ended: list[ContainerEnd] = Field(default_factory=list)
 
@@ -35,26 +45,26 @@ class RankRecord(BaseModel):
     """One global rank: where it ran and whether its dump reached the store."""
 
     rank: int
-    pod: str = ""
-    node: str = ""
+    pod: Text = ""
+    node: Text = ""
     dumped: bool = False
-    key: str = Field(default="", description="object key of the dump, when dumped")
-    why_missing: str = Field(default="", description="when not dumped: what the operator knows")
+    key: Text = Field(default="", description="object key of the dump, when dumped")
+    why_missing: Text = Field(default="", description="when not dumped: what the operator knows")
 
 
 class Manifest(BaseModel):
     """The operator's record of one job attempt's collection."""
 
-    manifest_version: str = MANIFEST_VERSION
-    namespace: str = ""
-    job: str = ""
-    job_uid: str = ""
-    attempt: str = ""
+    manifest_version: Text = MANIFEST_VERSION
+    namespace: Text = ""
+    job: Text = ""
+    job_uid: Text = ""
+    attempt: Text = ""
     world_size: int | None = None
     ranks: list[RankRecord] = Field(default_factory=list)
     pods: list[PodRecord] = Field(default_factory=list)
-    collection_started: str = ""
-    collection_ended: str = ""
+    collection_started: Text = ""
+    collection_ended: Text = ""
     deadline_reached: bool = False
 
     _index: dict[int, tuple[str, str]] | None = PrivateAttr(default=None)

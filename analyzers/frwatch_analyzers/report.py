@@ -3,6 +3,7 @@ consequences, next steps."""
 
 from __future__ import annotations
 
+from .safe_text import printable
 from .textfmt import ranks_text
 from .verdict import EntryView, Verdict
 
@@ -87,7 +88,7 @@ def render(v: Verdict) -> str:
         lines.append("Next steps:")
         for i, s in enumerate(v.next_steps, 1):
             lines.append(f"  {i}. {s}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(printable, lines)) + "\n"  # no name in a line moves the cursor or adds a line
 
 
 def _view_line(view: EntryView) -> str:

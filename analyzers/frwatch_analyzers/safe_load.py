@@ -1,8 +1,13 @@
 """Decoding one dump file, treating it as untrusted input.
 
 A Flight Recorder pickle holds only dicts, lists, tuples, str, int, float, bool and None (FACTS.md): it needs
-no global to load. The unpickler here refuses every global and every persistent id, so a crafted file
-cannot run code; it fails with :class:`DumpError` naming the global it refused.
+no global to load. The unpickler here refuses every global, extension code and persistent id, so a crafted
+file cannot run code; it fails with :class:`DumpError` naming what it refused. With no callable reachable,
+REDUCE, BUILD, INST, OBJ and NEWOBJ have nothing to call and fail as a corrupt pickle.
+
+What this module does not bound is the memory and time of decoding (a memo index can ask for gigabytes, a
+key made of shared references can take forever to hash): callers decode in a worker process under the
+limits of :mod:`frwatch_analyzers.limits` (see :mod:`frwatch_analyzers.isolation`).
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ import json
 import pickle
 from typing import Any, Protocol
 
-#: Files larger than this are refused unread (a 2000-entry dump with Python frames is ~0.4 MB).
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+from .limits import DEFAULT_MAX_FILE_BYTES
+from .safe_text import printable
+
+#: Files larger than this are refused unread (see :mod:`frwatch_analyzers.limits`).
+DEFAULT_MAX_BYTES = DEFAULT_MAX_FILE_BYTES
 
 
 class _Peekable(Protocol):
@@ -31,12 +39,16 @@ class DumpError(Exception):
 class _RefusingUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         raise DumpError(
-            f"refused: the pickle asks for the global {module}.{name}; a Flight Recorder dump needs none "
-            "(this file is not a dump, or it was crafted)"
+            f"refused: the pickle asks for the global {printable(str(module), 80)}.{printable(str(name), 80)}; "
+            "a Flight Recorder dump needs none (this file is not a dump, or it was crafted)"
         )
 
     def persistent_load(self, pid: Any) -> Any:
         raise DumpError("refused: the pickle uses persistent ids; a Flight Recorder dump has none")
+
+
+# Extension codes (EXT1/2/4) resolve through copyreg's registry to (module, name) and then find_class,
+# which refuses them; an unregistered code fails as a corrupt pickle.
 
 
 def decode(data: bytes) -> tuple[dict[str, Any], str]:
@@ -53,20 +65,22 @@ def decode_stream(stream: _Peekable) -> tuple[dict[str, Any], str]:
     if head == b"\x80":
         try:
             obj = _RefusingUnpickler(stream).load()
-        except DumpError:
+        except (DumpError, MemoryError):
             raise
         except EOFError as exc:
             raise DumpError("truncated pickle: the file ends before the dump does") from exc
         except Exception as exc:
             if "truncated" in str(exc):
                 raise DumpError("truncated pickle: the file ends before the dump does") from exc
-            raise DumpError(f"corrupt pickle: {type(exc).__name__}: {exc}") from exc
+            raise DumpError(f"corrupt pickle: {type(exc).__name__}: {printable(str(exc), 200)}") from exc
         fmt = "pickle"
     elif head in (b"{", b" ", b"\n", b"\t", b"\r"):
         try:
             obj = json.loads(stream.read())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DumpError(f"corrupt or truncated JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise DumpError("malformed dump: the JSON nests too deeply") from exc
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, or an integer of 4300+ digits
+            raise DumpError(f"corrupt or truncated JSON: {printable(str(exc), 200)}") from exc
         fmt = "json"
     else:
         raise DumpError(
@@ -77,9 +91,28 @@ def decode_stream(stream: _Peekable) -> tuple[dict[str, Any], str]:
     if "entries" not in obj or "version" not in obj:
         missing = [k for k in ("version", "entries") if k not in obj]
         raise DumpError(f"not a Flight Recorder dump: no {' or '.join(missing)} key")
-    if not isinstance(obj["entries"], list):
+    if type(obj["entries"]) is not list:
         raise DumpError("malformed dump: 'entries' is not a list")
-    version = str(obj["version"])
+    version = obj["version"]
+    if type(version) is not str:
+        raise DumpError(f"malformed dump: 'version' is {describe(version)}, not a string")
     if not version.startswith("2."):
-        raise DumpError(f"unsupported Flight Recorder version {version!r} (frwatch reads 2.x)")
+        raise DumpError(f"unsupported Flight Recorder version {printable(version, 40)!r} (frwatch reads 2.x)")
     return obj, fmt
+
+
+def describe(value: Any) -> str:
+    """What an untrusted value is, in a few words, without walking it (no repr, no hash, no str of a
+    container: a nested or shared-reference structure costs nothing to describe)."""
+    kind = type(value)
+    if value is None or kind is bool:
+        return repr(value)
+    if kind is int:
+        return repr(value) if value.bit_length() < 64 else f"an integer of {value.bit_length()} bits"
+    if kind is float:
+        return repr(value)
+    if kind is str:
+        return repr(printable(value, 40))
+    if kind in (list, tuple, dict):
+        return f"a {kind.__name__} of {len(value)}"
+    return f"a {kind.__name__}"

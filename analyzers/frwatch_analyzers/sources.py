@@ -9,20 +9,30 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .layout import MANIFEST, PODS_DIR, RANKS_DIR, REPORT, VERDICT, split_s3_url
+from .limits import MAX_FILES, MAX_WORLD_SIZE
+from .safe_text import printable
+from .verdict import FileProblem
 
-_RANK_RE = re.compile(r"(\d+)(?:\.(?:pickle|pkl|json|bin))?$")
+# ASCII digits only (``\d`` also matches other scripts' digits, which ``int`` accepts)
+_RANK_RE = re.compile(r"([0-9]+)(?:\.(?:pickle|pkl|json|bin))?$")
 _SKIP_NAMES = {MANIFEST, VERDICT, REPORT}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".txt", ".md", ".log")
+_LAYOUT_DIRS = {RANKS_DIR, PODS_DIR}
 
 
 class SourceError(Exception):
     """The input location itself cannot be read (missing folder, bad URL, S3 refused)."""
+
+
+class TooLarge(Exception):
+    """A file over its size limit; the message gives both sizes."""
 
 
 @dataclass(frozen=True)
@@ -44,27 +54,39 @@ class S3Config:
 
 @dataclass(frozen=True)
 class DumpRef:
-    """One candidate dump file: where it is, and the rank its name gives (None: the name has no rank)."""
+    """One candidate file: where it is, and the rank its name gives (None: the name has no rank)."""
 
-    name: str  # what a person recognises: the path or the s3 URL
-    location: str  # a local path or an s3 key
+    name: str  # what a person recognises: the path or the s3 URL, made printable
+    location: str  # a local path or an s3 key, as the file system or the store spells it
     rank: int | None
     size: int
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """What a location holds: candidate dumps, and the manifest's bytes when there is one."""
+    """What a location holds: candidate dumps, the manifest when there is one, and what was not read."""
 
     root: str
     dumps: list[DumpRef]
-    manifest: bytes | None
+    manifest: DumpRef | None
     bucket: str | None = None  # set for s3:// inputs
+    skipped: list[FileProblem] = field(default_factory=list)  # entries that are not candidate dumps
+
+
+def display_name(path: str) -> str:
+    """A path as a person should see it: undecodable bytes as ``\\xff``, controls escaped."""
+    raw = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return printable(raw, 1024)
 
 
 def rank_from_name(name: str) -> int | None:
+    """The trailing number of a file name; ranks of ``MAX_WORLD_SIZE`` and more are returned as they are
+    only when short enough to be read (a longer number is returned as ``MAX_WORLD_SIZE``)."""
     m = _RANK_RE.search(name)
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    digits = m.group(1).lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else MAX_WORLD_SIZE
 
 
 def _wanted(name: str) -> bool:
@@ -78,22 +100,122 @@ def discover(location: str, s3: S3Config | None = None) -> Inputs:
     return _discover_dir(Path(location))
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _candidate(
+    path: str, name: str, st: os.stat_result, dumps: list[DumpRef], skipped: list[FileProblem]
+) -> None:
+    """Add one folder entry (``st`` from lstat) to ``dumps`` or, with the reason, to ``skipped``."""
+    shown = display_name(path)
+    rank = rank_from_name(name)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = display_name(os.readlink(path))
+        except OSError:
+            target = "?"
+        dangling = "a dangling " if not os.path.exists(path) else "a "
+        reason = f"{dangling}symbolic link to {target}: not followed (a dump is a regular file)"
+    elif not stat.S_ISREG(st.st_mode):
+        reason = f"{_kind(st.st_mode)}: not read (a dump is a regular file)"
+    elif rank is not None and rank >= MAX_WORLD_SIZE:
+        digits = printable(_RANK_RE.search(name).group(1), 40)  # type: ignore[union-attr]
+        reason = f"rank {digits} in the file name is beyond the limit of {MAX_WORLD_SIZE} ranks: not read"
+        rank = None
+    else:
+        dumps.append(DumpRef(shown, path, rank, st.st_size))
+        return
+    skipped.append(FileProblem(file=shown, reason=reason, rank=rank))
+
+
 def _discover_dir(path: Path) -> Inputs:
     if not path.exists():
-        raise SourceError(f"{path}: no such file or folder")
+        raise SourceError(f"{display_name(str(path))}: no such file or folder")
     if path.is_file():
-        st = path.stat()
-        return Inputs(str(path), [DumpRef(str(path), str(path), rank_from_name(path.name), st.st_size)], None)
+        real = os.path.realpath(path)  # a link the user named is followed; links inside a folder are not
+        dumps: list[DumpRef] = []
+        skipped: list[FileProblem] = []
+        _candidate(real, path.name, os.lstat(real), dumps, skipped)
+        return Inputs(str(path), dumps, None, skipped=skipped)
     root = path
     folder = path / RANKS_DIR if (path / RANKS_DIR).is_dir() else path
-    manifest_path = path / MANIFEST
-    manifest = manifest_path.read_bytes() if manifest_path.is_file() else None
+    manifest, skipped = _local_manifest(path / MANIFEST)
     dumps = []
-    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if not entry.is_file() or not _wanted(entry.name):
-            continue
-        dumps.append(DumpRef(entry.path, entry.path, rank_from_name(entry.name), entry.stat().st_size))
-    return Inputs(str(root), dumps, manifest)
+    listed = 0
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                if not _wanted(entry.name) or (folder == path and entry.name in _LAYOUT_DIRS):
+                    continue
+                listed += 1
+                if listed > MAX_FILES:
+                    continue  # counted, not kept
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError as exc:
+                    skipped.append(FileProblem(file=display_name(entry.path), reason=f"cannot read: {exc}"))
+                    continue
+                _candidate(entry.path, entry.name, st, dumps, skipped)
+    except OSError as exc:
+        raise SourceError(f"{display_name(str(folder))}: cannot list: {exc}") from exc
+    if listed > MAX_FILES:
+        skipped.append(_too_many(display_name(str(folder)), listed))
+    dumps.sort(key=lambda d: d.location)
+    return Inputs(str(root), dumps, manifest, skipped=skipped)
+
+
+def _too_many(where: str, listed: int) -> FileProblem:
+    return FileProblem(
+        file=where,
+        reason=f"{listed - MAX_FILES} more entries not read: a location holds at most {MAX_FILES} files",
+    )
+
+
+def _local_manifest(path: Path) -> tuple[DumpRef | None, list[FileProblem]]:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, []
+    except OSError as exc:
+        return None, [
+            FileProblem(file=display_name(str(path)), reason=f"manifest ignored: cannot read: {exc}")
+        ]
+    dumps: list[DumpRef] = []
+    skipped: list[FileProblem] = []
+    _candidate(str(path), path.name, st, dumps, skipped)
+    for p in skipped:
+        p.reason = f"manifest ignored: {p.reason}"
+    return (dumps[0] if dumps else None), skipped
+
+
+def open_regular(path: str, max_bytes: int) -> IO[bytes]:
+    """Open a local dump for reading: a regular file (never a FIFO, which would block, nor a link), of at
+    most ``max_bytes``. Raises :class:`TooLarge` or OSError (``ELOOP`` for a link, with a reason)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{_kind(st.st_mode)}, not a regular file")
+        if st.st_size > max_bytes:
+            raise TooLarge(_over(st.st_size, max_bytes))
+        return open(fd, "rb", buffering=1 << 20, closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _over(size: int, limit: int) -> str:
+    return f"{size} bytes is over the limit of {limit} bytes"
 
 
 def s3_client(s3: S3Config) -> Any:
@@ -118,28 +240,48 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
         raise SourceError(str(exc)) from exc
     client = s3_client(s3)
     base = f"{prefix}/" if prefix else ""
+    skipped: list[FileProblem] = []
     try:
-        objects = list(_list_objects(client, bucket, base))
-        manifest = None
-        ranks_prefix = f"{base}{RANKS_DIR}/"
-        has_layout = any(k.startswith(ranks_prefix) for k, _ in objects)
-        dumps = []
-        for key, size in objects:
-            rel = key[len(base) :]
-            if rel == MANIFEST:
-                manifest = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-                continue
-            if has_layout and not key.startswith(ranks_prefix):
-                continue
-            if "/" in rel and not has_layout:
-                continue  # a flat prefix: its direct children only
-            leaf = rel.rsplit("/", 1)[-1]
-            if rel.startswith(PODS_DIR + "/") or not _wanted(leaf):
-                continue
-            dumps.append(DumpRef(f"s3://{bucket}/{key}", key, rank_from_name(leaf), size))
+        objects = []
+        for i, obj in enumerate(_list_objects(client, bucket, base)):
+            if i >= MAX_FILES:
+                skipped.append(
+                    FileProblem(
+                        file=display_name(url),
+                        reason=f"more objects not read: a location holds at most {MAX_FILES} files",
+                    )
+                )
+                break
+            objects.append(obj)
     except (BotoCoreError, ClientError) as exc:
         raise SourceError(f"{url}: cannot list the dumps: {exc}") from exc
-    return Inputs(url, dumps, manifest, bucket=bucket)
+    manifest = None
+    ranks_prefix = f"{base}{RANKS_DIR}/"
+    has_layout = any(k.startswith(ranks_prefix) for k, _ in objects)
+    dumps: list[DumpRef] = []
+    for key, size in objects:
+        rel = key[len(base) :]
+        if rel == MANIFEST:
+            manifest = DumpRef(display_name(f"s3://{bucket}/{key}"), key, None, size)
+            continue
+        if has_layout and not key.startswith(ranks_prefix):
+            continue
+        if "/" in rel and not has_layout:
+            continue  # a flat prefix: its direct children only
+        leaf = rel.rsplit("/", 1)[-1]
+        if rel.startswith(PODS_DIR + "/") or not _wanted(leaf):
+            continue
+        rank = rank_from_name(leaf)
+        shown = display_name(f"s3://{bucket}/{key}")
+        if rank is not None and rank >= MAX_WORLD_SIZE:
+            digits = printable(_RANK_RE.search(leaf).group(1), 40)  # type: ignore[union-attr]
+            reason = (
+                f"rank {digits} in the object's name is beyond the limit of {MAX_WORLD_SIZE} ranks: not read"
+            )
+            skipped.append(FileProblem(file=shown, reason=reason))
+            continue
+        dumps.append(DumpRef(shown, key, rank, size))
+    return Inputs(url, dumps, manifest, bucket=bucket, skipped=skipped)
 
 
 def _list_objects(client: Any, bucket: str, prefix: str) -> Iterator[tuple[str, int]]:
@@ -150,15 +292,20 @@ def _list_objects(client: Any, bucket: str, prefix: str) -> Iterator[tuple[str, 
 
 
 def read_bytes(ref: DumpRef, bucket: str | None, client: Any | None, max_bytes: int) -> bytes:
-    """Read one dump, refusing files over ``max_bytes``. OSError / botocore errors propagate."""
+    """Read one file whole, refusing one over ``max_bytes`` (:class:`TooLarge`) before and while reading.
+    OSError / botocore errors propagate."""
     if ref.size > max_bytes:
-        raise ValueError(f"{ref.size} bytes is over the {max_bytes}-byte limit (--max-file-mb)")
+        raise TooLarge(_over(ref.size, max_bytes))
     if bucket is None:
-        with open(ref.location, "rb") as fh:
+        with open_regular(ref.location, max_bytes) as fh:
             data = fh.read(max_bytes + 1)
     else:
         assert client is not None
-        data = client.get_object(Bucket=bucket, Key=ref.location)["Body"].read(max_bytes + 1)
+        body = client.get_object(Bucket=bucket, Key=ref.location)["Body"]
+        try:
+            data = body.read(max_bytes + 1)
+        finally:
+            body.close()
     if len(data) > max_bytes:
-        raise ValueError(f"over the {max_bytes}-byte limit (--max-file-mb)")
+        raise TooLarge(f"over the limit of {max_bytes} bytes (the listing said {ref.size})")
     return bytes(data)

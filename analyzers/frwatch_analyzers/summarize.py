@@ -8,7 +8,9 @@ element counts, so ranks that differ by design still share one summary shape. Fu
 record ids) is kept for the last entries of each group and for the first entries a rank had not completed
 when it dumped: where a hang is read. Signatures are stable across processes (blake2b, not ``hash``), so
 summaries made in different worker processes compare directly. Details of every distinct signature travel
-once. Values are type-checked, never trusted: a size that is not a list of ints marks the entry malformed.
+once.
+
+Over 400 lines by choice: the per-entry loop and the summary it builds are read together (the hot path).
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from . import fields
+from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
 from .rules import Rule, rule_for
 from .rules import numel as _numel
+from .safe_load import DumpError, describe
+from .safe_text import printable
 
 #: How many of a group's last entries keep their full detail (states, times, record ids).
 TAIL = 48
@@ -39,8 +45,6 @@ Shapes = tuple[tuple[int, ...], ...]
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
-#: A size list that is not a list of lists of ints.
-MALFORMED: Shapes = ((-1,),)
 
 _FIELD_NAMES = (
     "process_group",
@@ -59,7 +63,7 @@ _CREATED = operator.methodcaller("get", "time_created_ns", 0)
 _FIELDS_NO_FRAMES = itemgetter(*_FIELD_NAMES)
 _FIELDS = itemgetter(*_FIELD_NAMES, "frames")
 
-_P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>\d+)\s*(?P<arrow>->|<-)\s*(?P<b>\d+)$")
+_P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>[0-9]{1,9})\s*(?P<arrow>->|<-)\s*(?P<b>[0-9]{1,9})$")
 
 
 @dataclass(frozen=True)
@@ -68,9 +72,9 @@ class EntrySig:
     on. For a collective whose sizes may differ by rank (``varying``), only the number of tensors stays."""
 
     op: str
-    input_sizes: Shapes
+    input_sizes: tuple[tuple[int, ...], ...]
     input_dtypes: tuple[str, ...]
-    output_sizes: Shapes
+    output_sizes: tuple[tuple[int, ...], ...]
     output_dtypes: tuple[str, ...]
     call_site: tuple[tuple[str, str, int], ...]  # (name, filename, line), innermost user frame first
     parts: int = 1  # >1: coalesced entries that share the sequence number
@@ -150,7 +154,7 @@ class RankTrace:
     first_record_id: int = -1
     dumped_ns: int = 0  # the latest timestamp in the summary: close to when the dump was taken
     world_ranks: tuple[int, int] | None = None  # (lowest, highest) rank of an unnamed pg_config entry (gloo)
-    files: list[str] = field(default_factory=list)  # every file merged into this trace (analyze.merge)
+    files: list[str] = field(default_factory=list)  # every file merged into this trace (merge.py)
 
 
 def _digest(obj: object) -> int:
@@ -158,97 +162,43 @@ def _digest(obj: object) -> int:
 
 
 def _as_int(value: Any, default: int = -1) -> int:
-    if type(value) is int:
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
-        return int(value)
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**62:
-        return int(value)
-    return default
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if -fields.I64 <= number < fields.I64 else default
 
 
 def _parse_ranks(value: Any) -> list[int] | None:
     if isinstance(value, list | tuple):
-        out = [v for v in value if type(v) is int]
-        return out if len(out) == len(value) else None
-    if isinstance(value, str) and len(value) < 1_000_000:
+        return list(value) if all(type(v) is int for v in value) else None
+    if isinstance(value, str):
         text = value.strip().strip("[]").strip()
         if not text:
             return []
-        parts = text.split(",")
-        if all(p.strip().isdigit() for p in parts):
-            return [int(p) for p in parts]
+        try:
+            return [int(v) for v in text.split(",")]
+        except ValueError:
+            return None
     return None
 
 
 def compact_ranks(ranks: list[int]) -> Ranks:
     """A member list as a ``range`` when it is one (the usual case: 16k ranks pickle as three ints, not
     16k), else a tuple. Members lists are per rank and per group: a list each would be O(ranks^2)."""
-    if ranks and ranks == list(range(ranks[0], ranks[-1] + 1)):
+    if ranks and len(ranks) == ranks[-1] - ranks[0] + 1 and ranks == list(range(ranks[0], ranks[-1] + 1)):
         return range(ranks[0], ranks[-1] + 1)
     return tuple(ranks)
 
 
-def _shapes(value: Any) -> Shapes | None:
-    """A size list as tuples of ints, or None when it is anything else (bools and floats included)."""
-    if type(value) is not list and type(value) is not tuple:
-        return None
-    out = []
-    for s in value:
-        if type(s) is not list and type(s) is not tuple:
-            return None
-        for d in s:
-            if type(d) is not int:
-                return None
-        out.append(tuple(s))
-    return tuple(out)
-
-
-def _dtypes(value: Any) -> tuple[str, ...] | None:
-    if type(value) is not list and type(value) is not tuple:
-        return None
-    for d in value:
-        if type(d) is not str:
-            return None
-    return tuple(value)
-
-
-def _call_site(frames: Any) -> tuple[tuple[str, str, int], ...]:
-    if not isinstance(frames, list) or not frames:
+def _call_site(frames: Any, where: str = "an entry") -> tuple[tuple[str, str, int], ...]:
+    if not isinstance(frames, list | tuple) or not frames:
         return ()
-    user = []
-    for f in frames:
-        if not isinstance(f, dict):
-            continue
-        filename = f.get("filename")
-        filename = filename if isinstance(filename, str) else ""
-        if any(m in filename for m in _LIBRARY_MARKERS):
-            continue
-        name = f.get("name")
-        user.append((name if isinstance(name, str) else "", filename, _as_int(f.get("line"), 0)))
-    if not user:
-        f = frames[0] if isinstance(frames[0], dict) else {}
-        name, filename = f.get("name"), f.get("filename")
-        return (
-            (
-                name if isinstance(name, str) else "",
-                filename if isinstance(filename, str) else "",
-                _as_int(f.get("line"), 0),
-            ),
-        )
-    return tuple(user)
-
-
-def parse_p2p(op: str) -> tuple[str, int, int] | None:
-    """``'nccl:send 1->2'`` -> ``('send', 1, 2)``; ``'nccl:recv 3<-0'`` -> ``('recv', 0, 3)`` as (kind, src, dst)."""
-    name = op.rsplit(":", 1)[-1].strip()
-    m = _P2P_RE.match(name)
-    if not m:
-        return None
-    a, b = int(m["a"]), int(m["b"])
-    if m["type"] == "send":
-        return "send", a, b
-    return "recv", (b if m["arrow"] == "<-" else a), (a if m["arrow"] == "<-" else b)
+    checked = [fields.frame(f, where) for f in frames]  # every frame type-checked, library ones too
+    user = [f for f in checked if not any(m in f[1] for m in _LIBRARY_MARKERS)]
+    return tuple(user[:MAX_CALL_SITE_FRAMES]) if user else tuple(checked[:1])
 
 
 def _compat(
@@ -263,6 +213,18 @@ def _compat(
         osz if rule.outputs else (((),) * len(osz) if rule.output_count else ()),
         odt if rule.output_dtypes else (),
     )
+
+
+def parse_p2p(op: str) -> tuple[str, int, int] | None:
+    """``'nccl:send 1->2'`` -> ``('send', 1, 2)``; ``'nccl:recv 3<-0'`` -> ``('recv', 0, 3)`` as (kind, src, dst)."""
+    name = op.split(":", 1)[-1].strip()
+    m = _P2P_RE.match(name)
+    if not m:
+        return None
+    a, b = int(m["a"]), int(m["b"])
+    if m["type"] == "send":
+        return "send", a, b
+    return "recv", (b if m["arrow"] == "<-" else a), (a if m["arrow"] == "<-" else b)
 
 
 class Summarizer:
@@ -281,24 +243,23 @@ class Summarizer:
         local: dict[int, EntrySig] = {}  # every signature of this file
         # per pg: [seqs, sigs, entries, var seqs, var in, var out]  (coalesced entries merged)
         per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]] = {}
+        pg_backend: dict[str, str] = {}
+        rules = self._rules
         pg_desc: dict[str, str] = {}
         pgid_to_name: dict[str, str] = {}
-        pg_backend: dict[str, str] = {}
         p2p: list[P2PEntry] = []
         has_states = False
         last_record_id = -1
-        pg_cache: dict[tuple[Any, str, str], str] = {}
-        last_pg: Any = None  # a (name, desc) tuple already checked, its pg_id and its group's name
-        last_pg_id: Any = None
-        last_name = ""
-        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int, bool]] = {}
+        pg_cache: dict[Any, str] = {}
+        # (op, site) -> (sizes, dtypes as the entry had them, sig, varying, input and output elements)
+        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int, bool, int, int]] = {}
         get_state = STATE_CODES.get
-        rules = self._rules
         with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
-        for e in entries:
+        runs: dict[str, list[int]] = {}  # per pg: the part signatures of a coalesced region still open
+        for i, e in enumerate(entries):
             if type(e) is not dict:
-                continue
+                raise DumpError(f"malformed dump: entry {i} is {describe(e)}, not a dict")
             try:
                 if with_frames:
                     pg, pg_id, op, isz, idt, osz, odt, state_name, record_id, is_p2p, seq, frames = fast(e)
@@ -310,63 +271,72 @@ class Summarizer:
                     e.get, _FIELD_NAMES
                 )
                 frames = e.get("frames")
-            if pg == last_pg and pg_id == last_pg_id:  # the same group as the entry before (last_pg is sane)
-                pg_name = last_name
-            elif (
-                (type(pg) is tuple or type(pg) is list)
-                and len(pg) == 2
-                and type(pg[0]) is str
-                and type(pg[1]) is str
-            ):
-                pgk = (pg_id if type(pg_id) is int or type(pg_id) is str else None, pg[0], pg[1])
-                known = pg_cache.get(pgk)
-                if known is None:
-                    known = pg_cache[pgk] = self._pg_name(e, pg, pg_desc, pgid_to_name)
-                pg_name = known
-                last_pg, last_pg_id, last_name = pg, pgk[0], pg_name
-            else:
-                pg_name = self._pg_name(e, pg, pg_desc, pgid_to_name)
+            # type-strict before anything is hashed: a nested tuple here would crash or hang a hash
+            if type(pg) is not tuple or len(pg) != 2 or type(pg[0]) is not str or type(pg[1]) is not str:
+                pg = fields.process_group(pg, f"entry {i}")
+            if type(pg_id) is not int and type(pg_id) is not str:
+                pg_id = fields.pg_id(pg_id, f"entry {i}")
+            pgk = (pg_id, pg)
+            pg_name = pg_cache.get(pgk)
+            if pg_name is None:
+                pg_name = pg_cache[pgk] = self._pg_name(i, pg_id, pg, pg_desc, pgid_to_name)
             if type(op) is not str:
-                op = "?"
+                op = fields.text(op, "profiling_name", f"entry {i}")
             if frames:
-                fkey = tuple(map(id, frames)) if type(frames) is list else ()
+                if type(frames) is not list:
+                    frames = fields.frames(frames, f"entry {i}")
+                fkey = tuple(map(id, frames))
                 site = site_cache.get(fkey)
                 if site is None:
-                    site = site_cache[fkey] = _call_site(frames)
+                    site = site_cache[fkey] = _call_site(frames, f"entry {i}")
             else:
                 site = ()
             # fast path: the same op from the same call site usually carries the same sizes and dtypes as
             # the last time: comparing the lists (in C, no allocation) is cheaper than building a key
             last = last_by_site.get((op, site))
             if last is not None and last[0] == isz and last[1] == idt and last[2] == osz and last[3] == odt:
-                sig, varying = last[4], last[5]
+                sig, varying, n_in, n_out = last[4], last[5], last[6], last[7]
             else:
+                where = f"entry {i}"
                 rule = rules.get(op)
                 if rule is None:
                     rule = rules[op] = rule_for(op)
-                sizes_in, sizes_out = _shapes(isz), _shapes(osz)
-                dt_in, dt_out = _dtypes(idt), _dtypes(odt)
-                if sizes_in is None or sizes_out is None or dt_in is None or dt_out is None:
-                    raw_key: tuple[Any, ...] = (op, MALFORMED, site)
-                    varying = False
-                    fields = (MALFORMED, (), MALFORMED, ())
-                else:
-                    fields = _compat(rule, sizes_in, dt_in, sizes_out, dt_out)
-                    raw_key = (op, *fields, site)
-                    varying = rule.varying
+                sizes_in = fields.sizes(isz, "input_sizes", where)  # hashable, type-checked copies
+                sizes_out = fields.sizes(osz, "output_sizes", where)
+                kept = _compat(
+                    rule,
+                    sizes_in,
+                    fields.dtypes(idt, "input_dtypes", where),
+                    sizes_out,
+                    fields.dtypes(odt, "output_dtypes", where),
+                )
+                raw_key = (op, *kept, site)
+                varying = rule.varying
                 cached = key_cache.get(raw_key)
                 if cached is None:
-                    cached = key_cache[raw_key] = self._new_sig(op, fields, site, varying, local)
+                    cached = key_cache[raw_key] = self._new_sig(op, kept, site, varying, local)
                 sig = cached
-                last_by_site[(op, site)] = (isz, idt, osz, odt, sig, varying)
-            state = get_state(state_name, -1) if type(state_name) is str else -1
+                n_in, n_out = (_numel(sizes_in), _numel(sizes_out)) if varying else (0, 0)
+                last_by_site[(op, site)] = (isz, idt, osz, odt, sig, varying, n_in, n_out)
+            if type(state_name) is str:
+                state = get_state(state_name, -1)
+            else:
+                fields.state(state_name, f"entry {i}")
+                state = -1
             if state > 0:
                 has_states = True
             if type(record_id) is not int:
-                record_id = _as_int(record_id)
+                record_id = fields.integer(record_id, "record_id", f"entry {i}")
             if record_id > last_record_id:
                 last_record_id = record_id
-            if is_p2p is True:
+            elif record_id >= 0:  # a recorder's ids increase; a repeated or reordered entry is not its dump
+                raise DumpError(
+                    f"malformed dump: entry {i}: record_id {record_id} does not follow {last_record_id} "
+                    "(a Flight Recorder's record ids increase)"
+                )
+            if type(is_p2p) is not bool:
+                is_p2p = fields.flag(is_p2p, "is_p2p", f"entry {i}")
+            if is_p2p:
                 parsed = parse_p2p(op)
                 if parsed is not None:
                     kind, src, dst = parsed
@@ -385,35 +355,37 @@ class Summarizer:
                     )
                 continue  # p2p ops (and a p2p batch's closing entry) have no collective sequence number
             if type(seq) is not int:
-                seq = _as_int(seq)
+                seq = fields.integer(seq, "collective_seq_id", f"entry {i}")
             cols = per_pg.get(pg_name)
             if cols is None:
                 cols = per_pg[pg_name] = ([], [], [], [], [], [])
-                pg_backend[pg_name] = op.split(":", 1)[0] if ":" in op else ""
+                pg_backend[pg_name] = printable(op.split(":", 1)[0], 40) if ":" in op else ""
             seqs_l, sigs_l, ents_l = cols[0], cols[1], cols[2]
             if varying:
-                sizes_in, sizes_out = _shapes(isz), _shapes(osz)
-                if sizes_in is not None and sizes_out is not None:
-                    cols[3].append(seq)
-                    cols[4].append(_numel(sizes_in))
-                    cols[5].append(_numel(sizes_out))
+                cols[3].append(seq)
+                cols[4].append(n_in)
+                cols[5].append(n_out)
             if seqs_l and seqs_l[-1] == seq:
-                # coalesced: several entries share one sequence number; combine their signatures
-                prev_sig = sigs_l[-1]
-                combined = _digest((prev_sig, sig))
-                if combined not in local:
-                    local[combined] = _combine(local[prev_sig], local[sig])
-                    self._plain_of[combined] = _plain(local[combined], local)
-                sigs_l[-1] = combined
+                # coalesced: several entries share one sequence number; their signature is a chain digest
+                # (O(1) a part) and the combined detail is built once, when the region ends (linear)
+                run = runs.get(pg_name)
+                if run is None:
+                    run = runs[pg_name] = [sigs_l[-1]]
+                run.append(sig)
+                sigs_l[-1] = _digest((sigs_l[-1], sig))
                 ents_l[-1] = e
             else:
+                run = runs.pop(pg_name, None)
+                if run is not None:
+                    self._close_run(sigs_l[-1], run, local)
                 seqs_l.append(seq)
                 sigs_l.append(sig)
                 ents_l.append(e)
+        for name, run in runs.items():
+            self._close_run(per_pg[name][1][-1], run, local)
         has_frames = bool(site_cache)
-        backend = next(iter(key_cache))[0].split(":", 1)[0] if key_cache else ""
-        config, world_ranks = self._config(dump, rank)
-        pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name, pg_backend, config)
+        backend = printable(next(iter(key_cache))[0].split(":", 1)[0], 40) if key_cache else ""
+        pgs, world_ranks = self._build_pgs(dump, rank, per_pg, pg_desc, pgid_to_name, pg_backend)
         details = {k: v for k, v in local.items() if k not in self._emitted}
         self._emitted.update(details)
         tails = [t for pg in pgs.values() for t in pg.tail]
@@ -427,7 +399,7 @@ class Summarizer:
             rank=rank,
             file=file,
             fmt=fmt,
-            version=str(dump.get("version", ""))[:40],
+            version=str(dump.get("version", "")),
             backend=backend,
             entries=len(entries),
             pgs=pgs,
@@ -444,86 +416,98 @@ class Summarizer:
         )
 
     @staticmethod
-    def _pg_name(e: dict[str, Any], pg: Any, pg_desc: dict[str, str], pgid_to_name: dict[str, str]) -> str:
-        if isinstance(pg, list | tuple) and pg and isinstance(pg[0], str | int):
-            name = str(pg[0])[:200]
-            desc = pg[1][:200] if len(pg) > 1 and isinstance(pg[1], str) else ""
+    def _pg_name(
+        i: int, pg_id: Any, pg: tuple[str, ...] | None, pg_desc: dict[str, str], pgid_to_name: dict[str, str]
+    ) -> str:
+        pg_id = fields.pg_id(pg_id, f"entry {i}")  # bounded: str() of a huge integer fails
+        if pg:
+            name = printable(pg[0])
+            desc = printable(pg[1]) if len(pg) > 1 else ""
         else:
-            pid = e.get("pg_id")
-            name, desc = (str(pid)[:200] if isinstance(pid, int | str) else "?"), ""
+            name, desc = ("?" if pg_id is None else printable(str(pg_id))), ""
         pg_desc.setdefault(name, desc)
-        pid = e.get("pg_id")
-        if isinstance(pid, int | str):
-            pgid_to_name.setdefault(str(pid)[:200], name)
+        pgid_to_name.setdefault(printable(str(pg_id)), name)
         return name
+
+    def _close_run(self, combined: int, parts: list[int], local: dict[int, EntrySig]) -> None:
+        """The detail of a coalesced region's chain signature ``combined``, from its parts, once."""
+        if combined not in local:
+            local[combined] = _combine_all([local[p] for p in parts])
+            self._plain_of[combined] = _plain(local[combined], local)
 
     def _new_sig(
         self,
         op: str,
-        fields: tuple[Any, ...],
+        kept: tuple[Any, ...],
         site: tuple[tuple[str, str, int], ...],
         varying: bool,
         local: dict[int, EntrySig],
     ) -> int:
-        isz, idt, osz, odt = fields
-        esig = EntrySig(op[:300], isz, idt, osz, odt, site, 1, varying)
+        isz, idt, osz, odt = kept  # type-checked (fields.sizes/dtypes), only the fields that must agree
+        esig = EntrySig(
+            op=printable(op),
+            input_sizes=isz,
+            input_dtypes=tuple(map(printable, idt)),
+            output_sizes=osz,
+            output_dtypes=tuple(map(printable, odt)),
+            call_site=site,
+            varying=varying,
+        )
         sig = _digest(esig)
         local[sig] = esig
         self._plain_of[sig] = _plain(esig, local)
         return sig
 
-    def _config(
-        self, dump: dict[str, Any], rank: int
-    ) -> tuple[dict[str, tuple[Ranks, str]], tuple[int, int] | None]:
-        """Sane pg_config entries (name -> members, desc), and the world an unnamed entry lists (gloo
-        writes ``{'': {'ranks': '[0, 1, 2, 3]'}}``: the name is broken, the member list is not)."""
-        config = dump.get("pg_config")
-        out: dict[str, tuple[Ranks, str]] = {}
-        world: tuple[int, int] | None = None
-        if not isinstance(config, dict):
-            return out, None
-        for key, cfg in itertools.islice(config.items(), 100_000):
-            if not isinstance(cfg, dict):
-                continue
-            raw_name = cfg.get("name")
-            name = (
-                raw_name if isinstance(raw_name, str) and raw_name else (key if isinstance(key, str) else "")
-            )
-            raw = cfg.get("ranks")
-            ranks = self._ranks_cache.get(raw) if isinstance(raw, str) else None
-            if ranks is None:
-                parsed = _parse_ranks(raw)
-                ranks = compact_ranks(parsed) if parsed else None
-                if isinstance(raw, str) and ranks is not None:
-                    self._ranks_cache[raw] = ranks  # every rank's dump repeats the same strings
-            if not ranks or min(ranks) < 0:
-                continue
-            desc = cfg.get("desc")
-            if name:
-                out[name[:200]] = (ranks, desc[:200] if isinstance(desc, str) else "")
-            elif rank in ranks and ranks[0] == 0:
-                world = (0, max(ranks))
-        return out, world
-
     def _build_pgs(
         self,
         dump: dict[str, Any],
+        rank: int,
         per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]],
         pg_desc: dict[str, str],
         pgid_to_name: dict[str, str],
         pg_backend: dict[str, str],
-        config: dict[str, tuple[Ranks, str]],
-    ) -> dict[str, PgTrace]:
-        status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
-        assert isinstance(status, dict)
-        for name, (_, desc) in config.items():
-            pg_desc.setdefault(name, desc)
+    ) -> tuple[dict[str, PgTrace], tuple[int, int] | None]:
+        """The groups' summaries, and the world an unnamed pg_config entry lists (gloo writes
+        ``{'': {'ranks': '[0, 1, 2, 3]'}}``: the name is broken, the member list is not)."""
+        world: tuple[int, int] | None = None
+        config = dump.get("pg_config") or {}
+        status = dump.get("pg_status") or {}
+        for part, value in (("pg_config", config), ("pg_status", status)):
+            if type(value) is not dict:
+                raise DumpError(f"malformed dump: {part} is {describe(value)}, not a dict")
+        config_ranks: dict[str, Ranks] = {}
+        for key, cfg in config.items():
+            key = fields.group_key(key, "pg_config")
+            if type(cfg) is not dict:
+                raise DumpError(f"malformed dump: pg_config[{key!r}] is {describe(cfg)}, not a dict")
+            where = f"pg_config[{key!r}]"
+            name = fields.text(cfg.get("name"), "name", where) or key
+            raw = cfg.get("ranks")
+            ranks = self._ranks_cache.get(raw) if isinstance(raw, str) else None
+            if ranks is None:
+                fields.count_members(raw, where)
+                parsed = _parse_ranks(raw)
+                if parsed is None and raw is not None:
+                    raise DumpError(f"malformed dump: {where}.ranks is {describe(raw)}, not a list of ranks")
+                ranks = compact_ranks(fields.members(parsed, f"{where}.ranks")) if parsed else None
+                if isinstance(raw, str) and ranks is not None:
+                    self._ranks_cache[raw] = ranks  # every rank's dump repeats the same strings
+            if name and ranks:
+                config_ranks[name] = ranks
+                pg_desc.setdefault(name, fields.text(cfg.get("desc"), "desc", where))
+            elif ranks and rank in ranks and ranks[0] == 0:
+                world = (0, max(ranks))
         status_by_name: dict[str, dict[str, Any]] = {}
-        for pg_id, st in itertools.islice(status.items(), 100_000):
-            if isinstance(st, dict) and isinstance(pg_id, str | int):
-                status_by_name[pgid_to_name.get(str(pg_id), str(pg_id))] = st
+        for pg_id, st in status.items():
+            key = fields.group_key(pg_id, "pg_status")
+            if type(st) is not dict:
+                raise DumpError(f"malformed dump: pg_status[{key!r}] is {describe(st)}, not a dict")
+            status_by_name[pgid_to_name.get(key, key)] = st
+        names = set(per_pg) | set(config_ranks)
+        if len(names) > MAX_GROUPS:
+            raise DumpError(f"malformed dump: {len(names)} process groups, more than the {MAX_GROUPS} read")
         out: dict[str, PgTrace] = {}
-        for name in set(per_pg) | set(config):
+        for name in names:
             seq_l, sig_l, ent_l, var_s, var_i, var_o = per_pg.get(name, ([], [], [], [], [], []))
             if any(a > b for a, b in itertools.pairwise(seq_l)):  # rarely: entries out of order
                 order = sorted(range(len(seq_l)), key=seq_l.__getitem__)
@@ -532,11 +516,17 @@ class Summarizer:
                     [sig_l[i] for i in order],
                     [ent_l[i] for i in order],
                 )
-            seqs = array("q", seq_l)
+            try:
+                seqs = array("q", seq_l)
+            except OverflowError:
+                raise DumpError(f"malformed dump: pg {name}: a collective_seq_id is beyond 2**63") from None
             sigs = array("q", sig_l)
             plain_of = self._plain_of
             plain = array("q", [plain_of[x] for x in sig_l])
-            created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
+            try:
+                created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
+            except OverflowError:  # a time beyond int64 reads as unknown
+                created = array("q", [_as_int(t, 0) for t in map(_CREATED, ent_l)])
             tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i]) for i in _kept(ent_l)]
             st = status_by_name.get(name)
             last_seq = seqs[-1] if seqs else -1
@@ -549,7 +539,6 @@ class Summarizer:
                 enq, started, completed, known = last_seq, -1, _derived_completed(tail), False
             digest = hashlib.blake2b(seqs.tobytes() + sigs.tobytes(), digest_size=16).digest()
             plain_digest = hashlib.blake2b(seqs.tobytes() + plain.tobytes(), digest_size=16).digest()
-            cfg = config.get(name)
             out[name] = PgTrace(
                 name=name,
                 desc=pg_desc.get(name, ""),
@@ -558,7 +547,7 @@ class Summarizer:
                 plain=plain,
                 created=created,
                 tail=tail,
-                config_ranks=cfg[0] if cfg else None,
+                config_ranks=config_ranks.get(name),
                 last_enqueued=max(enq, last_seq),
                 last_started=started,
                 last_completed=completed,
@@ -571,7 +560,7 @@ class Summarizer:
                 var_in=array("q", var_i),
                 var_out=array("q", var_o),
             )
-        return out
+        return out, world
 
 
 def _done(e: dict[str, Any]) -> bool:
@@ -602,10 +591,9 @@ def _tail_entry(seq: int, sig: int, e: dict[str, Any]) -> TailEntry:
         and len(ins) == len(outs)
         and len(ins) <= 65_536
     ):
-        a, b = _shapes(ins), _shapes(outs)
         name = e.get("profiling_name")
-        if a is not None and b is not None and isinstance(name, str) and rule_for(name).varying:
-            splits = (tuple(_numel((s,)) for s in a), tuple(_numel((s,)) for s in b))
+        if isinstance(name, str) and rule_for(name).varying:  # the sizes were type-checked in the loop
+            splits = (tuple(_numel((s,)) for s in ins), tuple(_numel((s,)) for s in outs))
     return TailEntry(
         seq=seq,
         record_id=_as_int(e.get("record_id")),
@@ -645,14 +633,24 @@ def _plain(sig: EntrySig, local: dict[int, EntrySig]) -> int:
     return digest
 
 
-def _combine(first: EntrySig, part: EntrySig) -> EntrySig:
+def _combine_all(parts: list[EntrySig]) -> EntrySig:
+    """One signature for a coalesced region: ops joined with '+' (once they differ), fields concatenated.
+    Linear in the parts (a region of 20k entries must not cost 20k^2)."""
+    first = parts[0]
+    ops = [first.op]
+    for p in parts[1:]:
+        if len(ops) > 1 or p.op != first.op:
+            ops.append(p.op.split(":", 1)[-1])
+    op = "+".join(ops)
+    if len(op) > 200:
+        op = f"{op[:200]}+... ({len(parts)} parts)"
     return EntrySig(
-        op=first.op if first.op == part.op else f"{first.op}+{part.op.split(':', 1)[-1]}",
-        input_sizes=first.input_sizes + part.input_sizes,
-        input_dtypes=first.input_dtypes + part.input_dtypes,
-        output_sizes=first.output_sizes + part.output_sizes,
-        output_dtypes=first.output_dtypes + part.output_dtypes,
+        op=op,
+        input_sizes=tuple(s for p in parts for s in p.input_sizes),
+        input_dtypes=tuple(d for p in parts for d in p.input_dtypes),
+        output_sizes=tuple(s for p in parts for s in p.output_sizes),
+        output_dtypes=tuple(d for p in parts for d in p.output_dtypes),
         call_site=first.call_site,
-        parts=first.parts + part.parts,
-        varying=first.varying or part.varying,
+        parts=sum(p.parts for p in parts),
+        varying=any(p.varying for p in parts),
     )

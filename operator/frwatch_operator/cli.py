@@ -11,11 +11,48 @@ import sys
 
 #: subcommand -> (module with a ``main(argv) -> int``, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "analyze": ("frwatch_analyzers.cli", "analyze Flight Recorder dumps (a folder or s3://) and print a verdict"),
+    "analyze": (
+        "frwatch_analyzers.cli",
+        "analyze Flight Recorder dumps (a folder or s3://) and print a verdict",
+    ),
     "agent": ("frwatch_operator.agent.main", "the per-pod sidecar: upload dumps to S3, dump on demand"),
     "operator": ("frwatch_operator.main", "run the operator (kopf) and its admission webhook"),
     "demo": ("frwatch_operator.demo.main", "run a real multi-rank torch job that hangs, and diagnose it"),
 }
+
+
+#: The optional extras and the top-level modules each brings: a subcommand that needs one says which to
+#: install instead of dying on ModuleNotFoundError (``frwatch analyze`` needs none of them).
+EXTRAS: dict[str, tuple[frozenset[str], str]] = {
+    "operator": (
+        frozenset(
+            {
+                "kopf",
+                "kubernetes",
+                "dateutil",
+                "structlog",
+                "aiohttp",
+                "prometheus_client",
+                "yaml",
+                "cryptography",
+            }
+        ),
+        "pip install 'frwatch[operator]'",
+    ),
+    "torch": (
+        frozenset({"torch"}),
+        "pip install torch==2.13.0  (or 'frwatch[dev]': the demo's ranks run torch)",
+    ),
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> tuple[str, str] | None:
+    """``(extra, install command)`` when ``exc`` is a module of an optional extra, else None."""
+    top = (exc.name or "").split(".", 1)[0]
+    for extra, (modules, install) in EXTRAS.items():
+        if top in modules:
+            return extra, install
+    return None
 
 
 def _usage() -> str:
@@ -33,8 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"frwatch: unknown subcommand {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
-    code: int = module.main(rest)
+    try:
+        module = importlib.import_module(SUBCOMMANDS[name][0])
+        code: int = module.main(rest)
+    except ModuleNotFoundError as exc:
+        found = missing_extra(exc)
+        if found is None:
+            raise
+        extra, install = found
+        print(
+            f"frwatch {name}: needs the {extra!r} extra, which is not installed (no module named "
+            f"{exc.name!r}). Install it with: {install}",
+            file=sys.stderr,
+        )
+        return 2
     return code
 
 

@@ -175,9 +175,11 @@ def test_a_job_claiming_5_million_processes_per_node_fails_and_the_operator_stay
     assert world["status"] == "False" and world["reason"] == "SpecOutOfBounds"
     # while it collects, the webhook (the same process) keeps answering: a new job's pods are injected
     other = target.submit(["python", "-c", "raise SystemExit(0)"], prefix="alongside")
+    # the training operator creates the 4 pods one by one: wait for all 4, each injected
     injected = wait_for(
-        lambda: (pods := target.pods(other)) and all(c.ANN_INJECTED in (p["metadata"].get("annotations") or {})
-                                                     for p in pods) and pods, 60, "the webhook injecting")  # fmt: skip
+        lambda: (pods := target.pods(other)) and len(pods) == 4
+        and all(c.ANN_INJECTED in (p["metadata"].get("annotations") or {}) for p in pods) and pods,
+        60, "the webhook injecting all 4 pods")  # fmt: skip
     assert len(injected) == 4
     done = wait_for(lambda: (i := target.incidents(name)) and i[0]["status"].get("phase") in ("Analyzing", "Reported", "Failed") and i[0],
                     120, "collection to end")  # fmt: skip

@@ -295,7 +295,7 @@ class Summarizer:
             # the last time: comparing the lists (in C, no allocation) is cheaper than building a key
             last = last_by_site.get((op, site))
             if last is not None and last[0] == isz and last[1] == idt and last[2] == osz and last[3] == odt:
-                sig, varying, n_in, n_out = last[4], last[5], last[6], last[7]
+                _, _, _, _, sig, varying, n_in, n_out = last
             else:
                 where = f"entry {i}"
                 rule = rules.get(op)
@@ -360,11 +360,11 @@ class Summarizer:
             if cols is None:
                 cols = per_pg[pg_name] = ([], [], [], [], [], [])
                 pg_backend[pg_name] = printable(op.split(":", 1)[0], 40) if ":" in op else ""
-            seqs_l, sigs_l, ents_l = cols[0], cols[1], cols[2]
+            seqs_l, sigs_l, ents_l, var_s, var_i, var_o = cols
             if varying:
-                cols[3].append(seq)
-                cols[4].append(n_in)
-                cols[5].append(n_out)
+                var_s.append(seq)
+                var_i.append(n_in)
+                var_o.append(n_out)
             if seqs_l and seqs_l[-1] == seq:
                 # coalesced: several entries share one sequence number; their signature is a chain digest
                 # (O(1) a part) and the combined detail is built once, when the region ends (linear)

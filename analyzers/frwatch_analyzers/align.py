@@ -3,15 +3,21 @@
 Ranks are aligned by ``(process group, collective_seq_id)``, never by record id or position, so ring
 buffers that wrapped differently still line up. Ranks whose whole sequence of signatures is identical
 form one cluster and are compared once: the cost is O(entries x clusters), not O(entries x ranks^2).
+Signatures hold only what each collective's rule (:mod:`.rules`) says must agree, so uneven all_to_all
+splits or a gather's root do not split clusters; the sizes that may differ are checked across the group
+by the rule's balance (sums, roots, per-pair splits) at every sequence number every member holds.
 At each sequence number the reference is the behaviour of the most ranks (not whichever file came
-first), so the culprit does not depend on file order.
+first), so the culprit does not depend on file order; who is wrong in a tie is decided later, from states
+and history (:mod:`.rootcause`).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .rules import Balance, Imbalance, check_balance, rule_for
 from .summarize import STATE_CODES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
 from .verdict import Category
 
@@ -32,84 +38,99 @@ class View:
 
 @dataclass
 class Disagreement:
-    pg: str
+    pg: str  # the group's key
     seq: int
     views: list[View]  # the reference (most ranks) first
     category: Category
-    odd: list[int]  # ranks not in the reference view
+    odd: list[int]  # ranks not in the reference view (a balance finding: the ranks its figures name)
     majority_absent: bool = False  # the reference never enqueued it: the odd ranks went ahead
     call_site_only: bool = False  # same op, sizes and dtypes: only the call site differs
-    tie: bool = False  # the reference view is no larger than another: the culprit side is a guess
+    tie: bool = False  # the reference view is no larger than another
     p2p: bool = False  # a send/recv pair (seq is the p2p_seq_id of the first view's rank)
     when: int = 0  # time_created_ns of the entry, when known
+    balance: str = ""  # a broken balance rule (all_to_all sums, gather root ...): the figures
 
 
 @dataclass
 class GroupInfo:
     """One process group across the world."""
 
-    name: str
+    key: str  # unique: the name, or name/r<lowest member> for split groups, name@backend for two recorders
+    name: str  # process_group[0] as the dumps name it
     desc: str
     members: list[int]
-    membership_source: str  # "pg_config" | "entries" | "default group: every rank"
+    membership_source: str
     dumped: list[int]  # members with a dump
     no_dump: list[int]  # members without a dump
     frontier: int  # highest sequence number any member enqueued
     disagreements: list[Disagreement] = field(default_factory=list)
     total_disagreements: int = 0
+    complete: bool = (
+        True  # every member is known (False: members from entries while world ranks left no dump)
+    )
     benign_call_sites: bool = False  # every disagreement is call-site-only and sequences stay aligned
     call_sites_compared: bool = True  # False when some members' dumps carry no frames
 
+    @property
+    def label(self) -> str:
+        return f"pg {self.name}" + (f" ({self.desc})" if self.desc and self.desc != "undefined" else "")
+
 
 def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, GroupInfo]:
-    """Every process group seen in any dump, with its members (pg_config when sane, else the entries)."""
+    """Every process group seen in any dump, with its members from every sane source: pg_config (the
+    member list most ranks give), the ranks whose entries name the group, and the whole world for the
+    default group."""
     seen_in: dict[str, list[int]] = {}
     config: dict[str, Counter[Ranks]] = {}
     desc: dict[str, str] = {}
+    names: dict[str, str] = {}
     for rank, t in traces.items():
-        for name, pg in t.pgs.items():
+        for key, pg in t.pgs.items():
+            names.setdefault(key, pg.name)
             if len(pg.seqs):
-                seen_in.setdefault(name, []).append(rank)
+                seen_in.setdefault(key, []).append(rank)
             if pg.config_ranks:
-                config.setdefault(name, Counter())[pg.config_ranks] += (
-                    1  # ranges hash in O(1); tuples are interned
-                )
+                config.setdefault(key, Counter())[pg.config_ranks] += 1  # ranges hash in O(1)
             if pg.desc and pg.desc != "undefined":
-                desc.setdefault(name, pg.desc)
+                desc[key] = pg.desc
             else:
-                desc.setdefault(name, pg.desc)
+                desc.setdefault(key, pg.desc)
     world_set = set(world)
+    unseen = bool(world_set - set(traces))
     groups: dict[str, GroupInfo] = {}
-    for name in sorted(set(seen_in) | set(config), key=_pg_sort_key):
-        entries_ranks = set(seen_in.get(name, []))
-        d = desc.get(name, "")
-        if name in config:
-            ranks = set(config[name].most_common(1)[0][0]) | entries_ranks
+    for key in sorted(set(seen_in) | set(config), key=_pg_sort_key):
+        entries_ranks = set(seen_in.get(key, []))
+        d, name = desc.get(key, ""), names[key]
+        if key in config:
+            ranks = set(config[key].most_common(1)[0][0]) | entries_ranks
             source = "pg_config"
         elif d == "default_pg" or (name == "0" and not d):
             ranks = world_set | entries_ranks
-            source = "default group: every rank"
+            source = "default group: every rank of the world"
         else:
             ranks = entries_ranks
             source = "entries (pg_config absent or broken)"
         members = sorted(ranks)
-        groups[name] = GroupInfo(
+        groups[key] = GroupInfo(
+            key=key,
             name=name,
             desc=d,
             members=members,
             membership_source=source,
+            complete=not (unseen and source.startswith("entries")),
             dumped=[r for r in members if r in traces],
             no_dump=[r for r in members if r not in traces],
             frontier=max(
-                (traces[r].pgs[name].last_enqueued for r in members if r in traces and name in traces[r].pgs),
+                (traces[r].pgs[key].last_enqueued for r in members if r in traces and key in traces[r].pgs),
                 default=-1,
             ),
         )
     return groups
 
 
-def _pg_sort_key(name: str) -> tuple[int, str]:
-    return (int(name), "") if name.isdigit() else (1 << 30, name)
+def _pg_sort_key(key: str) -> tuple[int, str]:
+    head = key.split("/", 1)[0].split("@", 1)[0]
+    return (int(head), key) if head.isdigit() else (1 << 30, key)
 
 
 @dataclass
@@ -125,7 +146,7 @@ def _clusters(group: GroupInfo, traces: dict[int, RankTrace], plain: bool) -> li
     by_key: dict[tuple[bytes, int], _Cluster] = {}
     empty: list[int] = []
     for r in group.dumped:
-        pg = traces[r].pgs.get(group.name)
+        pg = traces[r].pgs.get(group.key)
         if pg is None or not len(pg.seqs):
             empty.append(r)
             continue
@@ -146,50 +167,155 @@ def _clusters(group: GroupInfo, traces: dict[int, RankTrace], plain: bool) -> li
 
 
 def compare_group(group: GroupInfo, traces: dict[int, RankTrace], details: dict[int, EntrySig]) -> None:
-    """Fill ``group.disagreements``: every sequence number where the dumped members differ."""
+    """Fill ``group.disagreements``: every sequence number where the dumped members differ, or where a
+    rule's balance across the members is broken."""
     # dumps without frames (JSON) next to dumps with frames: compare without call sites
     framed = {traces[r].has_frames for r in group.dumped}
     group.call_sites_compared = framed == {True}
     clusters = _clusters(group, traces, plain=not group.call_sites_compared)
-    if len(clusters) <= 1:
-        return
-    seqs: set[int] = set()
-    for c in clusters:
-        seqs.update(c.by_seq)
-    first: list[Disagreement] = []
-    last: list[Disagreement] = []
-    total = 0
-    for s in sorted(seqs):
-        views: dict[int | None, list[int]] = {}
+    found: dict[int, Disagreement] = {}
+    if len(clusters) > 1:
+        seqs: set[int] = set()
         for c in clusters:
-            sig = c.by_seq.get(s)
-            if sig is not None:
-                views.setdefault(sig, []).extend(c.ranks)
-            elif s > c.hi:
-                views.setdefault(ABSENT, []).extend(c.ranks)
-            # else: wrapped out of this cluster's ring buffer, or a gap: no evidence either way
-        if len(views) <= 1:
-            continue
-        total += 1
-        d = _classify(group.name, s, views, details)
-        if len(first) < KEEP_FIRST:
-            first.append(d)
-        else:
-            last.append(d)
-            if len(last) > KEEP_LAST:
-                last.pop(0)
-    group.disagreements = first + last
-    group.total_disagreements = total
+            seqs.update(c.by_seq)
+        for s in sorted(seqs):
+            views: dict[int | None, list[int]] = {}
+            for c in clusters:
+                sig = c.by_seq.get(s)
+                if sig is not None:
+                    views.setdefault(sig, []).extend(c.ranks)
+                elif s > c.hi:
+                    views.setdefault(ABSENT, []).extend(c.ranks)
+                # else: wrapped out of this cluster's ring buffer, or a gap: no evidence either way
+            if len(views) > 1:
+                found[s] = _classify(group.key, s, views, details)
+    for d in _balance_findings(group, traces, details):
+        found.setdefault(d.seq, d)
+    ordered = [found[s] for s in sorted(found)]
+    group.disagreements = ordered[:KEEP_FIRST] + ordered[max(KEEP_FIRST, len(ordered) - KEEP_LAST) :]
+    group.total_disagreements = len(ordered)
     group.benign_call_sites = (
-        bool(first) and all(d.call_site_only for d in group.disagreements) and not _stuck(group, traces)
+        bool(ordered) and all(d.call_site_only for d in group.disagreements) and not _stuck(group, traces)
     )
+
+
+def _balance_findings(
+    group: GroupInfo, traces: dict[int, RankTrace], details: dict[int, EntrySig]
+) -> list[Disagreement]:
+    """The per-collective balance rules, at every sequence number every member recorded."""
+    if group.no_dump or len(group.members) < 2 or not group.complete:
+        return []
+    sums: dict[int, list[int]] = {}  # seq -> [members holding it, sum in, sum out]
+    nonzero: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+    first_in: dict[int, tuple[int, int]] = {}
+    for r in group.dumped:
+        pg = traces[r].pgs.get(group.key)
+        if pg is None:
+            return []
+        for s, i, o in zip(pg.var_seqs, pg.var_in, pg.var_out, strict=True):
+            acc = sums.get(s)
+            if acc is None:
+                acc = sums[s] = [0, 0, 0]
+                first_in[s] = (i, o)
+            acc[0] += 1
+            acc[1] += i
+            acc[2] += o
+            if i or o:
+                ins, outs = nonzero.setdefault(s, ([], []))
+                if i:
+                    ins.append((r, i))
+                if o:
+                    outs.append((r, o))
+    n = len(group.members)
+    out: list[Disagreement] = []
+    for s in sorted(sums):
+        held, total_in, total_out = sums[s]
+        if held != n:
+            continue  # a member's window does not hold it (or a coalesced region repeats the seq)
+        sig = _sig_of(traces[group.dumped[0]].pgs[group.key], s)
+        esig = details.get(sig) if sig is not None else None
+        if esig is None:
+            continue
+        balance = rule_for(esig.op).balance
+        ins, outs = nonzero.get(s, ([], []))
+        found = _check(balance, group, traces, s, total_in, total_out, ins, outs, first_in[s])
+        if found is not None:
+            cat = (
+                Category.desync
+                if "root" in found.text and "disagree" in found.text
+                else Category.size_mismatch
+            )
+            out.append(
+                Disagreement(
+                    group.key, s, [View(sig, list(group.dumped))], cat, found.ranks, balance=found.text
+                )
+            )
+    return out
+
+
+def _check(
+    balance: Balance,
+    group: GroupInfo,
+    traces: dict[int, RankTrace],
+    seq: int,
+    total_in: int,
+    total_out: int,
+    ins: list[tuple[int, int]],
+    outs: list[tuple[int, int]],
+    one: tuple[int, int],
+) -> Imbalance | None:
+    members = group.members
+    if balance is Balance.ALL_TO_ALL:
+        if total_in == total_out:
+            return None
+        splits = {}
+        for r in members:
+            t = tail_entry(traces[r].pgs[group.key], seq)
+            if t is None or t.splits is None:
+                break
+            splits[r] = t.splits
+        counts = {r: (0, 0) for r in members}
+        counts[members[0]] = (total_in, total_out)
+        return check_balance(balance, members, counts, splits if len(splits) == len(members) else None)
+    if balance in (Balance.GATHER, Balance.SCATTER):
+        if balance is Balance.GATHER:
+            counts = {r: (one[0], 0) for r in members} | {r: (one[0], o) for r, o in outs}
+        else:
+            counts = {r: (0, one[1]) for r in members} | {r: (i, one[1]) for r, i in ins}
+        found = check_balance(balance, members, counts)
+        if found is not None and len(found.ranks) > 1:
+            usual = [r for r in found.ranks if _was_root(traces[r].pgs[group.key], seq, balance)]
+            if len(usual) == 1:  # the root of the same call before: the others broke with it
+                wrong = [r for r in found.ranks if r != usual[0]]
+                return Imbalance(wrong, f"{found.text}; rank {usual[0]} was the root of this call before")
+        return found
+    if balance in (Balance.GATHER_V, Balance.SCATTER_V):
+        counts = {members[0]: (total_in, one[1]) if balance is Balance.GATHER_V else (one[0], total_out)}
+        return check_balance(balance, members[:1], counts)
+    return None
+
+
+def _was_root(pg: PgTrace, seq: int, balance: Balance) -> bool:
+    """Did this rank record the root's side of the same call (same signature) the last time before ``seq``?"""
+    sig = _sig_of(pg, seq)
+    side = pg.var_out if balance is Balance.GATHER else pg.var_in
+    for k in range(bisect.bisect_left(pg.var_seqs, seq) - 1, -1, -1):
+        s = pg.var_seqs[k]
+        if _sig_of(pg, s) == sig:
+            return side[k] > 0
+    return False
+
+
+def _sig_of(pg: PgTrace, seq: int) -> int | None:
+    i = bisect.bisect_left(pg.seqs, seq)
+    return int(pg.sigs[i]) if i < len(pg.seqs) and pg.seqs[i] == seq else None
 
 
 def _stuck(group: GroupInfo, traces: dict[int, RankTrace]) -> bool:
     """Is any member inside a collective of this group, or did members stop at different places?"""
     ends = set()
     for r in group.dumped:
-        pg = traces[r].pgs.get(group.name)
+        pg = traces[r].pgs.get(group.key)
         if pg is None:
             continue
         ends.add(pg.last_enqueued)
@@ -228,33 +354,32 @@ def _classify(
 
 _SEVERITY = {
     Category.missing_rank: 1,
-    Category.desync: 4,
     Category.size_mismatch: 2,
     Category.dtype_mismatch: 3,
+    Category.tensor_count_mismatch: 4,
+    Category.desync: 5,
 }
 
 
 def compare_sigs(a: EntrySig | None, b: EntrySig | None) -> tuple[Category, bool]:
-    """How two recorded entries differ: (category, only the call site differs)."""
+    """How two recorded entries differ, by meaning: another collective (or region) is a desync; the same
+    collective with another number of tensors (or ops in a region) is its own finding; then dtypes, then
+    sizes; only the call site: a call-site desync. Returns (category, only the call site differs)."""
     if a is None or b is None:
         return Category.desync, False
-    if a.op != b.op or a.parts != b.parts:
+    if a.op != b.op:
         return Category.desync, False
+    if (
+        a.parts != b.parts
+        or len(a.input_sizes) != len(b.input_sizes)
+        or len(a.output_sizes) != len(b.output_sizes)
+    ):
+        return Category.tensor_count_mismatch, False
     if a.input_dtypes != b.input_dtypes or a.output_dtypes != b.output_dtypes:
         return Category.dtype_mismatch, False
     if a.input_sizes != b.input_sizes or a.output_sizes != b.output_sizes:
         return Category.size_mismatch, False
     return Category.desync, True
-
-
-def numel(sizes: tuple[tuple[int, ...], ...]) -> int:
-    total = 0
-    for shape in sizes:
-        n = 1
-        for d in shape:
-            n *= d
-        total += n
-    return total
 
 
 def tail_entry(pg: PgTrace, seq: int) -> TailEntry | None:

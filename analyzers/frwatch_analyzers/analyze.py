@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,10 +22,11 @@ from .isolation import Budget, Lost
 from .limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
 from .loading import ArrayPool, LoadOptions, load
 from .manifest import Manifest
+from .merge import merge
 from .safe_load import DEFAULT_MAX_BYTES
 from .safe_text import printable
 from .sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
-from .summarize import EntrySig, RankTrace, Summarizer
+from .summarize import Summarizer
 from .textfmt import ranks_text
 from .verdict import Category, FileProblem, Status, Verdict
 
@@ -60,13 +61,16 @@ def analyze(
     loaded = load(inputs, LoadOptions(jobs=jobs, limits=limits, s3=s3))
     manifest_name = inputs.manifest.name if inputs.manifest is not None else "manifest"
     checked = consistent_world(loaded.traces, problems + loaded.problems, manifest, world_size, manifest_name)
-    traces, details, dup_problems = merge(checked.traces)
+    merged = merge(checked.traces)
+    _share(merged.traces)
     world = World(
-        traces=traces,
-        details=details,
-        problems=checked.problems + dup_problems,
+        traces=merged.traces,
+        details=merged.details,
+        problems=checked.problems + merged.problems,
         manifest=checked.manifest,
         world_size=checked.world_size,
+        files=merged.files,
+        notes=merged.notes,
     )
     verdict = unchecked_ranks(diagnose(world), checked.outside)
     verdict.stats["bytes"] = float(loaded.bytes_read)
@@ -75,38 +79,33 @@ def analyze(
 
 
 def analyze_dumps(
-    dumps: Mapping[int, dict[str, Any]],
+    dumps: Mapping[int, dict[str, Any]] | Sequence[tuple[str, int, dict[str, Any]]],
     *,
     world_size: int | None = None,
     manifest: Manifest | None = None,
 ) -> Verdict:
-    """Analyze already-decoded dumps (``{global rank: dump dict}``), e.g. from a test builder."""
+    """Analyze already-decoded dumps, e.g. from a test builder: ``{global rank: dump}``, or
+    ``[(file name, rank, dump), ...]`` when a rank left more than one file."""
     summarizer = Summarizer()
-    raw = [summarizer.summarize(d, rank, f"<rank {rank}>", "dict") for rank, d in sorted(dumps.items())]
-    traces, details, problems = merge(raw)
-    return diagnose(World(traces, details, problems, manifest, world_size))
+    named = (
+        [(f"<rank {rank}>", rank, d) for rank, d in sorted(dumps.items())]
+        if isinstance(dumps, Mapping)
+        else dumps
+    )
+    raw = [summarizer.summarize(d, rank, name, "dict") for name, rank, d in named]
+    merged = merge(raw)
+    _share(merged.traces)
+    world = World(
+        merged.traces, merged.details, merged.problems, manifest, world_size, merged.files, merged.notes
+    )
+    return diagnose(world)
 
 
-def merge(raw: list[RankTrace]) -> tuple[dict[int, RankTrace], dict[int, EntrySig], list[FileProblem]]:
-    """Index summaries by rank, collect signature details, share identical arrays to save memory."""
-    traces: dict[int, RankTrace] = {}
-    details: dict[int, EntrySig] = {}
-    problems: list[FileProblem] = []
-    share = ArrayPool()
-    for t in sorted(raw, key=lambda t: (t.rank, t.fmt != "pickle", t.file)):
-        details.update(t.sig_details)
-        t.sig_details = {}
-        if t.rank in traces:
-            kept = traces[t.rank]
-            problems.append(
-                FileProblem(
-                    file=t.file, rank=t.rank, reason=f"a second dump of rank {t.rank}: {kept.file} is used"
-                )
-            )
-            continue
-        share.intern(t)
-        traces[t.rank] = t
-    return traces, details, problems
+def _share(traces: Mapping[int, Any]) -> None:
+    """Ranks that behaved alike share one copy of their arrays (memory ~ distinct behaviours)."""
+    pool = ArrayPool()
+    for t in traces.values():
+        pool.intern(t)
 
 
 def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdict:

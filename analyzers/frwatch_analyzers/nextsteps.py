@@ -1,60 +1,106 @@
-"""The two or three targeted probes to run next, per category (DESIGN.md: a per-rank step counter, an
-"about to call collective" log line with a metadata hash, an assertion that a decision is identical across
-ranks), filled with the culprit's call site and nodes."""
+"""The two or three probes to run next, chosen by what the culprits did (DESIGN.md: a per-rank step
+counter, an "about to call collective" log line with a metadata hash, an assertion that a decision is
+identical across ranks), filled with the culprit's call site and nodes. A step never asks for what the
+verdict already states (a crashed rank's exit code when the manifest has it)."""
 
 from __future__ import annotations
 
+from .rootcause import Candidate
 from .textfmt import op_short, ranks_text
-from .verdict import Category
+from .verdict import Category, CulpritKind
 
 
-def next_steps(
-    category: Category, culprits: list[int], sites: list[str], nodes: list[str], op: str
-) -> list[str]:
-    who = ranks_text(culprits)
+def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: bool) -> list[str]:
+    who = ranks_text(c.culprits) if c.culprits else "the members"
     at = f" at {sites[0]}" if sites else ""
     other = f" and {sites[1]}" if len(sites) > 1 else ""
     node_txt = ", ".join(nodes) if nodes else f"the nodes of {who}"
-    name = op_short(op)
-    if category == Category.missing_rank:
+    name = op_short(c.op)
+    kind = c.kind
+    if kind == CulpritKind.crashed:
+        first = (
+            "Read the crashed rank's last log lines (kubectl logs --previous) for the exception or the OOM kill "
+            "its exit code points at."
+            if exit_known
+            else "Check the culprit pod's exit code and events (OOMKilled, evicted, crashed) and its last log lines."
+        )
         return [
-            f"Log a per-rank step counter and 'about to call {name}'{at} on every rank; the last line of {who} "
-            "shows where it stopped (py-spy dump --pid on a live culprit shows its stack now).",
-            f"Assert that the decision guarding the collective{at} is identical across ranks "
-            "(all_gather the flag or the step's batch count and compare) before the call.",
-            "Check the culprit pod's exit code and events (OOMKilled, evicted, crashed) if it left no dump.",
+            first,
+            "If it was killed from outside (OOM, eviction, a lost node), look at the node's memory and events at "
+            "that time; frwatch cannot see why a process died, only that it never joined the collective.",
         ]
-    if category == Category.desync:
+    if kind == CulpritKind.cpu_stuck:
         return [
+            f"Look at what {who} is doing on the CPU: py-spy dump --pid <pid> (or faulthandler / "
+            "torch.distributed's dump_traceback) shows its Python stack; a data loader, file system or lock "
+            "is the usual place.",
+            f"Log a per-rank step counter and 'about to call {name}'{at} on every rank: the last line of {who} "
+            "shows how far it got.",
+        ]
+    if kind == CulpritKind.took_another_path:
+        return [
+            f"Assert that the decision guarding the collective{at} is identical across ranks (all_gather the "
+            f"flag or the step's batch count and compare) before the call: {who} took the other branch.",
             f"Log 'about to call <collective>' with a hash of (op, shapes, dtypes){at}{other} on every rank, "
             "with a per-rank step counter: the first line where ranks differ is the bug.",
-            f"Assert that the branch choosing between these call sites is identical across ranks "
-            f"(all_gather the condition) — {who} took the other path.",
         ]
-    if category in (Category.size_mismatch, Category.dtype_mismatch):
-        what = "shapes" if category == Category.size_mismatch else "dtypes"
+    if kind == CulpritKind.extra_call:
         return [
-            f"Before the collective{at}, all_gather a hash of the tensor {what} and assert it is equal on all "
-            f"ranks; {who} differ.",
-            "Log the per-rank step counter and the tensor metadata there: find which input made "
-            f"{who} build a different tensor (uneven batch, padding, a config read per rank).",
+            f"Find why {who} issue an extra collective{at}: log 'about to call <collective>' with a per-rank "
+            "step counter on every rank; the extra line is the bug.",
+            "Assert that the condition that leads to that call is identical across ranks (all_gather it).",
         ]
-    if category == Category.gpu_hang:
+    if kind == CulpritKind.gpu_hang:
         return [
             f"Run a GPU health check on {node_txt} (dcgmi diag -r 2, nvidia-smi -q -d ECC,PERFORMANCE) and read "
             "dmesg for XID errors.",
             "Keep the node out of scheduling until it passes (frwatch cordons it when the policy allows).",
             f"If the GPU is clean, log a per-rank step counter around the kernel before {name} on {who}.",
         ]
-    if category == Category.network_hang:
+    if kind == CulpritKind.network_hang:
         return [
             f"Run nccl-tests (all_reduce_perf) across {node_txt} to find the slow or broken link.",
             "Read NIC counters and link state on those nodes (ibstat / ethtool -S, switch port errors).",
             "Re-run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET to see which transport stalls.",
         ]
-    if category == Category.no_dump:
+    if kind == CulpritKind.transport_stall:
         return [
-            "Make sure Flight Recorder is on (TORCH_FR_BUFFER_SIZE > 0) and TORCH_NCCL_DUMP_ON_TIMEOUT=1.",
-            "Do not set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (pytorch#121055: no dump is written).",
+            f"Re-run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET and look at the connections of {who}: some ranks "
+            "completed the collective, these did not.",
+            f"Run nccl-tests between {node_txt} and the nodes that completed it; do not drain nodes on this "
+            "evidence alone (it does not say which node or link stalled).",
         ]
-    return []
+    if c.d is not None and c.d.balance and c.category == Category.size_mismatch:
+        return [
+            f"Before the collective{at}, all_gather every rank's input and output split sizes and assert that "
+            "what rank i sends to rank j is what j expects from i (the split tables are built per rank).",
+            "Log the per-rank step counter with the split tables there: the first step where they disagree shows "
+            "which rank used a stale or wrong table.",
+        ]
+    if c.category in (Category.size_mismatch, Category.dtype_mismatch, Category.tensor_count_mismatch):
+        what = {Category.size_mismatch: "shapes", Category.dtype_mismatch: "dtypes"}.get(
+            c.category, "tensor count"
+        )
+        return [
+            f"Before the collective{at}, all_gather a hash of the tensor {what} and assert it is equal on all "
+            f"ranks; {who} differ.",
+            "Log the per-rank step counter and the tensor metadata there: find which input made "
+            f"{who} build a different tensor (uneven batch, padding, a config read per rank).",
+        ]
+    if c.category == Category.desync:
+        return [
+            f"Log 'about to call <collective>' with a hash of (op, shapes, dtypes){at}{other} on every rank, "
+            "with a per-rank step counter: the first line where ranks differ is the bug.",
+            f"Assert that the branch choosing between these call sites is identical across ranks (all_gather the "
+            f"condition): {who} issued another collective.",
+        ]
+    if c.category == Category.inconclusive:
+        return [
+            "Set TORCH_NCCL_ENABLE_TIMING=1 so the next dump shows which ranks started the stuck collective.",
+            f"Run nccl-tests across {node_txt} and read the GPUs' health (XID errors) to tell a network hang from "
+            "a GPU hang.",
+        ]
+    return [
+        f"Log a per-rank step counter and 'about to call {name}'{at} on every rank: the last line of each rank "
+        "shows where it stopped."
+    ]

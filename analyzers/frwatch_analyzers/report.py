@@ -43,9 +43,11 @@ def render(v: Verdict) -> str:
                 lines.append(f"  {_view_line(view)}")
     if v.culprit_ranks:
         lines.append("")
+        where = v.suspect_nodes or v.culprit_nodes
         lines.append(
             f"Culprit: {ranks_text(v.culprit_ranks)}"
-            + (f" on {', '.join(v.suspect_nodes)}" if v.suspect_nodes else "")
+            + (f" on {', '.join(where)}" if where else "")
+            + ("  (suspect hardware)" if v.suspect_nodes else "")
         )
         detail = v.culprit_detail
         if detail.startswith(v.headline):
@@ -62,6 +64,18 @@ def render(v: Verdict) -> str:
             lines.append(f"  - {c.summary} ({c.explained_by})")
         if len(v.consequences) > _MAX_CONSEQUENCES:
             lines.append(f"  - ... {len(v.consequences) - _MAX_CONSEQUENCES} more")
+    if v.stragglers:
+        lines.append("")
+        lines.append("Stragglers:")
+        for st in v.stragglers[:6]:
+            lines.append(f"  {st.summary}")
+    if v.dump_files:
+        lines.append("")
+        lines.append("Ranks with more than one dump:")
+        for f in v.dump_files[:10]:
+            lines.append(f"  rank {f.rank}: {f.file}: {f.role}" + (f" ({f.note})" if f.note else ""))
+        if len(v.dump_files) > 10:
+            lines.append(f"  ... {len(v.dump_files) - 10} more")
     if v.bad_files:
         lines.append("")
         lines.append("Files not used:")

@@ -1,9 +1,16 @@
-"""One decoded dump -> a compact, picklable :class:`RankTrace` (the map step).
+"""One decoded dump -> a compact, picklable :class:`RankTrace` (the map step, the hot path).
 
 The summary keeps, per process group, the sequence numbers a rank recorded and a stable 64-bit signature
-of what it recorded at each (collective type, sizes, dtypes and user call site), plus full detail for the
-last few entries only. Signatures are stable across processes (blake2b, not ``hash``), so summaries made
-in different worker processes compare directly. Details of every distinct signature travel once.
+of what it recorded at each: the fields its collective's rule (:mod:`.rules`) says must agree across the
+members, and the user call site. Fields that may differ by design (all_to_all splits, the root's side of
+gather and scatter, uneven all_gather/reduce_scatter) are left out of the signature and travel as per-rank
+element counts, so ranks that differ by design still share one summary shape. Full detail (states, times,
+record ids) is kept for the last entries of each group and for the first entries a rank had not completed
+when it dumped: where a hang is read. Signatures are stable across processes (blake2b, not ``hash``), so
+summaries made in different worker processes compare directly. Details of every distinct signature travel
+once.
+
+Over 400 lines by choice: the per-entry loop and the summary it builds are read together (the hot path).
 """
 
 from __future__ import annotations
@@ -19,17 +26,22 @@ from typing import Any
 
 from . import fields
 from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
+from .rules import Rule, rule_for
+from .rules import numel as _numel
 from .safe_load import DumpError, describe
 from .safe_text import printable
 
 #: How many of a group's last entries keep their full detail (states, times, record ids).
 TAIL = 48
+#: How many entries from the first one a rank had not completed keep their full detail as well.
+OPEN_KEEP = 8
 
 #: Frames from these paths are library plumbing; the first frame outside them is the user's call site.
 _LIBRARY_MARKERS = ("/torch/", "\\torch\\", "/site-packages/", "/dist-packages/", "<frozen ", "/threading.py")
 
 #: Members of a group: a range when contiguous (compact to pickle and to hash), else a tuple.
 Ranks = range | tuple[int, ...]
+Shapes = tuple[tuple[int, ...], ...]
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
@@ -56,7 +68,8 @@ _P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>[0-9]{1,9})\s*(?P<arrow>->|<
 
 @dataclass(frozen=True)
 class EntrySig:
-    """What a rank recorded at one sequence number, without times and states: the thing ranks must agree on."""
+    """What a rank recorded at one sequence number, without times and states: the thing ranks must agree
+    on. For a collective whose sizes may differ by rank (``varying``), only the number of tensors stays."""
 
     op: str
     input_sizes: tuple[tuple[int, ...], ...]
@@ -65,11 +78,12 @@ class EntrySig:
     output_dtypes: tuple[str, ...]
     call_site: tuple[tuple[str, str, int], ...]  # (name, filename, line), innermost user frame first
     parts: int = 1  # >1: coalesced entries that share the sequence number
+    varying: bool = False  # sizes left out by the collective's rule: see the per-rank counts
 
 
-@dataclass
+@dataclass(slots=True)
 class TailEntry:
-    """Full detail of one of the last entries of a group on a rank."""
+    """Full detail of one of the entries a rank's summary keeps for a group."""
 
     seq: int
     record_id: int
@@ -79,6 +93,7 @@ class TailEntry:
     created_ns: int
     started_ns: int
     completed_ns: int
+    splits: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # all_to_all lists: elements per peer
 
 
 @dataclass
@@ -91,7 +106,7 @@ class PgTrace:
     sigs: array[int]  # signature digest per seq
     plain: array[int]  # the same without the call site: compared when some ranks' dumps have no frames (JSON)
     created: array[int]  # time_created_ns per seq (0 unknown)
-    tail: list[TailEntry]
+    tail: list[TailEntry]  # the first entries not completed, then the last TAIL entries, by seq
     config_ranks: Ranks | None  # from pg_config when it is sane, else None (a range when contiguous)
     last_enqueued: int  # from pg_status when present, else the last seq held
     last_started: int
@@ -100,6 +115,10 @@ class PgTrace:
     first_record_id: int = -1
     seq_digest: bytes = b""  # digest of (seqs, sigs): ranks with equal digests behaved identically
     plain_digest: bytes = b""  # digest of (seqs, plain)
+    backend: str = ""  # the profiling names' prefix ("nccl", "gloo"): each backend has its own recorder
+    var_seqs: array[int] = field(default_factory=lambda: array("q"))  # entries whose sizes may differ by rank
+    var_in: array[int] = field(default_factory=lambda: array("q"))  # their input elements
+    var_out: array[int] = field(default_factory=lambda: array("q"))  # their output elements
 
 
 @dataclass
@@ -131,6 +150,11 @@ class RankTrace:
     has_states: bool = False  # NCCL-style started/completed states present
     has_frames: bool = False
     last_record_id: int = -1
+    has_timing: bool = False  # some entry was seen 'started' (TORCH_NCCL_ENABLE_TIMING)
+    first_record_id: int = -1
+    dumped_ns: int = 0  # the latest timestamp in the summary: close to when the dump was taken
+    world_ranks: tuple[int, int] | None = None  # (lowest, highest) rank of an unnamed pg_config entry (gloo)
+    files: list[str] = field(default_factory=list)  # every file merged into this trace (merge.py)
 
 
 def _digest(obj: object) -> int:
@@ -169,21 +193,26 @@ def compact_ranks(ranks: list[int]) -> Ranks:
     return tuple(ranks)
 
 
-def _tupled(sizes: Any) -> tuple[tuple[int, ...], ...]:
-    if not isinstance(sizes, list | tuple):
-        return ()
-    out = []
-    for s in sizes:
-        out.append(tuple(s) if isinstance(s, list | tuple) else (s,))
-    return tuple(out)
-
-
 def _call_site(frames: Any, where: str = "an entry") -> tuple[tuple[str, str, int], ...]:
     if not isinstance(frames, list | tuple) or not frames:
         return ()
     checked = [fields.frame(f, where) for f in frames]  # every frame type-checked, library ones too
     user = [f for f in checked if not any(m in f[1] for m in _LIBRARY_MARKERS)]
     return tuple(user[:MAX_CALL_SITE_FRAMES]) if user else tuple(checked[:1])
+
+
+def _compat(
+    rule: Rule, isz: Shapes, idt: tuple[str, ...], osz: Shapes, odt: tuple[str, ...]
+) -> tuple[Any, ...]:
+    """The fields of an entry its rule says must agree (sizes that may differ keep only their count)."""
+    if not rule.varying and rule.input_dtypes and rule.output_dtypes:
+        return (isz, idt, osz, odt)
+    return (
+        isz if rule.inputs else (((),) * len(isz) if rule.input_count else ()),
+        idt if rule.input_dtypes else (),
+        osz if rule.outputs else (((),) * len(osz) if rule.output_count else ()),
+        odt if rule.output_dtypes else (),
+    )
 
 
 def parse_p2p(op: str) -> tuple[str, int, int] | None:
@@ -205,21 +234,25 @@ class Summarizer:
         self._emitted: set[int] = set()
         self._plain_of: dict[int, int] = {}  # signature -> the same without call site
         self._ranks_cache: dict[str, Ranks] = {}  # pg_config 'ranks' text -> members
+        self._rules: dict[str, Rule] = {}
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
         entries: list[Any] = dump.get("entries") or []
         key_cache: dict[Any, int] = {}
         site_cache: dict[tuple[int, ...], tuple[tuple[str, str, int], ...]] = {}
         local: dict[int, EntrySig] = {}  # every signature of this file
-        # per pg: list of [seq, sig, entry]  (coalesced entries merged)
-        per_pg: dict[str, tuple[list[int], list[int], list[Any]]] = {}
+        # per pg: [seqs, sigs, entries, var seqs, var in, var out]  (coalesced entries merged)
+        per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]] = {}
+        pg_backend: dict[str, str] = {}
+        rules = self._rules
         pg_desc: dict[str, str] = {}
         pgid_to_name: dict[str, str] = {}
         p2p: list[P2PEntry] = []
         has_states = False
         last_record_id = -1
         pg_cache: dict[Any, str] = {}
-        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int]] = {}
+        # (op, site) -> (sizes, dtypes as the entry had them, sig, varying, input and output elements)
+        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int, bool, int, int]] = {}
         get_state = STATE_CODES.get
         with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
@@ -262,22 +295,29 @@ class Summarizer:
             # the last time: comparing the lists (in C, no allocation) is cheaper than building a key
             last = last_by_site.get((op, site))
             if last is not None and last[0] == isz and last[1] == idt and last[2] == osz and last[3] == odt:
-                sig = last[4]
+                _, _, _, _, sig, varying, n_in, n_out = last
             else:
                 where = f"entry {i}"
-                raw_key = (  # hashable, type-checked copies
-                    op,
-                    fields.sizes(isz, "input_sizes", where),
+                rule = rules.get(op)
+                if rule is None:
+                    rule = rules[op] = rule_for(op)
+                sizes_in = fields.sizes(isz, "input_sizes", where)  # hashable, type-checked copies
+                sizes_out = fields.sizes(osz, "output_sizes", where)
+                kept = _compat(
+                    rule,
+                    sizes_in,
                     fields.dtypes(idt, "input_dtypes", where),
-                    fields.sizes(osz, "output_sizes", where),
+                    sizes_out,
                     fields.dtypes(odt, "output_dtypes", where),
-                    site,
                 )
+                raw_key = (op, *kept, site)
+                varying = rule.varying
                 cached = key_cache.get(raw_key)
                 if cached is None:
-                    cached = key_cache[raw_key] = self._new_sig(e, op, site, local)
+                    cached = key_cache[raw_key] = self._new_sig(op, kept, site, varying, local)
                 sig = cached
-                last_by_site[(op, site)] = (isz, idt, osz, odt, sig)
+                n_in, n_out = (_numel(sizes_in), _numel(sizes_out)) if varying else (0, 0)
+                last_by_site[(op, site)] = (isz, idt, osz, odt, sig, varying, n_in, n_out)
             if type(state_name) is str:
                 state = get_state(state_name, -1)
             else:
@@ -318,8 +358,13 @@ class Summarizer:
                 seq = fields.integer(seq, "collective_seq_id", f"entry {i}")
             cols = per_pg.get(pg_name)
             if cols is None:
-                cols = per_pg[pg_name] = ([], [], [])
-            seqs_l, sigs_l, ents_l = cols
+                cols = per_pg[pg_name] = ([], [], [], [], [], [])
+                pg_backend[pg_name] = printable(op.split(":", 1)[0], 40) if ":" in op else ""
+            seqs_l, sigs_l, ents_l, var_s, var_i, var_o = cols
+            if varying:
+                var_s.append(seq)
+                var_i.append(n_in)
+                var_o.append(n_out)
             if seqs_l and seqs_l[-1] == seq:
                 # coalesced: several entries share one sequence number; their signature is a chain digest
                 # (O(1) a part) and the combined detail is built once, when the region ends (linear)
@@ -340,9 +385,16 @@ class Summarizer:
             self._close_run(per_pg[name][1][-1], run, local)
         has_frames = bool(site_cache)
         backend = printable(next(iter(key_cache))[0].split(":", 1)[0], 40) if key_cache else ""
-        pgs = self._build_pgs(dump, per_pg, pg_desc, pgid_to_name)
+        pgs, world_ranks = self._build_pgs(dump, rank, per_pg, pg_desc, pgid_to_name, pg_backend)
         details = {k: v for k, v in local.items() if k not in self._emitted}
         self._emitted.update(details)
+        tails = [t for pg in pgs.values() for t in pg.tail]
+        has_timing = any(t.started_ns > 0 or t.state == 1 for t in tails) or any(
+            pg.last_started >= 0 for pg in pgs.values()
+        )
+        dumped_ns = max((max(t.created_ns, t.started_ns, t.completed_ns) for t in tails), default=0)
+        dumped_ns = max([dumped_ns, *(p.created_ns for p in p2p[-64:])])
+        first_rid = min((pg.first_record_id for pg in pgs.values() if pg.first_record_id >= 0), default=-1)
         return RankTrace(
             rank=rank,
             file=file,
@@ -356,6 +408,11 @@ class Summarizer:
             has_states=has_states,
             has_frames=has_frames,
             last_record_id=last_record_id,
+            has_timing=has_timing,
+            first_record_id=first_rid,
+            dumped_ns=dumped_ns,
+            world_ranks=world_ranks,
+            files=[file],
         )
 
     @staticmethod
@@ -379,17 +436,22 @@ class Summarizer:
             self._plain_of[combined] = _plain(local[combined], local)
 
     def _new_sig(
-        self, e: dict[str, Any], op: str, site: tuple[tuple[str, str, int], ...], local: dict[int, EntrySig]
+        self,
+        op: str,
+        kept: tuple[Any, ...],
+        site: tuple[tuple[str, str, int], ...],
+        varying: bool,
+        local: dict[int, EntrySig],
     ) -> int:
-        in_dtypes = e.get("input_dtypes")
-        out_dtypes = e.get("output_dtypes")
-        esig = EntrySig(  # the fields were type-checked (fields.sizes/dtypes) before this is called
+        isz, idt, osz, odt = kept  # type-checked (fields.sizes/dtypes), only the fields that must agree
+        esig = EntrySig(
             op=printable(op),
-            input_sizes=_tupled(e.get("input_sizes")),
-            input_dtypes=tuple(map(printable, in_dtypes if isinstance(in_dtypes, list | tuple) else ())),
-            output_sizes=_tupled(e.get("output_sizes")),
-            output_dtypes=tuple(map(printable, out_dtypes if isinstance(out_dtypes, list | tuple) else ())),
+            input_sizes=isz,
+            input_dtypes=tuple(map(printable, idt)),
+            output_sizes=osz,
+            output_dtypes=tuple(map(printable, odt)),
             call_site=site,
+            varying=varying,
         )
         sig = _digest(esig)
         local[sig] = esig
@@ -399,10 +461,15 @@ class Summarizer:
     def _build_pgs(
         self,
         dump: dict[str, Any],
-        per_pg: dict[str, tuple[list[int], list[int], list[Any]]],
+        rank: int,
+        per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]],
         pg_desc: dict[str, str],
         pgid_to_name: dict[str, str],
-    ) -> dict[str, PgTrace]:
+        pg_backend: dict[str, str],
+    ) -> tuple[dict[str, PgTrace], tuple[int, int] | None]:
+        """The groups' summaries, and the world an unnamed pg_config entry lists (gloo writes
+        ``{'': {'ranks': '[0, 1, 2, 3]'}}``: the name is broken, the member list is not)."""
+        world: tuple[int, int] | None = None
         config = dump.get("pg_config") or {}
         status = dump.get("pg_status") or {}
         for part, value in (("pg_config", config), ("pg_status", status)):
@@ -428,6 +495,8 @@ class Summarizer:
             if name and ranks:
                 config_ranks[name] = ranks
                 pg_desc.setdefault(name, fields.text(cfg.get("desc"), "desc", where))
+            elif ranks and rank in ranks and ranks[0] == 0:
+                world = (0, max(ranks))
         status_by_name: dict[str, dict[str, Any]] = {}
         for pg_id, st in status.items():
             key = fields.group_key(pg_id, "pg_status")
@@ -439,7 +508,7 @@ class Summarizer:
             raise DumpError(f"malformed dump: {len(names)} process groups, more than the {MAX_GROUPS} read")
         out: dict[str, PgTrace] = {}
         for name in names:
-            seq_l, sig_l, ent_l = per_pg.get(name, ([], [], []))
+            seq_l, sig_l, ent_l, var_s, var_i, var_o = per_pg.get(name, ([], [], [], [], [], []))
             if any(a > b for a, b in itertools.pairwise(seq_l)):  # rarely: entries out of order
                 order = sorted(range(len(seq_l)), key=seq_l.__getitem__)
                 seq_l, sig_l, ent_l = (
@@ -458,21 +527,7 @@ class Summarizer:
                 created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
             except OverflowError:  # a time beyond int64 reads as unknown
                 created = array("q", [_as_int(t, 0) for t in map(_CREATED, ent_l)])
-            tail = []
-            for seq, sig, e in zip(seq_l[-TAIL:], sig_l[-TAIL:], ent_l[-TAIL:], strict=True):
-                st = e.get("state")
-                tail.append(
-                    TailEntry(
-                        seq=seq,
-                        record_id=_as_int(e.get("record_id")),
-                        sig=sig,
-                        state=STATE_CODES.get(st, -1) if isinstance(st, str) else -1,
-                        retired=e.get("retired") if isinstance(e.get("retired"), bool) else None,
-                        created_ns=_as_int(e.get("time_created_ns"), 0),
-                        started_ns=_as_int(e.get("time_discovered_started_ns"), 0),
-                        completed_ns=_as_int(e.get("time_discovered_completed_ns"), 0),
-                    )
-                )
+            tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i]) for i in _kept(ent_l)]
             st = status_by_name.get(name)
             last_seq = seqs[-1] if seqs else -1
             if st is not None:
@@ -500,8 +555,56 @@ class Summarizer:
                 first_record_id=_as_int(ent_l[0].get("record_id")) if ent_l else -1,
                 seq_digest=digest,
                 plain_digest=plain_digest,
+                backend=pg_backend.get(name, ""),
+                var_seqs=array("q", var_s),
+                var_in=array("q", var_i),
+                var_out=array("q", var_o),
             )
-        return out
+        return out, world
+
+
+def _done(e: dict[str, Any]) -> bool:
+    return e.get("state") == "completed" or e.get("retired") is True
+
+
+def _kept(ents: list[Any]) -> list[int]:
+    """Indices whose detail is kept: the first OPEN_KEEP from the first entry not done (read backwards:
+    only the open end is walked), and the last TAIL."""
+    n = len(ents)
+    first_open = n
+    while first_open > 0 and not _done(ents[first_open - 1]):
+        first_open -= 1
+    keep = set(range(max(0, n - TAIL), n))
+    keep.update(range(first_open, min(n, first_open + OPEN_KEEP)))
+    return sorted(keep)
+
+
+def _tail_entry(seq: int, sig: int, e: dict[str, Any]) -> TailEntry:
+    st = e.get("state")
+    retired = e.get("retired")
+    splits = None
+    ins, outs = e.get("input_sizes"), e.get("output_sizes")
+    if (
+        type(ins) is list
+        and type(outs) is list
+        and len(ins) > 1
+        and len(ins) == len(outs)
+        and len(ins) <= 65_536
+    ):
+        name = e.get("profiling_name")
+        if isinstance(name, str) and rule_for(name).varying:  # the sizes were type-checked in the loop
+            splits = (tuple(_numel((s,)) for s in ins), tuple(_numel((s,)) for s in outs))
+    return TailEntry(
+        seq=seq,
+        record_id=_as_int(e.get("record_id")),
+        sig=sig,
+        state=STATE_CODES.get(st, -1) if isinstance(st, str) else -1,
+        retired=retired if isinstance(retired, bool) else None,
+        created_ns=_as_int(e.get("time_created_ns"), 0),
+        started_ns=_as_int(e.get("time_discovered_started_ns"), 0),
+        completed_ns=_as_int(e.get("time_discovered_completed_ns"), 0),
+        splits=splits,
+    )
 
 
 def _derived_completed(tail: list[TailEntry]) -> int:
@@ -516,7 +619,14 @@ def _plain(sig: EntrySig, local: dict[int, EntrySig]) -> int:
     if not sig.call_site:
         return _digest(sig)
     bare = EntrySig(
-        sig.op, sig.input_sizes, sig.input_dtypes, sig.output_sizes, sig.output_dtypes, (), sig.parts
+        sig.op,
+        sig.input_sizes,
+        sig.input_dtypes,
+        sig.output_sizes,
+        sig.output_dtypes,
+        (),
+        sig.parts,
+        sig.varying,
     )
     digest = _digest(bare)
     local.setdefault(digest, bare)
@@ -542,4 +652,5 @@ def _combine_all(parts: list[EntrySig]) -> EntrySig:
         output_dtypes=tuple(d for p in parts for d in p.output_dtypes),
         call_site=first.call_site,
         parts=sum(p.parts for p in parts),
+        varying=any(p.varying for p in parts),
     )

@@ -34,10 +34,15 @@ class Category(StrEnum):
     size_mismatch = "size_mismatch"
     #: Same collective, different dtypes.
     dtype_mismatch = "dtype_mismatch"
+    #: Same collective, a different number of tensors (or of ops inside a coalesced region).
+    tensor_count_mismatch = "tensor_count_mismatch"
     #: Scheduled but never started on a rank while its peers started it: a kernel before it never finished.
     gpu_hang = "gpu_hang"
     #: Every member started the collective, none completed: the transport (NIC, switch, link) is the suspect.
     network_hang = "network_hang"
+    #: Completed on some members, still in it on others: a partial transport stall. Not hardware-class: the
+    #: dumps do not say which node or link stalled (not a GPU hang: the stalled ranks took part).
+    transport_stall = "transport_stall"
     #: No usable dump at all: nothing to compare.
     no_dump = "no_dump"
     #: The dumps do not support a conclusion (say why in ``summary``).
@@ -97,6 +102,44 @@ class Branch(BaseModel):
     p2p: bool = False
 
 
+class StragglerKind(StrEnum):
+    """How a straggler is late."""
+
+    #: Enqueues its collectives later than the group's median (CPU side: data loading, Python, I/O).
+    late_enqueue = "late_enqueue"
+    #: Starts its collectives later than its peers although enqueued on time (its GPU or stream is slow).
+    slow_start = "slow_start"
+
+
+class Straggler(BaseModel):
+    """A rank consistently behind its peers over many collectives of one process group."""
+
+    rank: int
+    kind: StragglerKind
+    process_group: str
+    median_ms: float = Field(description="its median delay behind the group's median, in milliseconds")
+    share: float = Field(description="the share of the compared collectives on which it was late (0-1)")
+    compared: int = Field(description="how many collectives were compared (the last ones of each rank)")
+    nodes: list[str] = Field(default_factory=list)
+    summary: str = ""
+
+
+class DumpFile(BaseModel):
+    """One input file of a rank that left more than one, and what was done with it."""
+
+    file: str
+    rank: int
+    role: str = Field(
+        description="used | merged (another recorder, or older entries) | superseded | identical | conflict"
+    )
+    backend: str = ""
+    groups: list[str] = Field(default_factory=list)
+    entries: int = 0
+    record_ids: list[int] = Field(default_factory=list, description="[first, last] record id it holds")
+    dumped_at_ns: int = Field(default=0, description="the latest timestamp inside it")
+    note: str = ""
+
+
 class EntryView(BaseModel):
     """What one rank recorded at a sequence number: the facts a person compares."""
 
@@ -108,6 +151,9 @@ class EntryView(BaseModel):
     output_dtypes: list[str] = Field(default_factory=list)
     state: str | None = None
     call_site: list[Frame] = Field(default_factory=list, description="user frames, innermost first")
+    files: list[str] = Field(
+        default_factory=list, description="the files these records come from, when a rank left more than one"
+    )
 
 
 class Evidence(BaseModel):
@@ -176,7 +222,13 @@ class Verdict(BaseModel):
         default="",
         description="the verdict in at most 120 characters (kubectl describe shows it whole); empty: use headline",
     )
-    suspect_nodes: list[str] = Field(default_factory=list)
+    suspect_nodes: list[str] = Field(
+        default_factory=list, description="nodes to check for hardware: set only for hardware-class findings"
+    )
+    culprit_nodes: list[str] = Field(
+        default_factory=list,
+        description="where the culprit ranks ran (any finding): not a hardware suspicion",
+    )
     world_size: int | None = None
     ranks_seen: list[int] = Field(default_factory=list)
     missing_dumps: list[int] = Field(default_factory=list)
@@ -186,4 +238,10 @@ class Verdict(BaseModel):
     consequences: list[Finding] = Field(default_factory=list, description="findings explained by the root")
     evidence: list[Evidence] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
+    stragglers: list[Straggler] = Field(
+        default_factory=list, description="ranks consistently late to enqueue or to start, healthy or not"
+    )
+    dump_files: list[DumpFile] = Field(
+        default_factory=list, description="every file of the ranks that left more than one, and its use"
+    )
     stats: dict[str, float] = Field(default_factory=dict, description="files, entries, seconds")

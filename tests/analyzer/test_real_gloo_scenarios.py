@@ -14,19 +14,19 @@ import pytest
 
 from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.report import render
-from frwatch_analyzers.verdict import Category, Status, Verdict
+from frwatch_analyzers.verdict import Category, CulpritKind, Status, Verdict
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def verdict_of(real_dumps: Callable[[str], Path]) -> Callable[[str], Verdict]:
-    cache: dict[str, Verdict] = {}
+def verdict_of(real_dumps: Callable[..., Path]) -> Callable[..., Verdict]:
+    cache: dict[tuple[str, ...], Verdict] = {}
 
-    def get(scenario: str) -> Verdict:
-        if scenario not in cache:
-            cache[scenario] = analyze(str(real_dumps(scenario)), world_size=4)
-        return cache[scenario]
+    def get(scenario: str, *extra: str) -> Verdict:
+        if (scenario, *extra) not in cache:
+            cache[(scenario, *extra)] = analyze(str(real_dumps(scenario, *extra)), world_size=4)
+        return cache[(scenario, *extra)]
 
     return get
 
@@ -58,6 +58,8 @@ def test_skipped_collective_is_a_desync_at_the_skip_naming_the_other_call_site(
     # gloo pairs the culprit's next collective with its peers' skipped one: the culprit's call site differs
     assert _site(v, [1]) != _site(v, [0, 2, 3])
     assert not v.hardware_class
+    # the control broadcast happens here for the first time: no history says a call was skipped
+    assert v.culprit_kind == CulpritKind.mismatched_call
 
 
 def test_other_collective_type_is_a_desync(verdict_of: Callable[[str], Verdict]) -> None:
@@ -93,6 +95,7 @@ def test_cpu_stuck_rank_is_missing_and_told_apart_from_a_skip(verdict_of: Callab
     assert "idle outside any collective" in v.culprit_detail
     assert "stuck on the CPU side" in v.culprit_detail
     assert not v.hardware_class
+    assert v.culprit_kind == CulpritKind.cpu_stuck and "py-spy" in v.next_steps[0]
 
 
 def test_extra_same_shape_collective_is_found_where_it_happened_not_at_the_hang(
@@ -105,6 +108,7 @@ def test_extra_same_shape_collective_is_found_where_it_happened_not_at_the_hang(
     last_seen = max(g.last_enqueued.get("0", -1) for g in v.groups)
     assert v.earliest_branch.seq < last_seen - 1, "the branch is several steps before the hang"
     assert _site(v, [1]) == "clip_gradients_globally"
+    assert v.culprit_kind == CulpritKind.extra_call  # its #4 is the others' #3, and so on to the hang
 
 
 def test_fault_inside_a_subgroup_names_the_rank_that_moved_on(verdict_of: Callable[[str], Verdict]) -> None:
@@ -115,6 +119,7 @@ def test_fault_inside_a_subgroup_names_the_rank_that_moved_on(verdict_of: Callab
     assert b is not None and b.process_group.desc == "tensor_parallel_1"
     assert b.process_group.ranks == [2, 3], "membership inferred from entries: gloo's pg_config is broken"
     assert "moved on to" in v.culprit_detail, v.culprit_detail
+    assert v.culprit_kind == CulpritKind.took_another_path
     # the default group's disagreement (rank 2 never reached it) is a consequence, not a second root
     assert any(c.process_group == "0" for c in v.consequences)
 
@@ -139,6 +144,7 @@ def test_crashed_rank_without_a_dump_is_the_culprit(verdict_of: Callable[[str], 
     assert v.category == Category.missing_rank
     assert v.culprit_ranks == v.missing_dumps != []
     assert "left no dump" in v.headline
+    assert v.culprit_kind == CulpritKind.crashed
 
 
 def test_report_reads_in_ten_seconds(verdict_of: Callable[[str], Verdict]) -> None:
@@ -171,3 +177,60 @@ def test_json_dump_next_to_pickles_is_used(real_dumps: Callable[[str], Path], tm
     assert v.category == Category.desync
     assert v.culprit_ranks == [1]
     assert v.ranks_seen == [0, 1, 2, 3]
+
+
+def test_uneven_all_to_all_and_the_roots_of_gather_and_scatter_are_healthy(
+    verdict_of: Callable[[str], Verdict],
+) -> None:
+    """Every step: an all_to_all_single whose splits differ by rank and step, a gather to rank 0, a scatter
+    from it. Each rank records other sizes by design; nothing is wrong."""
+    v = verdict_of("moe")
+    assert v.status == Status.healthy, v.headline
+    assert v.stats["entries"] > 100
+
+
+def test_a_wrong_all_to_all_split_is_a_silent_size_mismatch_at_that_exchange(
+    verdict_of: Callable[[str], Verdict],
+) -> None:
+    v = verdict_of("moe_bad_split")
+    assert v.status == Status.problem and v.category == Category.size_mismatch
+    b = v.earliest_branch
+    # seq 1 broadcast_parameters; a step is dispatch, gather, scatter, sync: step 3's dispatch is #10
+    assert b is not None and b.seq == 10 and b.op == "gloo:all_to_all"
+    assert v.findings[0].silent, "gloo completed the exchange: silent corruption"
+    assert v.culprit_ranks == [], "all_to_all_single records no per-peer splits: no rank can be named"
+    assert "not in the dumps" in v.headline
+
+
+def test_a_gather_to_the_wrong_root_names_the_rank_that_broke_with_the_usual_root(
+    verdict_of: Callable[[str], Verdict],
+) -> None:
+    v = verdict_of("gather_root")
+    assert v.category == Category.desync and v.culprit_ranks == [1]
+    assert v.earliest_branch is not None and v.earliest_branch.op == "gloo:gather"
+    assert "rank 0 was the root of this call before" in v.headline
+
+
+def test_an_earlier_on_demand_dump_of_every_rank_is_used_by_content(
+    real_dumps: Callable[..., Path], verdict_of: Callable[..., Verdict], tmp_path: Path
+) -> None:
+    """Every rank also wrote an on-demand JSON dump after step 2: two files a rank, picked by content."""
+    v = verdict_of("cpu_stuck", "--ondemand-at-step", "2")
+    assert v.category == Category.missing_rank and v.culprit_ranks == [1], v.headline
+    assert len(v.dump_files) == 8
+    used = {f.rank: Path(f.file).name for f in v.dump_files if f.role == "used"}
+    assert used == {r: f"nccl_trace_rank_{r}" for r in range(4)}, v.dump_files  # the later pickles
+    # names do not decide: the same files, each early dump under the name of the late one and back
+    src = real_dumps("cpu_stuck", "--ondemand-at-step", "2")
+    for f in src.iterdir():
+        swapped = f.name[:-5] if f.name.endswith(".json") else f"{f.name}.json"
+        (tmp_path / swapped).write_bytes(f.read_bytes())
+    w = analyze(str(tmp_path), world_size=4)
+    assert (w.category, w.culprit_ranks, w.earliest_branch) == (
+        v.category,
+        v.culprit_ranks,
+        v.earliest_branch,
+    )
+    assert {f.rank: Path(f.file).name for f in w.dump_files if f.role == "used"} == {
+        r: f"nccl_trace_rank_{r}.json" for r in range(4)
+    }

@@ -187,6 +187,16 @@ class DumpWatcher:
                 self.dump_reason = reason
             return self._dumped
 
+    def dump_on_demand(self) -> Path | None:
+        """Write an extra JSON dump now, beside the one written on failure or at exit
+        (``<prefix><rank>.json``), as a live sample or an on-demand request leaves one."""
+        path = Path(f"{dump_path(self.settings.prefix, self.settings.rank)}.json")
+        try:
+            write_atomically(path, trace_bytes(DumpFormat.JSON))
+        except OSError:
+            return None
+        return path
+
     def request_everyone_dumps(self) -> None:
         """Tell every rank to dump: the flag file now, the store key from the watcher thread."""
         flag = flag_path(self.settings.prefix)

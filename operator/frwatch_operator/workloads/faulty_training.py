@@ -28,7 +28,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -50,7 +50,9 @@ from frwatch_operator.workloads.scenarios import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    MOE_FAMILY,
     Scenario,
+    moe_splits,
 )
 
 # torch's import warns when numpy is absent; the workload needs no numpy.
@@ -125,6 +127,7 @@ class RunConfig:
     max_runtime_s: float
     fmt: DumpFormat
     json_ranks: frozenset[int]
+    ondemand_at_step: int = 0
 
     def format_for(self, rank: int) -> DumpFormat:
         return DumpFormat.JSON if rank in self.json_ranks else self.fmt
@@ -154,6 +157,13 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
     parser.add_argument("--max-runtime-s", type=float, default=600.0, help="safety net: dump and abort")
     parser.add_argument("--format", choices=[f.value for f in DumpFormat], default=DumpFormat.PICKLE.value)
     parser.add_argument("--json-ranks", default="", help="comma-separated ranks that dump JSON anyway")
+    parser.add_argument(
+        "--ondemand-at-step",
+        type=int,
+        default=0,
+        help="after this step every rank also writes an on-demand JSON dump (<prefix><rank>.json), as a live "
+        "sample or an operator's on-demand request leaves before the failure dump",
+    )
     args = parser.parse_args(argv)
     scenario = Scenario(args.scenario)
     defaults = DEFAULTS[scenario]
@@ -178,6 +188,7 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         max_runtime_s=args.max_runtime_s,
         fmt=DumpFormat(args.format),
         json_ranks=json_ranks,
+        ondemand_at_step=max(0, args.ondemand_at_step),
     )
 
 
@@ -255,6 +266,29 @@ def sync_tensor_parallel(partial: torch.Tensor, group: dist.ProcessGroup, name: 
     PROGRESS.leave()
 
 
+def dispatch_tokens(tokens: torch.Tensor, out_rows: list[int], in_rows: list[int]) -> torch.Tensor:
+    """A mixture-of-experts dispatch: uneven all_to_all_single (in_rows[j] rows to rank j)."""
+    PROGRESS.enter("dispatch_tokens", "default_pg")
+    received = torch.empty(sum(out_rows), tokens.shape[1])
+    dist.all_to_all_single(received, tokens, output_split_sizes=out_rows, input_split_sizes=in_rows)
+    PROGRESS.leave()
+    return received
+
+
+def gather_routing_counts(counts: torch.Tensor, world_size: int, rank: int, root: int) -> None:
+    PROGRESS.enter("gather_routing_counts", "default_pg")
+    gathered = [torch.empty_like(counts) for _ in range(world_size)] if rank == root else None
+    dist.gather(counts, gathered, dst=root)
+    PROGRESS.leave()
+
+
+def scatter_capacities(capacity: torch.Tensor, world_size: int, rank: int) -> None:
+    PROGRESS.enter("scatter_capacities", "default_pg")
+    chunks = [torch.full_like(capacity, float(r)) for r in range(world_size)] if rank == 0 else None
+    dist.scatter(capacity, chunks, src=0)
+    PROGRESS.leave()
+
+
 def agree_to_continue(stop: torch.Tensor) -> None:
     PROGRESS.enter("agree_to_continue", "default_pg")
     dist.broadcast(stop, src=0)
@@ -296,6 +330,7 @@ class Trainer:
         )
         self.params = list(self.model.parameters())
         self.tp_group: dist.ProcessGroup | None = None
+        self.on_demand: Callable[[], object] | None = None  # writes an on-demand dump (--ondemand-at-step)
         self.tp_name = ""
         self.last_loss = 0.0
 
@@ -322,6 +357,8 @@ class Trainer:
         for step in range(1, self.cfg.steps + 1):
             PROGRESS.step = step
             self.train_step(step)
+            if step == self.cfg.ondemand_at_step and self.on_demand is not None:
+                self.on_demand()
             if step % self.cfg.check_every == 0:
                 stop = torch.zeros(1, dtype=torch.int64)
                 agree_to_continue(stop)
@@ -343,10 +380,27 @@ class Trainer:
         hidden = self.model[1](self.model[0](inputs))
         if self.tp_group is not None:
             self.tensor_parallel_sync(hidden, step)
+        if self.cfg.scenario in MOE_FAMILY:
+            self.moe_exchange(hidden, step, bug)
         loss = torch.nn.functional.mse_loss(self.model[2](hidden), targets)
         loss.backward()  # type: ignore[no-untyped-call]
         self.last_loss = float(loss.detach())
         self.sync_and_update(step, bug)
+
+    def moe_exchange(self, hidden: torch.Tensor, step: int, bug: bool) -> None:
+        """Route this rank's tokens to the others (uneven by rank and step), report the routing counts to
+        rank 0, receive this step's capacity: each rank records other sizes by design."""
+        n, me = self.env.world_size, self.env.rank
+        m = moe_splits(n, step)
+        in_rows = [m[me][j] for j in range(n)]
+        out_rows = [m[j][me] for j in range(n)]
+        if bug and self.cfg.scenario is Scenario.MOE_BAD_SPLIT:
+            out_rows[(me + 1) % n] += 3  # the bug: a stale capacity table for one peer
+        tokens = hidden.detach()[:1].expand(sum(in_rows), -1).contiguous()
+        dispatch_tokens(tokens, out_rows, in_rows)
+        root = me if bug and self.cfg.scenario is Scenario.GATHER_ROOT else 0
+        gather_routing_counts(torch.tensor(in_rows, dtype=torch.float32), n, me, root)
+        scatter_capacities(torch.zeros(2), n, me)
 
     def tensor_parallel_sync(self, hidden: torch.Tensor, step: int) -> None:
         """Sum the pair's partial activations (a stand-in for a tensor-parallel layer's all_reduce)."""
@@ -455,6 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     watcher.start()
     trainer = Trainer(env, cfg)
+    trainer.on_demand = watcher.dump_on_demand
     try:
         trainer.setup()
         watcher.warm_up()

@@ -46,6 +46,16 @@ class Scenario(StrEnum):
     #: At the fault step the culprit dies of a Python exception (exit 1, no dump); the others fail at
     #: once with a connection error, dump and exit non-zero.
     CRASH = "crash"
+    #: No bug, mixture-of-experts style: every step dispatches tokens with an uneven all_to_all_single
+    #: (splits differ by rank and by step), gathers routing counts to rank 0 and scatters capacities from
+    #: it. Per-rank sizes differ by design; every rank finishes and exits 0.
+    MOE = "moe"
+    #: As `moe`, but at the fault step the culprit expects 3 more rows from its next peer than that peer
+    #: sends: gloo completes the exchange silently (the extra rows are garbage).
+    MOE_BAD_SPLIT = "moe_bad_split"
+    #: As `moe`, but at the fault step the culprit gathers to itself while the others gather to rank 0:
+    #: two ranks wait as roots, every rank times out.
+    GATHER_ROOT = "gather_root"
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,19 @@ DEFAULTS: dict[Scenario, ScenarioDefaults] = {
     Scenario.SILENT_SHAPE: ScenarioDefaults(culprit=1, fault_step=3),
     Scenario.SILENT_DTYPE: ScenarioDefaults(culprit=1, fault_step=3),
     Scenario.CRASH: ScenarioDefaults(culprit=2, fault_step=3),
+    Scenario.MOE: ScenarioDefaults(culprit=1, fault_step=3),
+    Scenario.MOE_BAD_SPLIT: ScenarioDefaults(culprit=1, fault_step=3),
+    Scenario.GATHER_ROOT: ScenarioDefaults(culprit=1, fault_step=3),
 }
+
+#: The scenarios whose every step also runs the mixture-of-experts exchange (all_to_all_single, gather,
+#: scatter).
+MOE_FAMILY = frozenset({Scenario.MOE, Scenario.MOE_BAD_SPLIT, Scenario.GATHER_ROOT})
+
+
+def moe_splits(world_size: int, step: int) -> list[list[int]]:
+    """Rows rank i sends to rank j at ``step``: uneven, different for every rank and step."""
+    return [[(7 * i + 3 * j + step) % 5 + 1 for j in range(world_size)] for i in range(world_size)]
 
 
 #: How a rank process ends (besides SIGABRT: torn down by the dump watcher after dumping, imitating NCCL's

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from frwatch_analyzers.layout import MANIFEST, PODS_DIR, RANKS_DIR, AttemptKey
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
 from frwatch_operator.detection import FailureKind, PodFacts
-from frwatch_operator.jobkinds import MAX_WORLD_SIZE
 
 _RANK_KEY = re.compile(r"(\d{1,12})\.(pickle|json)")
 #: A pod record larger than this is not read (a real one lists a pod's ranks and uploads: a few KB).

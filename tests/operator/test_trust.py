@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.safe_text import printable
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
 from frwatch_operator.collection import (
@@ -22,7 +23,7 @@ from frwatch_operator.config import Config
 from frwatch_operator.detection import PodFacts, attempt_of
 from frwatch_operator.incident_naming import valid_attempt
 from frwatch_operator.job_failure import current_attempt
-from frwatch_operator.jobkinds import MAX_WORLD_SIZE, PYTORCHJOB
+from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.observed_facts import ClusterView, observe, parse_ranges, ranges_text
 from frwatch_operator.resources import OBSERVED_PODS_MAX, IncidentObserved, ObservedPod
 from frwatch_operator.verdictloop.breaker import BreakerState

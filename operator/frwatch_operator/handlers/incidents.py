@@ -30,6 +30,7 @@ import kopf
 from pydantic import ValidationError
 
 from frwatch_analyzers.layout import AttemptKey, split_s3_url
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
 from frwatch_operator import notices
@@ -65,7 +66,7 @@ from frwatch_operator.errors import FatalError, NotFoundError
 from frwatch_operator.handlers import Deps, translate_errors
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
 from frwatch_operator.incident_naming import valid_attempt
-from frwatch_operator.jobkinds import MAX_WORLD_SIZE, JobKind, kind_of
+from frwatch_operator.jobkinds import JobKind, kind_of
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.observed_facts import facts_of, observe
 from frwatch_operator.optin import CaptureSettings, defaults

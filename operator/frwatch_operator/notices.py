@@ -56,10 +56,10 @@ def incident_opened(incident: str, attempt: str, trigger: str, deadline_s: int) 
     )
 
 
-def collected(incident: str, manifest: Manifest, url: str, analysis_wired: bool) -> Notice:
+def collected(incident: str, manifest: Manifest, url: str) -> Notice:
     missing = [r for r in manifest.ranks if not r.dumped]
     dumped = len(manifest.ranks) - len(missing)
-    then = "analysis starts next" if analysis_wired else "analysis is not wired in this frwatch yet"
+    then = "analysis starts next"
     if not missing:
         return Notice(
             "Normal",

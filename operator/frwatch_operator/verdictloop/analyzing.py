@@ -2,10 +2,10 @@
 
 Two entry points (synchronous; kopf runs sync handlers in threads):
 
-- :func:`start_analysis` (the operator core's hand-off hook, ``frwatch_operator.analysis_handoff``):
+- :func:`start_analysis` (the first Analyzing pass of the Incident's timer, ``handlers.incident_phases``):
   creates the analyzer Job when collection ended. Idempotent: the Job's name is derived from the
   Incident, a second call finds it.
-- :func:`advance_analysis` while the Incident is ``Analyzing`` (the timer of :mod:`.handler`): reads the
+- :func:`advance_analysis` on every later pass while the Incident is ``Analyzing``: reads the
   Job; running -> ``Step(done=False, retry_after=...)``; failed -> phase ``Failed`` with the reason and
   Events; done -> reads verdict.json, writes the ``frwatch.io/*`` annotations and Events on the training
   job, runs the cordon policy, returns the status for phase ``Reported``.
@@ -42,7 +42,6 @@ from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import ApiRefusals, Condition, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
-from frwatch_operator.verdictloop import wiring
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
@@ -62,7 +61,7 @@ from frwatch_operator.verdictloop.job_report import (
     verdict_events,
     with_condition,
 )
-from frwatch_operator.verdictloop.ports import AnalysisRequestLike, ApiRefusedError, KubeActions, Obj
+from frwatch_operator.verdictloop.ports import ApiRefusedError, KubeActions, Obj
 from frwatch_operator.verdictloop.remediation import effective_rules
 from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_verdict
 
@@ -101,6 +100,17 @@ class Observed:
 
 
 @dataclass(frozen=True)
+class AnalysisRequest:
+    """What collection hands to analysis when it ends: the Incident and where its evidence is."""
+
+    namespace: str
+    incident: str  #: the Incident's name (same namespace)
+    incident_uid: str
+    storage_url: str  #: s3://bucket/<attempt root>: ranks/, pods/, manifest.json
+    settings: CaptureSettings  #: the job's effective settings (analyzer image, resources, deadline)
+
+
+@dataclass(frozen=True)
 class Step:
     """What one call did: the Incident status merge patch to write ({}: nothing), and what comes next."""
 
@@ -121,23 +131,21 @@ def _job_ended(state: JobState, reason: str) -> str:
 
 
 def start_analysis(
-    request: AnalysisRequestLike,
+    request: AnalysisRequest,
     config: Config,
     *,
-    kube: KubeActions | None = None,
+    kube: KubeActions,
     now: datetime | None = None,
 ) -> Step:
     """Create the analyzer Job of the request's Incident (idempotent); returns the status for ``Analyzing``.
 
-    ``kube``: the Kubernetes adapter (default: the one :func:`frwatch_operator.verdictloop.handler.register`
-    wired, else the ``kubernetes`` client's default configuration). Raises :class:`RetryableError` when
+    ``kube``: the Kubernetes adapter. Raises :class:`RetryableError` when
     the API does not answer, or while a Job of that name left by an earlier Incident of the same name is
     being deleted; :class:`FatalError` when the request cannot be analysed (no s3:// evidence URL). A
     create the API refuses (:class:`ApiRefusedError`: forbidden, invalid) is not raised: the status it
     returns records the refusal (``apiRefusals``, condition Analyzed ``AnalyzerJobNotCreated``) and the
     verdict loop retries the create with backoff until it gives up.
     """
-    kube = kube or wiring.actions()
     now = now or datetime.now(UTC)
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
     ns, name = analyzer_job_ref(incident, config.analyzer)

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from frwatch_operator.errors import FatalError, RetryableError
-from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import JobRef
 
 Obj = dict[str, Any]
@@ -43,22 +42,6 @@ class NamespaceMissingError(FatalError):
     def __init__(self, message: str, *, namespace: str) -> None:
         super().__init__(message)
         self.namespace = namespace
-
-
-class AnalysisRequestLike(Protocol):
-    """What the operator core hands over when collection ends
-    (``frwatch_operator.analysis_handoff.AnalysisRequest`` has these fields)."""
-
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def incident(self) -> str: ...
-    @property
-    def incident_uid(self) -> str: ...
-    @property
-    def storage_url(self) -> str: ...
-    @property
-    def settings(self) -> CaptureSettings: ...
 
 
 class KubeActions(Protocol):

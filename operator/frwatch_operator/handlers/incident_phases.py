@@ -83,7 +83,7 @@ def hand_off(
         return write_status(deps, inc, status.model_copy(update={"conditions": [*conditions, handed]}))
     request = AnalysisRequest(
         namespace=inc.namespace, incident=inc.name, incident_uid=inc.uid, storage_url=inc.spec.storage_url,
-        settings=settings_of(deps, inc),
+        settings=settings_of(deps, inc, status),
     )  # fmt: skip
     step = start_analysis(request, deps.config, kube=actions)
     # start_analysis answers with a status merge patch; ours and its conditions go together
@@ -99,7 +99,8 @@ def hand_off(
 def analyze(deps: Deps, actions: KubeActions, body: Mapping[str, Any], inc: Incident) -> None:
     """Every later pass of Analyzing: look at the analyzer Job and act on what it shows (Reported or Failed
     at the end); the metrics once the status is written."""
-    step = advance_analysis(body, config=deps.config, kube=actions, store=deps.s3, settings=settings_of(deps, inc))
+    settings = settings_of(deps, inc, inc.status)
+    step = advance_analysis(body, config=deps.config, kube=actions, store=deps.s3, settings=settings)
     if step.status:
         try:
             deps.kube.patch_incident_status(inc.namespace, inc.name, step.status)

@@ -60,8 +60,15 @@ from frwatch_operator.incident_naming import valid_attempt
 from frwatch_operator.jobkinds import JobKind, kind_of
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.observed_facts import facts_of, observe
-from frwatch_operator.optin import CaptureSettings, defaults
-from frwatch_operator.resources import Condition, IncidentCounts, IncidentPhase, IncidentSpec, IncidentStatus
+from frwatch_operator.optin import defaults
+from frwatch_operator.resources import (
+    CaptureSettings,
+    Condition,
+    IncidentCounts,
+    IncidentPhase,
+    IncidentSpec,
+    IncidentStatus,
+)
 from frwatch_operator.times import parse_rfc3339, rfc3339
 
 logger = logging.getLogger(__name__)
@@ -155,7 +162,11 @@ def decode(body: Mapping[str, Any]) -> Incident:
                      spec, status, kind, bucket, key)  # fmt: skip
 
 
-def settings_of(deps: Deps, inc: Incident) -> CaptureSettings:
+def settings_of(deps: Deps, inc: Incident, status: IncidentStatus) -> CaptureSettings:
+    """The settings the Incident runs with: fixed in its status when it opened (:func:`start` fixes them
+    for an Incident whose creator did not); resolved from the job's policy only before that."""
+    if status.settings is not None:
+        return status.settings
     decision = deps.index.decide(inc.namespace, inc.spec.job_ref.name, deps.config)
     return decision.settings if decision is not None and decision.settings else defaults(deps.config)
 
@@ -173,11 +184,13 @@ def write_status(deps: Deps, inc: Incident, status: IncidentStatus) -> IncidentS
 
 
 def start(deps: Deps, inc: Incident, now: datetime) -> IncidentStatus:
-    """Detected -> Collecting: fix the detection time, the deadline and the expected ranks in status."""
+    """Detected -> Collecting: fix the detection time, the settings, the deadline and the expected ranks in
+    status."""
     s = inc.status
+    settings = settings_of(deps, inc, s)
     detected = parse_rfc3339(s.detected_at) or parse_rfc3339(inc.created) or now
     deadline = parse_rfc3339(s.collection_deadline) or detected + timedelta(
-        seconds=settings_of(deps, inc).collection_deadline_seconds
+        seconds=settings.collection_deadline_seconds
     )
     expected = s.counts.expected_ranks
     layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
@@ -196,6 +209,7 @@ def start(deps: Deps, inc: Incident, now: datetime) -> IncidentStatus:
     status = s.model_copy(
         update={
             "phase": IncidentPhase.COLLECTING,
+            "settings": settings,
             "detected_at": rfc3339(detected, "milliseconds"),
             "collection_deadline": rfc3339(deadline, "milliseconds"),
             "counts": IncidentCounts(expected_ranks=expected, dumped_ranks=s.counts.dumped_ranks,

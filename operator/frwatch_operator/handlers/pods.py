@@ -28,8 +28,8 @@ from frwatch_operator.incident_naming import incident_body, incident_name, stora
 from frwatch_operator.job_failure import current_attempt, start_to_record
 from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, RankLayout
 from frwatch_operator.kube import ObjectRef
-from frwatch_operator.optin import CaptureSettings, resolve
-from frwatch_operator.resources import IncidentCounts, IncidentPhase, IncidentStatus
+from frwatch_operator.optin import resolve
+from frwatch_operator.resources import CaptureSettings, IncidentCounts, IncidentPhase, IncidentStatus
 from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.webhook import JobEntry
 
@@ -131,6 +131,7 @@ def open_incident(
             detected_at=rfc3339(now, "milliseconds"),
             collection_deadline=rfc3339(now + timedelta(seconds=settings.collection_deadline_seconds), "milliseconds"),
             counts=IncidentCounts(expected_ranks=layout.world_size),
+            settings=settings,
             message=f"detected: {trigger}",
         )
         deps.kube.patch_incident_status(namespace, name, status.wire())

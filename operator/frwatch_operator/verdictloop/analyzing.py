@@ -38,8 +38,7 @@ from frwatch_operator import constants as c
 from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
-from frwatch_operator.optin import CaptureSettings
-from frwatch_operator.resources import ApiRefusals, Condition, IncidentPhase
+from frwatch_operator.resources import ApiRefusals, CaptureSettings, Condition, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run

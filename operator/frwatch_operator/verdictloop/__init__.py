@@ -9,6 +9,6 @@ Kubernetes is reached through :class:`KubernetesActions` (the ``KubeActions`` po
 """
 
 from frwatch_operator.verdictloop.analyzing import AnalysisRequest, Step, advance_analysis, start_analysis
-from frwatch_operator.verdictloop.ports import ConflictError, KubeActions
+from frwatch_operator.verdictloop.ports import KubeActions
 
-__all__ = ["AnalysisRequest", "ConflictError", "KubeActions", "Step", "advance_analysis", "start_analysis"]
+__all__ = ["AnalysisRequest", "KubeActions", "Step", "advance_analysis", "start_analysis"]

@@ -37,7 +37,7 @@ from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.config import Config
-from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
+from frwatch_operator.errors import ApiRefusedError, FatalError, FrwatchError, RetryableError
 from frwatch_operator.resources import ApiRefusals, CaptureSettings, Condition, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
@@ -60,7 +60,7 @@ from frwatch_operator.verdictloop.job_report import (
     verdict_events,
     with_condition,
 )
-from frwatch_operator.verdictloop.ports import ApiRefusedError, KubeActions, Obj
+from frwatch_operator.verdictloop.ports import KubeActions, Obj
 from frwatch_operator.verdictloop.remediation import effective_rules
 from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_verdict
 

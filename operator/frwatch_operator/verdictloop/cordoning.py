@@ -24,13 +24,13 @@ from datetime import datetime
 
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.config import RemediationSettings
-from frwatch_operator.errors import FatalError
+from frwatch_operator.errors import ConflictError, FatalError, NamespaceMissingError
 from frwatch_operator.resources import Condition
 from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.events import event_object
 from frwatch_operator.verdictloop.incident import IncidentIdentity
 from frwatch_operator.verdictloop.job_report import EventSpec, Reason, one_line, remediated_condition
-from frwatch_operator.verdictloop.ports import ConflictError, KubeActions, NamespaceMissingError
+from frwatch_operator.verdictloop.ports import KubeActions
 from frwatch_operator.verdictloop.remediation import (
     Action,
     CordonPlan,

@@ -215,6 +215,19 @@ class IncidentCounts(_Wire):
     missing_ranks: int | None = Field(default=None, ge=0, description="expected - dumped, when known.")
 
 
+class ConditionType(StrEnum):
+    """The conditions of an Incident (``status.conditions[].type``)."""
+
+    WORLD_SIZE = "WorldSize"  #: False: the job's spec claims a world size frwatch does not take
+    COLLECTED = "Collected"  #: collection ended; the reason says how (every rank dumped, the deadline, ...)
+    EVIDENCE_CONSISTENT = "EvidenceConsistent"  #: whether the store's evidence agreed with the cluster
+    #: The hand-off from collection to analysis: True once the analyzer Job was asked for (or, reason
+    #: NothingToAlign, the exits the cluster showed are the verdict).
+    ANALYSIS_REQUESTED = "AnalysisRequested"
+    ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
+    REMEDIATED = "Remediated"  #: what the cordon policy did
+
+
 class Condition(_Wire):
     """A Kubernetes-style condition."""
 

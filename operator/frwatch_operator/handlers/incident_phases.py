@@ -27,7 +27,6 @@ from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.errors import NotFoundError
 from frwatch_operator.handlers import Deps, translate_errors
 from frwatch_operator.handlers.incidents import (
-    CONDITION,
     NOTHING_TO_ALIGN,
     NOTHING_TO_ALIGN_MESSAGE,
     OPEN,
@@ -40,7 +39,7 @@ from frwatch_operator.handlers.incidents import (
     start,
     write_status,
 )
-from frwatch_operator.resources import Condition, IncidentPhase, IncidentStatus
+from frwatch_operator.resources import Condition, ConditionType, IncidentPhase, IncidentStatus
 from frwatch_operator.times import parse_rfc3339
 from frwatch_operator.verdictloop import AnalysisRequest, KubeActions, advance_analysis, start_analysis
 from frwatch_operator.verdictloop.handler import record
@@ -49,7 +48,7 @@ from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 def handed_over(status: IncidentStatus) -> bool:
     """Whether the first Analyzing pass is done (the analyzer Job asked for, or nothing to align)."""
-    return any(x.type == CONDITION and x.status == "True" for x in status.conditions)
+    return any(x.type == ConditionType.ANALYSIS_REQUESTED and x.status == "True" for x in status.conditions)
 
 
 def drive(deps: Deps, actions: KubeActions, body: Mapping[str, Any], now: datetime | None = None) -> None:
@@ -76,10 +75,10 @@ def hand_off(
 ) -> IncidentStatus:
     """The first pass of Analyzing: ask for the analyzer Job (recorded in the condition ``AnalysisRequested``;
     when every rank exited before any dump there is nothing to align, and no Job)."""
-    conditions = [x for x in status.conditions if x.type != CONDITION]
-    collected = next((x.reason for x in status.conditions if x.type == "Collected"), "")
+    conditions = [x for x in status.conditions if x.type != ConditionType.ANALYSIS_REQUESTED]
+    collected = next((x.reason for x in status.conditions if x.type == ConditionType.COLLECTED), "")
     if collected == EVERY_RANK_EXITED:  # nothing to align: no analyzer Job
-        handed = condition(CONDITION, True, NOTHING_TO_ALIGN, NOTHING_TO_ALIGN_MESSAGE, now)
+        handed = condition(ConditionType.ANALYSIS_REQUESTED, True, NOTHING_TO_ALIGN, NOTHING_TO_ALIGN_MESSAGE, now)
         return write_status(deps, inc, status.model_copy(update={"conditions": [*conditions, handed]}))
     request = AnalysisRequest(
         namespace=inc.namespace, incident=inc.name, incident_uid=inc.uid, storage_url=inc.spec.storage_url,
@@ -90,7 +89,7 @@ def hand_off(
     patch = dict(step.status)
     theirs = [Condition.model_validate(x) for x in patch.pop("conditions", None) or []]
     kept = [x for x in conditions if x.type not in {t.type for t in theirs}]
-    handed = condition(CONDITION, True, "Requested", "the verdict loop took the incident", now)
+    handed = condition(ConditionType.ANALYSIS_REQUESTED, True, "Requested", "the verdict loop took the incident", now)
     new = status.model_copy(update={"conditions": [*kept, *theirs, handed]})
     deps.kube.patch_incident_status(inc.namespace, inc.name, {**new.wire(), **patch})
     return IncidentStatus.model_validate({**new.wire(), **patch})

@@ -64,6 +64,7 @@ from frwatch_operator.optin import defaults
 from frwatch_operator.resources import (
     CaptureSettings,
     Condition,
+    ConditionType,
     IncidentCounts,
     IncidentPhase,
     IncidentSpec,
@@ -73,11 +74,6 @@ from frwatch_operator.times import parse_rfc3339, rfc3339
 
 logger = logging.getLogger(__name__)
 OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
-#: The condition saying whether the store's evidence agreed with what the cluster showed.
-EVIDENCE = "EvidenceConsistent"
-#: The condition recording the hand-off from collection to analysis (True: the analyzer Job was asked for,
-#: or, reason NOTHING_TO_ALIGN, the exits are the verdict).
-CONDITION = "AnalysisRequested"
 #: The hand-off's reason when collection ended ``EveryRankExited``: no dump at all, every rank's pod failed.
 #: No analyzer Job (it would have nothing to align): the Analyzing passes report the exits the cluster showed.
 NOTHING_TO_ALIGN = "NothingToAlign"
@@ -197,8 +193,8 @@ def start(deps: Deps, inc: Incident, now: datetime) -> IncidentStatus:
     if expected is None:
         expected = layout.world_size
     conditions = list(s.conditions)
-    if layout.problem and not any(x.type == "WorldSize" for x in conditions):
-        conditions.append(condition("WorldSize", False, "SpecOutOfBounds", layout.problem, now))
+    if layout.problem and not any(x.type == ConditionType.WORLD_SIZE for x in conditions):
+        conditions.append(condition(ConditionType.WORLD_SIZE, False, "SpecOutOfBounds", layout.problem, now))
         deps.kube.post_event(inc.job_ref, notices.spec_out_of_bounds(layout.problem))
     # before the status write, so that a crash in between repeats them (both are idempotent)
     deps.kube.bump_attempt(inc.kind, inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
@@ -384,13 +380,13 @@ def _collected(
         message += "; every rank's pod ended with an exit before any dump: nothing to align"
     elif reason == ACCOUNTED:
         message += "; their pods ended without a dump of them"
-    conditions = [x for x in status.conditions if x.type not in ("Collected", CONDITION, EVIDENCE)]
-    conditions.append(condition("Collected", True, reason, message, now))
+    conditions = [x for x in status.conditions if x.type not in (ConditionType.COLLECTED, ConditionType.ANALYSIS_REQUESTED, ConditionType.EVIDENCE_CONSISTENT)]
+    conditions.append(condition(ConditionType.COLLECTED, True, reason, message, now))
     evidence = notices.evidence_inconsistent(inc.name, issues) if issues else None
     if evidence is not None:
-        conditions.append(condition(EVIDENCE, False, evidence.reason, evidence.message[:1024], now))
+        conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, False, evidence.reason, evidence.message[:1024], now))
     else:
-        conditions.append(condition(EVIDENCE, True, "MatchesCluster", "the store's records agree with the cluster", now))
+        conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, True, "MatchesCluster", "the store's records agree with the cluster", now))
     new = status.model_copy(
         update={
             "phase": IncidentPhase.ANALYZING,

@@ -38,7 +38,8 @@ from frwatch_operator import constants as c
 from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.config import Config
 from frwatch_operator.errors import ApiRefusedError, FatalError, FrwatchError, RetryableError
-from frwatch_operator.resources import ApiRefusals, CaptureSettings, Condition, IncidentPhase
+from frwatch_operator.notices import Notice, Reason
+from frwatch_operator.resources import ApiRefusals, CaptureSettings, Condition, ConditionType, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
@@ -49,8 +50,6 @@ from frwatch_operator.verdictloop.exit_verdict import exit_verdict
 from frwatch_operator.verdictloop.incident import IncidentIdentity, IncidentView, evidence_url
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
 from frwatch_operator.verdictloop.job_report import (
-    EventSpec,
-    Reason,
     analyzing_status,
     failed_status,
     job_annotations,
@@ -71,9 +70,6 @@ logger = logging.getLogger(__name__)
 NOT_CREATED = "AnalyzerJobNotCreated"
 #: Condition reason and the Warning's "no verdict (...)" of an Incident given up on after API refusals.
 API_REFUSED = "ApiRefused"
-
-#: The condition saying whether the evidence agreed with what the cluster saw (the collection sets it too).
-EVIDENCE = "EvidenceConsistent"
 
 #: How soon to look at a running analyzer Job again (seconds).
 POLL_SECONDS = 5.0
@@ -152,13 +148,13 @@ def start_analysis(
         return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
     except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
         not_created = Condition(
-            type="Analyzed", status="Unknown", reason=NOT_CREATED,
+            type=ConditionType.ANALYZED, status="Unknown", reason=NOT_CREATED,
             message=one_line(f"analyzer Job {name} not created: {exc}", 1024), last_transition_time=rfc3339(now),
         )  # fmt: skip
         refused, give_up = _refusal_status(None, exc, config, now)
         if give_up:  # refused_give_up_seconds 0: no second try
             message = f"the API refused creating the analyzer Job: {_refusal_text(exc)}"
-            spec = EventSpec(
+            spec = Notice(
                 "Warning", Reason.ANALYSIS_FAILED, f"no verdict ({API_REFUSED}): {message}"[:1024]
             )
             try:
@@ -203,7 +199,7 @@ def _create_analyzer_job(
             delay=2.0,
         )
     where = name if ns == incident.namespace else f"{ns}/{name}"
-    spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
+    spec = Notice("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
     kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
     status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
     return Step(status, done=False, retry_after=POLL_SECONDS)
@@ -350,14 +346,14 @@ def _report(
     job_ref = _job_involved(view, training) if training is not None else None
     conditions = list(view.status.conditions)
     if issues:
-        spec = EventSpec("Warning", Reason.EVIDENCE_INCONSISTENT, one_line(
+        spec = Notice("Warning", Reason.EVIDENCE_INCONSISTENT, one_line(
             f"the verdict is inconsistent with what the cluster saw: {'; '.join(issues)}. frwatch kept only the "
             "nodes that ran this attempt's pods (status.observed) and cordons nothing else", 1024))  # fmt: skip
         for about in (job_ref, view.identity.reference()):
             if about is not None:
                 kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
         evidence = Condition(
-            type=EVIDENCE, status="False", reason=Reason.EVIDENCE_INCONSISTENT.value, message=spec.message,
+            type=ConditionType.EVIDENCE_CONSISTENT, status="False", reason=Reason.EVIDENCE_INCONSISTENT.value, message=spec.message,
             last_transition_time=rfc3339(now),
         )  # fmt: skip
         conditions = [Condition.model_validate(x) for x in with_condition(conditions, evidence)]
@@ -431,7 +427,7 @@ def _fail(
 ) -> Step:
     """Phase Failed with the reason; one Warning on the Incident and the job. ``best_effort``: an Event the
     API refuses is logged, not raised (the refusal being reported may be the Events' own)."""
-    spec = EventSpec("Warning", Reason.ANALYSIS_FAILED, f"no verdict ({reason}): {message}"[:1024])
+    spec = Notice("Warning", Reason.ANALYSIS_FAILED, f"no verdict ({reason}): {message}"[:1024])
     targets = [view.identity.reference()]
     if training is not None:
         targets.append(_job_involved(view, training))
@@ -507,11 +503,11 @@ def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
 
 
 def _analyzed_reason(view: IncidentView) -> str:
-    return next((x.reason for x in view.status.conditions if x.type == "Analyzed"), "")
+    return next((x.reason for x in view.status.conditions if x.type == ConditionType.ANALYZED), "")
 
 
 def _collected_reason(view: IncidentView) -> str:
-    return next((x.reason for x in view.status.conditions if x.type == "Collected"), "")
+    return next((x.reason for x in view.status.conditions if x.type == ConditionType.COLLECTED), "")
 
 
 def _job_involved(view: IncidentView, training: Obj) -> dict[str, str]:

@@ -42,14 +42,13 @@ from frwatch_operator.errors import (
     NotFoundError,
     RetryableError,
 )
+from frwatch_operator.jobkinds import kind_of
 from frwatch_operator.kube_errors import api_call
 from frwatch_operator.resources import JobRef
 from frwatch_operator.verdictloop.ports import Obj
 
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
-#: kind -> plural of the training-job kinds frwatch knows (the group/version come from the JobRef).
-TRAINING_JOB_PLURALS = {"PyTorchJob": c.KF_PLURAL}
 
 
 def _optional(what: str, fn: Callable[[], T]) -> T | None:
@@ -72,10 +71,6 @@ def _json(response: Any) -> Obj:
     if not isinstance(data, dict):
         raise FatalError(f"API answered {type(data).__name__}, expected an object")
     return data
-
-
-def training_job_plural(ref: JobRef) -> str:
-    return TRAINING_JOB_PLURALS.get(ref.kind, ref.kind.lower() + "s")
 
 
 class KubernetesActions:
@@ -128,8 +123,11 @@ class KubernetesActions:
 
     # --- the training job -------------------------------------------------------------------------
     def _job_args(self, namespace: str, ref: JobRef) -> tuple[str, str, str, str]:
-        group, _, version = ref.api_version.rpartition("/")
-        return group, version, namespace, training_job_plural(ref)
+        """Where the job's kind lives (its :class:`~frwatch_operator.jobkinds.JobKind` says)."""
+        kind = kind_of(ref.kind)
+        if kind is None:
+            raise FatalError(f"{ref.kind} {namespace}/{ref.name}: job kind {ref.kind!r} is not supported")
+        return kind.group, kind.version, namespace, kind.plural
 
     def get_training_job(self, namespace: str, ref: JobRef) -> Obj | None:
         args = self._job_args(namespace, ref)

@@ -13,6 +13,8 @@ another node or a pod nobody saw, a foreign manifest, a dump of a rank past the 
 Event ``EvidenceInconsistent`` and the condition ``EvidenceConsistent``.
 
 Everything is derived from the status and the store, so a restarted operator resumes where it was.
+About 400 lines: one phase, read top to bottom (start, one pass, the manifest, the end of collection);
+the pure rules are in ``frwatch_operator.collection`` and ``observed_facts``.
 """
 
 from __future__ import annotations

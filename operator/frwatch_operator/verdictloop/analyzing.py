@@ -21,6 +21,10 @@ timer retries it soon.
 ``Step.status`` is a merge patch for the Incident's ``.status`` (camelCase; lists whole). Nothing is kept
 between calls: progress lives in the Incident's status, so a restarted operator resumes. Every write is
 idempotent (deterministic Job and Event names, merge patches, the breaker persisted before a cordon).
+
+Over 400 lines: the Analyzing phase's two entry points, its two endings and the bounded refused passes
+share :class:`Step`, :class:`Observed` and the helpers at the bottom; the pure parts are elsewhere
+(``job_outcome``, ``job_report``, ``exit_verdict``, ``evidence_check``, ``remediation``).
 """
 
 from __future__ import annotations

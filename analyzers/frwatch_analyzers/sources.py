@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .layout import MANIFEST, PODS_DIR, RANKS_DIR, REPORT, VERDICT, split_s3_url
+from .layout import MANIFEST, PODS_DIR, RANKS_DIR, REPORT, VERDICT, s3_url, split_s3_url
 from .limits import MAX_FILES, MAX_WORLD_SIZE
 from .safe_text import printable
 from .verdict import FileProblem
@@ -262,7 +262,7 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
     for key, size in objects:
         rel = key[len(base) :]
         if rel == MANIFEST:
-            manifest = DumpRef(display_name(f"s3://{bucket}/{key}"), key, None, size)
+            manifest = DumpRef(display_name(s3_url(bucket, key)), key, None, size)
             continue
         if has_layout and not key.startswith(ranks_prefix):
             continue
@@ -272,7 +272,7 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
         if rel.startswith(PODS_DIR + "/") or not _wanted(leaf):
             continue
         rank = rank_from_name(leaf)
-        shown = display_name(f"s3://{bucket}/{key}")
+        shown = display_name(s3_url(bucket, key))
         if rank is not None and rank >= MAX_WORLD_SIZE:
             digits = printable(_RANK_RE.search(leaf).group(1), 40)  # type: ignore[union-attr]
             reason = (

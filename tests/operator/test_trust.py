@@ -9,12 +9,11 @@ import time
 from datetime import UTC, datetime
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.pod_record import StoredPodRecord, parse_pod_record
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
 from frwatch_operator.collection import (
-    StoredPodRecord,
     check_records,
     out_of_range,
-    parse_pod_record,
     read_listing,
 )
 from frwatch_operator.config import Config
@@ -123,7 +122,7 @@ def test_observed_pods_are_merged_and_bounded():
     assert [p.ranks for p in first.pods] == ["0-7", "8-15"] and first.nodes == ["node-a", "node-b"]
     again = observe(first, [facts("p1", "", range(8, 16))], {})  # after a restart: p0 not in memory
     assert [p.name for p in again.pods] == ["p0", "p1"] and again.pods[1].node == "node-b"
-    record = StoredPodRecord("p1", "node-b", (8, 9), by_agent=True)
+    record = StoredPodRecord(pod="p1", node="node-b", ranks=(8, 9))
     assert observe(first, [facts("p1", "node-b", range(8, 16))], {"p1": record}).pods[1].ranks == "8-9"
     many = observe(None, [facts(f"p{i:05}", f"n{i}", range(i, i + 1)) for i in range(OBSERVED_PODS_MAX + 5)], {})
     assert len(many.pods) == OBSERVED_PODS_MAX and many.truncated
@@ -134,9 +133,9 @@ def test_observed_pods_are_merged_and_bounded():
 def test_store_records_are_checked_against_the_cluster():
     pods = [facts("llama-master-0", "node-a", range(0, 1)), facts("llama-worker-0", "node-b", range(1, 2))]
     records = {
-        "llama-master-0": StoredPodRecord("llama-master-0", "node-a", (0,), True),
-        "llama-worker-0": StoredPodRecord("llama-worker-0", "victim-node", (1,), True),
-        "ghost": StoredPodRecord("ghost", "victim-node-2", (2,), True),
+        "llama-master-0": StoredPodRecord(pod="llama-master-0", node="node-a", ranks=(0,)),
+        "llama-worker-0": StoredPodRecord(pod="llama-worker-0", node="victim-node", ranks=(1,)),
+        "ghost": StoredPodRecord(pod="ghost", node="victim-node-2", ranks=(2,)),
     }
     kept, issues = check_records(pods, records)
     assert set(kept) == {"llama-master-0", "llama-worker-0"} and kept["llama-worker-0"].node == "node-b"

@@ -155,6 +155,28 @@ class RootUrl:
         return AttemptKey.of_root(self.root)
 
 
+#: A dump's file name in a folder of any layout (``nccl_trace_rank_3``, ``rank3.pkl``, ``3.json``, or a key
+#: under ``ranks/``): its rank is the trailing number. ASCII digits only (``\d`` also matches other scripts'
+#: digits, which ``int`` accepts).
+_RANK_IN_NAME = re.compile(r"([0-9]+)(?:\.(?:pickle|pkl|json|bin))?$")
+
+
+def rank_digits(name: str) -> str | None:
+    """The trailing number of a dump's file name as written (None: the name has none)."""
+    m = _RANK_IN_NAME.search(name)
+    return m.group(1) if m else None
+
+
+def rank_from_name(name: str) -> int | None:
+    """The trailing number of a file name; ranks of ``MAX_WORLD_SIZE`` and more are returned as they are
+    only when short enough to be read (a longer number is returned as ``MAX_WORLD_SIZE``)."""
+    digits = rank_digits(name)
+    if digits is None:
+        return None
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else MAX_WORLD_SIZE
+
+
 KeyKind = Literal["rank", "rank-out-of-bounds", "pod", "manifest", "other"]
 
 

@@ -74,8 +74,6 @@ _OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
 EVIDENCE = "EvidenceConsistent"
 #: At most this many keys are read under an attempt's root per pass (every rank twice, every pod, spare).
 MAX_LISTED_KEYS = 2 * MAX_WORLD_SIZE + 8192
-#: A manifest found in the store larger than this is not read back (frwatch's own are far smaller).
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
 @dataclass

@@ -8,6 +8,8 @@ import json
 import time
 from datetime import UTC, datetime
 
+import pytest
+
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.pod_record import StoredPodRecord, parse_pod_record
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
@@ -18,7 +20,9 @@ from frwatch_operator.collection import (
 )
 from frwatch_operator.config import Config
 from frwatch_operator.detection import PodFacts, attempt_of
-from frwatch_operator.incident_naming import valid_attempt
+from frwatch_operator.errors import FatalError
+from frwatch_operator.handlers.incidents import decode
+from frwatch_operator.incident_naming import incident_body, storage_url, valid_attempt
 from frwatch_operator.job_failure import current_attempt
 from frwatch_operator.jobkinds import MAX_WORLD_SIZE, PYTORCHJOB
 from frwatch_operator.observed_facts import ClusterView, observe, parse_ranges, ranges_text
@@ -226,3 +230,27 @@ def test_repeated_failures_of_one_namespace_cannot_walk_the_cluster():
     aged = BreakerState(cordons=tuple(CordonRecord(r.node, r.incident, r.at - timedelta(days=1))
                                       for r in earlier.cordons))  # fmt: skip
     assert plan("team-a/llama-3", aged) == (Action.CORDON.value, "")
+
+
+# --- an Incident is driven only on its own attempt's root ------------------------------------------------------
+def _incident(storage: str) -> dict[str, object]:
+    job = {"metadata": {"name": "llama", "uid": "u-1", "namespace": "team"}}
+    body = incident_body(job=job, api_version="kubeflow.org/v1", kind="PyTorchJob", attempt="3", trigger="t",
+                         storage=storage)  # fmt: skip
+    body["metadata"]["uid"] = "i-1"  # type: ignore[index]
+    return body
+
+
+def test_an_incident_is_driven_only_on_its_own_attempt_root() -> None:
+    key = AttemptKey("frwatch/x", "team", "llama", "u-1", "3")
+    inc = decode(_incident(storage_url("fr-dumps", key)))
+    assert inc.key == key and inc.bucket == "fr-dumps"
+    for other, says in (
+        ("s3://fr-dumps/frwatch/team/llama/u-1/4", "is not this attempt's root"),  # another attempt's evidence
+        ("s3://fr-dumps/frwatch/team/other/u-1/3", "is not this attempt's root"),
+        ("s3://fr-dumps/llama/u-1/3", "storageUrl"),
+        ("s3://fr-dumps/", "storageUrl"),
+        ("https://fr-dumps/frwatch/team/llama/u-1/3", "storageUrl"),
+    ):
+        with pytest.raises(FatalError, match=says):
+            decode(_incident(other))

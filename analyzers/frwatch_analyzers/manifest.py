@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
+from .limits import MAX_MANIFEST_BYTES
 from .safe_text import printable
 
 #: A name read from the manifest, made printable (identity for Kubernetes names).
@@ -98,3 +99,11 @@ class Manifest(BaseModel):
 
     def pod_of(self, rank: int) -> str:
         return self._lookup(rank)[0]
+
+
+def parse_manifest(data: bytes) -> Manifest:
+    """manifest.json read back. Raises ValueError, unparsed, past ``MAX_MANIFEST_BYTES``, and pydantic's
+    ValidationError (a ValueError too) for a document that is not a manifest."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ValueError(f"{len(data)} bytes is over the limit of {MAX_MANIFEST_BYTES} bytes")
+    return Manifest.model_validate_json(data)

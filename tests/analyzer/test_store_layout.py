@@ -7,8 +7,8 @@ import json
 import pytest
 
 from frwatch_analyzers.layout import AttemptKey, RootUrl, StoreKey, parse_key
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.manifest import ContainerEnd, PodRecord
+from frwatch_analyzers.limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE
+from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, parse_manifest
 from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, RankUpload, StoredPodRecord, parse_pod_record
 
 KEY = AttemptKey("frwatch/x", "team", "llama", "u-1", "3")
@@ -131,3 +131,9 @@ def test_a_pod_record_is_read_strictly_and_within_bounds() -> None:
     assert parse_pod_record(b'{"pod": 3, "ranks": [1]}') is None  # the pod must be named
     odd = parse_pod_record(b'{"pod": "p", "ranks": [1, 1.0, true, "2", 3], "deleted": "y", "agent_started_at": []}')
     assert odd is not None and odd.ranks == (1, 3) and odd.deleted is False and odd.agent_started_at is None
+
+
+def test_a_manifest_past_its_limit_is_refused_unparsed() -> None:
+    with pytest.raises(ValueError, match="over the limit"):
+        parse_manifest(b" " * (MAX_MANIFEST_BYTES + 1))
+    assert parse_manifest(Manifest(world_size=2).model_dump_json().encode()).world_size == 2

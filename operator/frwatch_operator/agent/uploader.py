@@ -3,8 +3,8 @@
 Layout (``frwatch_analyzers.layout.AttemptKey``): ``ranks/<rank>.<pickle|json>`` holds the first complete
 dump of each rank in this attempt; a later, different dump of the same rank (a second dump in the same
 process, or a container restarted in place) goes to ``ranks-later/<rank>.<unix-ms>.<fmt>`` so nothing is
-overwritten. ``pods/<pod>.json`` (:class:`~frwatch_analyzers.pod_record.StoredPodRecord`) says which ranks this pod held, where each went,
-and what the watcher skipped in the folder and why.
+overwritten. ``pods/<pod>.json`` (:class:`~frwatch_analyzers.pod_record.StoredPodRecord`) says which
+ranks this pod held, where each went, and what the watcher skipped in the folder and why.
 
 Memory: no dump is held. An upload opens the file again (``O_NOFOLLOW``, a regular file, the very file and
 content that were hashed) and streams it (``S3Store.put_file``: multipart for large files, at most two

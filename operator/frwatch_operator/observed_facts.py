@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from frwatch_analyzers.manifest import ContainerEnd
-from frwatch_operator.collection import StoredPodRecord
+from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator.detection import PodFacts
 from frwatch_operator.jobkinds import MAX_WORLD_SIZE
 from frwatch_operator.resources import (

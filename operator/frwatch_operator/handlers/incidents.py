@@ -29,8 +29,9 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from frwatch_analyzers.layout import AttemptKey, split_s3_url
+from frwatch_analyzers.layout import AttemptKey, RootUrl
 from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
 from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.agentclient import ask_to_dump
@@ -45,17 +46,13 @@ from frwatch_operator.analysis_handoff import (
 from frwatch_operator.collection import (
     ACCOUNTED,
     EVERY_RANK_EXITED,
-    MAX_POD_RECORD_BYTES,
     Progress,
-    StoredPodRecord,
     StoreListing,
     assess,
     build_manifest,
     check_records,
     collected_reason,
-    operator_pod_record,
     out_of_range,
-    parse_pod_record,
     ranks_to_ask,
     read_listing,
     settled_ranks,
@@ -77,8 +74,6 @@ _OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
 EVIDENCE = "EvidenceConsistent"
 #: At most this many keys are read under an attempt's root per pass (every rank twice, every pod, spare).
 MAX_LISTED_KEYS = 2 * MAX_WORLD_SIZE + 8192
-#: A manifest found in the store larger than this is not read back (frwatch's own are far smaller).
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -146,17 +141,16 @@ def decode(body: Mapping[str, Any]) -> _Incident:
     if not valid_attempt(spec.attempt):
         raise FatalError(f"Incident {ns}/{name}: spec.attempt {spec.attempt[:32]!r} is not a decimal number")
     try:
-        bucket, root = split_s3_url(spec.storage_url)
+        root = RootUrl.parse(spec.storage_url)
+        key = root.attempt()
     except ValueError as exc:
         raise FatalError(f"Incident {ns}/{name}: spec.storageUrl: {exc}") from exc
-    tail = f"{ns}/{spec.job_ref.name}/{spec.job_ref.uid}/{spec.attempt}"
-    if not (root == tail or root.endswith("/" + tail)):
+    if key != AttemptKey(key.prefix, ns, spec.job_ref.name, spec.job_ref.uid, spec.attempt):
         raise FatalError(
             f"Incident {ns}/{name}: spec.storageUrl {spec.storage_url} is not this attempt's root"
         )
-    key = AttemptKey(root[: -len(tail)].strip("/"), ns, spec.job_ref.name, spec.job_ref.uid, spec.attempt)
     return _Incident(ns, name, str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""),
-                     spec, status, kind, bucket, key)  # fmt: skip
+                     spec, status, kind, root.bucket, key)  # fmt: skip
 
 
 def _settings(deps: Deps, inc: _Incident) -> CaptureSettings:
@@ -344,7 +338,8 @@ def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: Store
     )  # fmt: skip
     for pod in manifest.pods:
         if pod.pod not in listing.pod_keys:
-            deps.s3.put(inc.key.pod(pod.pod), operator_pod_record(pod, inc.key), bucket=inc.bucket,
+            record = StoredPodRecord.of_manifest_pod(pod, inc.key)
+            deps.s3.put(inc.key.pod(pod.pod), record.operator_json(), bucket=inc.bucket,
                         content_type="application/json")  # fmt: skip
     there = deps.s3.etag(inc.key.manifest, bucket=inc.bucket)
     if there is not None and there != status.manifest_etag:
@@ -396,7 +391,7 @@ def _collected(
     _write_status(deps, inc, new)
     detected = _parse_time(status.detected_at) or _parse_time(inc.created) or now
     deps.metrics.collection_finished((now - detected).total_seconds(), dumped, missing)
-    url = f"s3://{inc.bucket}/{inc.key.root}"
+    url = str(inc.key.at(inc.bucket))
     deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url, wired))
     if evidence is not None:
         deps.kube.post_event(inc.job_ref, evidence)
@@ -421,7 +416,7 @@ def hand_off(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) 
     request = AnalysisRequest(
         namespace=inc.namespace, incident=inc.name, incident_uid=inc.uid, job=inc.spec.job_ref,
         attempt=inc.spec.attempt, storage_url=inc.spec.storage_url,
-        manifest_url=f"s3://{inc.bucket}/{inc.key.manifest}", settings=_settings(deps, inc),
+        manifest_url=inc.key.at(inc.bucket).manifest_url, settings=_settings(deps, inc),
     )  # fmt: skip
     step = start_analysis(request, deps.config)
     # the verdict loop answers with a status merge patch (its Step); ours and its conditions go together

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from frwatch_analyzers.layout import REPORT
 from frwatch_analyzers.verdict import Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.resources import (
@@ -136,10 +135,6 @@ def suspects_line(ranks: Sequence[int], nodes: Sequence[str], limit: int = SUSPE
     else:
         return ""
     return next((t for t in candidates if len(t) <= limit), one_line(candidates[-1], limit))
-
-
-def report_url(evidence_url: str) -> str:
-    return f"{evidence_url.rstrip('/')}/{REPORT}"
 
 
 def verdict_line(verdict: Verdict) -> str:

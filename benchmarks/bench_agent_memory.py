@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "tests" / "capture"))
 from agent_proc import big_dump, start_agent  # noqa: E402
 
 from fixtures.seaweed import SeaweedFS  # noqa: E402
+from frwatch_analyzers.layout import AttemptKey  # noqa: E402
 from frwatch_operator import constants as c  # noqa: E402
 from frwatch_operator.s3store import S3Store  # noqa: E402
 
@@ -50,7 +51,7 @@ def main() -> int:
         written = time.monotonic()
         pending = set(dumps)
         while pending and time.monotonic() - written < 600:
-            pending = {r for r in pending if store.size(f"{agent.root}/ranks/{r}.pickle") != len(dumps[r])}
+            pending = {r for r in pending if store.size(AttemptKey.of_root(agent.root).rank(r)) != len(dumps[r])}
             if agent.proc.poll() is not None:
                 break
             time.sleep(0.2)

@@ -13,14 +13,12 @@ ready or half done. `timings` holds each run's wall time.
 
 from __future__ import annotations
 
-import io
-import json
-import pickle
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from frwatch_analyzers.safe_load import decode
 from frwatch_operator.workloads.local_launch import LocalJobResult, run_local_job
 from frwatch_operator.workloads.scenarios import Scenario
 
@@ -29,20 +27,10 @@ MAX_CONCURRENT = 2
 DEADLINE_S = 90.0
 
 
-class RefuseEveryGlobal(pickle.Unpickler):
-    """A real FR dump holds only dicts, lists, tuples, str, int, float, bool and None: no global is needed."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"a dump may not name a global ({module}.{name})")
-
-
 def load_dump(path: Path) -> dict[str, Any]:
-    """A dump file (pickle or JSON, by its first byte) as plain data, never running code from it."""
-    data = path.read_bytes()
-    loaded = json.loads(data) if data[:1] == b"{" else RefuseEveryGlobal(io.BytesIO(data)).load()
-    if not isinstance(loaded, dict):
-        raise ValueError(f"{path}: a dump is a dict at the top, got {type(loaded).__name__}")
-    return loaded
+    """A dump file (pickle or JSON) as plain data, through the analyzer's refusing unpickler (the one safe
+    unpickler: a global, an extension code or a persistent id is a DumpError, never a call)."""
+    return decode(path.read_bytes())[0]
 
 
 class RealDumps:

@@ -21,7 +21,7 @@ from .diagnose import World, diagnose
 from .isolation import Budget, Lost
 from .limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
 from .loading import ArrayPool, LoadOptions, load
-from .manifest import Manifest
+from .manifest import Manifest, parse_manifest
 from .merge import merge
 from .safe_load import DEFAULT_MAX_BYTES
 from .safe_text import printable
@@ -174,10 +174,12 @@ def _read_manifest(ref: DumpRef, bucket: str | None, s3: S3Config | None) -> Man
 
 def _parse_manifest(data: bytes, name: str) -> tuple[Manifest | None, FileProblem | None]:
     try:
-        return Manifest.model_validate_json(data), None
+        return parse_manifest(data), None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         return None, FileProblem(
             file=name, reason=f"manifest ignored: {printable(where, 100)}: {printable(first['msg'], 200)}"
         )
+    except ValueError as exc:  # over the size limit
+        return None, FileProblem(file=name, reason=f"manifest ignored: too large: {exc}")

@@ -1,19 +1,36 @@
-"""The object-store layout of one job attempt (DESIGN.md, "Object-store layout"). Pure: builds keys only.
+"""The object-store layout of one job attempt (DESIGN.md, "Object-store layout"). Pure: the one place that
+builds and parses every key and every ``s3://`` URL of it (the agent, the operator and the analyzer all
+come here; the records themselves are :mod:`~frwatch_analyzers.pod_record`,
+:mod:`~frwatch_analyzers.manifest` and :mod:`~frwatch_analyzers.verdict`).
 
 ``<prefix>/<namespace>/<job>/<job-uid>/<attempt>/ranks/<global-rank>.<pickle|json>``,
+``.../ranks-later/<rank>.<unix-ms>.<fmt>`` (a later, different dump of a rank: nothing is overwritten),
 ``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``.
+
+Keys read back from a listing are untrusted: :func:`parse_key` never sizes anything by them (a rank's
+digits are bounded before they become a number, and a rank at or past ``MAX_WORLD_SIZE`` is said, never
+taken).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
+
+from .limits import MAX_WORLD_SIZE
 
 RANKS_DIR = "ranks"
+LATER_DIR = "ranks-later"
 PODS_DIR = "pods"
 MANIFEST = "manifest.json"
 VERDICT = "verdict.json"
 REPORT = "report.txt"
+#: The formats a dump is stored in (its key's suffix).
+DUMP_FORMATS = ("pickle", "json")
+_POD_SUFFIX = ".json"
+#: Digits of a rank in a key read back: more than this is past every bound without being turned into a number.
+_MAX_RANK_DIGITS = 12
 
 
 #: What a namespace, job, uid, pod or attempt may look like as one key segment: Kubernetes names and uids
@@ -26,6 +43,22 @@ def segment_problem(value: str) -> str | None:
     if _SEGMENT.fullmatch(value):
         return None
     return f"{value[:40]!r} is not a usable key segment (letters, digits, '.', '_', '-'; no '/' or '..')"
+
+
+def s3_url(bucket: str, key: str) -> str:
+    """``s3://bucket/key``."""
+    return f"s3://{bucket}/{key}"
+
+
+def split_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``. Raises ValueError on anything else."""
+    if not url.startswith("s3://"):
+        raise ValueError(f"not an s3:// URL: {url!r}")
+    rest = url[len("s3://") :]
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"s3 URL without a bucket: {url!r}")
+    return bucket, key.strip("/")
 
 
 @dataclass(frozen=True)
@@ -46,8 +79,12 @@ class AttemptKey:
     def rank(self, rank: int, fmt: str = "pickle") -> str:
         return f"{self.root}/{RANKS_DIR}/{rank}.{fmt}"
 
+    def later(self, rank: int, unix_ms: int, fmt: str = "pickle") -> str:
+        """Where a later, different dump of ``rank`` goes (``ranks/<rank>`` already holds its first)."""
+        return f"{self.root}/{LATER_DIR}/{rank}.{unix_ms}.{fmt}"
+
     def pod(self, pod: str) -> str:
-        return f"{self.root}/{PODS_DIR}/{pod}.json"
+        return f"{self.root}/{PODS_DIR}/{pod}{_POD_SUFFIX}"
 
     @property
     def manifest(self) -> str:
@@ -61,13 +98,123 @@ class AttemptKey:
     def report(self) -> str:
         return f"{self.root}/{REPORT}"
 
+    def at(self, bucket: str) -> RootUrl:
+        """The attempt's root in ``bucket`` (what an Incident's ``spec.storageUrl`` holds)."""
+        return RootUrl(bucket, self.root)
 
-def split_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``. Raises ValueError on anything else."""
-    if not url.startswith("s3://"):
-        raise ValueError(f"not an s3:// URL: {url!r}")
-    rest = url[len("s3://") :]
-    bucket, _, key = rest.partition("/")
-    if not bucket:
-        raise ValueError(f"s3 URL without a bucket: {url!r}")
-    return bucket, key.strip("/")
+    @classmethod
+    def of_root(cls, root: str) -> AttemptKey:
+        """The key whose :attr:`root` is ``root`` (its last four segments are namespace, job, uid and
+        attempt; what precedes them is the prefix). Raises ValueError when it cannot be one."""
+        *prefix, namespace, job, job_uid, attempt = ["", "", "", "", *root.strip("/").split("/")]
+        for value in (namespace, job, job_uid, attempt):
+            if problem := segment_problem(value):
+                raise ValueError(f"{root[:200]!r} is not an attempt's root: {problem}")
+        return cls("/".join(p for p in prefix if p), namespace, job, job_uid, attempt)
+
+
+@dataclass(frozen=True)
+class RootUrl:
+    """``s3://<bucket>/<attempt root>``: the attempt's evidence, and the URL of each object in it."""
+
+    bucket: str
+    root: str
+
+    @classmethod
+    def parse(cls, url: str) -> RootUrl:
+        """Raises ValueError for anything but an ``s3://`` URL naming a root inside its bucket."""
+        bucket, root = split_s3_url(url)
+        if not root:
+            raise ValueError(f"{url!r} names no attempt root inside the bucket")
+        return cls(bucket, root)
+
+    def __str__(self) -> str:
+        return s3_url(self.bucket, self.root)
+
+    def key(self, name: str) -> str:
+        """The key of ``name`` (``MANIFEST``, ``VERDICT``, ``REPORT``) under the root."""
+        return f"{self.root}/{name}"
+
+    def url(self, name: str) -> str:
+        return s3_url(self.bucket, self.key(name))
+
+    @property
+    def manifest_url(self) -> str:
+        return self.url(MANIFEST)
+
+    @property
+    def verdict_url(self) -> str:
+        return self.url(VERDICT)
+
+    @property
+    def report_url(self) -> str:
+        return self.url(REPORT)
+
+    def attempt(self) -> AttemptKey:
+        """The attempt this root is of; ValueError when the root is not an attempt's."""
+        return AttemptKey.of_root(self.root)
+
+
+#: A dump's file name in a folder of any layout (``nccl_trace_rank_3``, ``rank3.pkl``, ``3.json``, or a key
+#: under ``ranks/``): its rank is the trailing number. ASCII digits only (``\d`` also matches other scripts'
+#: digits, which ``int`` accepts).
+_RANK_IN_NAME = re.compile(r"([0-9]+)(?:\.(?:pickle|pkl|json|bin))?$")
+
+
+def rank_digits(name: str) -> str | None:
+    """The trailing number of a dump's file name as written (None: the name has none)."""
+    m = _RANK_IN_NAME.search(name)
+    return m.group(1) if m else None
+
+
+def rank_from_name(name: str) -> int | None:
+    """The trailing number of a file name; ranks of ``MAX_WORLD_SIZE`` and more are returned as they are
+    only when short enough to be read (a longer number is returned as ``MAX_WORLD_SIZE``)."""
+    digits = rank_digits(name)
+    if digits is None:
+        return None
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else MAX_WORLD_SIZE
+
+
+KeyKind = Literal["rank", "rank-out-of-bounds", "pod", "manifest", "other"]
+
+
+@dataclass(frozen=True)
+class StoreKey:
+    """What one key under an attempt's root names: ``rank`` (a dump, ``ranks/<rank>.<fmt>``, ``rank`` and
+    ``fmt`` set), ``rank-out-of-bounds`` (a dump named for a rank at or past ``MAX_WORLD_SIZE``), ``pod``
+    (``pods/<pod>.json``, ``name`` the pod), ``manifest``, or ``other`` (``ranks-later/``, the verdict,
+    the report, anything else)."""
+
+    kind: KeyKind
+    name: str = ""
+    rank: int | None = None
+    fmt: str = ""
+
+
+def parse_key(root: str, key: str) -> StoreKey | None:
+    """What ``key`` names under the attempt root ``root`` (None: it is not under it)."""
+    base = root + "/"
+    if not key.startswith(base):
+        return None
+    rel = key[len(base) :]
+    if rel == MANIFEST:
+        return StoreKey("manifest", MANIFEST)
+    folder, _, leaf = rel.partition("/")
+    if folder == RANKS_DIR and "/" not in leaf:
+        return _rank_key(leaf)
+    if folder == PODS_DIR and "/" not in leaf and leaf.endswith(_POD_SUFFIX):
+        return StoreKey("pod", leaf[: -len(_POD_SUFFIX)])
+    return StoreKey("other", rel)
+
+
+def _rank_key(leaf: str) -> StoreKey:
+    """``<rank>.<fmt>`` (ASCII digits, at most 12 of them) below ``MAX_WORLD_SIZE``; a name whose stem is
+    digits but that is no such key is a dump of a rank out of bounds."""
+    digits, _, fmt = leaf.partition(".")
+    if not (digits.isascii() and digits.isdigit()):
+        return StoreKey("other", f"{RANKS_DIR}/{leaf}")
+    if len(digits) <= _MAX_RANK_DIGITS and fmt in DUMP_FORMATS and int(digits) < MAX_WORLD_SIZE:
+        return StoreKey("rank", leaf, int(digits), fmt)
+    return StoreKey("rank-out-of-bounds", leaf)

@@ -3,25 +3,31 @@
 Written by the operator, read by the analyzer to turn ranks into pods and nodes and to explain absent dumps.
 Read back from the store it is untrusted: every name is made printable as it is read (a node name with a
 terminal escape or a newline would otherwise reach the report and the job's annotations), and the analyzer
-holds its ranks and world size to sane bounds (:mod:`frwatch_analyzers.consistency`).
+holds its ranks and world size to sane bounds (:mod:`frwatch_analyzers.consistency`); it is read at most
+``limits.MAX_MANIFEST_BYTES`` (the analyzer's read stops there) and its types are strict.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field, PrivateAttr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
+from .limits import MAX_MANIFEST_BYTES
 from .safe_text import printable
 
 #: A name read from the manifest, made printable (identity for Kubernetes names).
 Text = Annotated[str, AfterValidator(printable)]
 
 MANIFEST_VERSION = "frwatch.io/manifest/v1"
+#: Read back, a number is a number and a flag a flag (``true`` is no rank, ``"3"`` no exit code).
+_STRICT = ConfigDict(strict=True)
 
 
 class ContainerEnd(BaseModel):
     """How a container of a rank's pod ended (from the pod's status)."""
+
+    model_config = _STRICT
 
     container: Text
     exit_code: int | None = None
@@ -32,6 +38,8 @@ class ContainerEnd(BaseModel):
 
 class PodRecord(BaseModel):
     """One pod of the job attempt."""
+
+    model_config = _STRICT
 
     pod: Text
     node: Text = ""
@@ -44,6 +52,8 @@ class PodRecord(BaseModel):
 class RankRecord(BaseModel):
     """One global rank: where it ran and whether its dump reached the store."""
 
+    model_config = _STRICT
+
     rank: int
     pod: Text = ""
     node: Text = ""
@@ -54,6 +64,8 @@ class RankRecord(BaseModel):
 
 class Manifest(BaseModel):
     """The operator's record of one job attempt's collection."""
+
+    model_config = _STRICT
 
     manifest_version: Text = MANIFEST_VERSION
     namespace: Text = ""
@@ -87,3 +99,11 @@ class Manifest(BaseModel):
 
     def pod_of(self, rank: int) -> str:
         return self._lookup(rank)[0]
+
+
+def parse_manifest(data: bytes) -> Manifest:
+    """manifest.json read back. Raises ValueError, unparsed, past ``MAX_MANIFEST_BYTES``, and pydantic's
+    ValidationError (a ValueError too) for a document that is not a manifest."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ValueError(f"{len(data)} bytes is over the limit of {MAX_MANIFEST_BYTES} bytes")
+    return Manifest.model_validate_json(data)

@@ -8,20 +8,27 @@ A folder (or prefix) may be a job attempt's root in the frwatch layout (``ranks/
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .layout import MANIFEST, PODS_DIR, RANKS_DIR, REPORT, VERDICT, split_s3_url
+from .layout import (
+    MANIFEST,
+    PODS_DIR,
+    RANKS_DIR,
+    REPORT,
+    VERDICT,
+    rank_digits,
+    rank_from_name,
+    s3_url,
+    split_s3_url,
+)
 from .limits import MAX_FILES, MAX_WORLD_SIZE
 from .safe_text import printable
 from .verdict import FileProblem
 
-# ASCII digits only (``\d`` also matches other scripts' digits, which ``int`` accepts)
-_RANK_RE = re.compile(r"([0-9]+)(?:\.(?:pickle|pkl|json|bin))?$")
 _SKIP_NAMES = {MANIFEST, VERDICT, REPORT}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".txt", ".md", ".log")
 _LAYOUT_DIRS = {RANKS_DIR, PODS_DIR}
@@ -79,16 +86,6 @@ def display_name(path: str) -> str:
     return printable(raw, 1024)
 
 
-def rank_from_name(name: str) -> int | None:
-    """The trailing number of a file name; ranks of ``MAX_WORLD_SIZE`` and more are returned as they are
-    only when short enough to be read (a longer number is returned as ``MAX_WORLD_SIZE``)."""
-    m = _RANK_RE.search(name)
-    if not m:
-        return None
-    digits = m.group(1).lstrip("0") or "0"
-    return int(digits) if len(digits) <= 18 else MAX_WORLD_SIZE
-
-
 def _wanted(name: str) -> bool:
     return not (name.startswith(".") or name in _SKIP_NAMES or name.endswith(_SKIP_SUFFIXES))
 
@@ -128,7 +125,7 @@ def _candidate(
     elif not stat.S_ISREG(st.st_mode):
         reason = f"{_kind(st.st_mode)}: not read (a dump is a regular file)"
     elif rank is not None and rank >= MAX_WORLD_SIZE:
-        digits = printable(_RANK_RE.search(name).group(1), 40)  # type: ignore[union-attr]
+        digits = printable(rank_digits(name) or "", 40)
         reason = f"rank {digits} in the file name is beyond the limit of {MAX_WORLD_SIZE} ranks: not read"
         rank = None
     else:
@@ -262,7 +259,7 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
     for key, size in objects:
         rel = key[len(base) :]
         if rel == MANIFEST:
-            manifest = DumpRef(display_name(f"s3://{bucket}/{key}"), key, None, size)
+            manifest = DumpRef(display_name(s3_url(bucket, key)), key, None, size)
             continue
         if has_layout and not key.startswith(ranks_prefix):
             continue
@@ -272,9 +269,9 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
         if rel.startswith(PODS_DIR + "/") or not _wanted(leaf):
             continue
         rank = rank_from_name(leaf)
-        shown = display_name(f"s3://{bucket}/{key}")
+        shown = display_name(s3_url(bucket, key))
         if rank is not None and rank >= MAX_WORLD_SIZE:
-            digits = printable(_RANK_RE.search(leaf).group(1), 40)  # type: ignore[union-attr]
+            digits = printable(rank_digits(leaf) or "", 40)
             reason = (
                 f"rank {digits} in the object's name is beyond the limit of {MAX_WORLD_SIZE} ranks: not read"
             )

@@ -18,20 +18,16 @@ rank out of range are left out and said (:func:`check_records`, :func:`out_of_ra
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from frwatch_analyzers.layout import MANIFEST, PODS_DIR, RANKS_DIR, AttemptKey
+from frwatch_analyzers.layout import AttemptKey, parse_key
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
+from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator.detection import FailureKind, PodFacts
 
-_RANK_KEY = re.compile(r"(\d{1,12})\.(pickle|json)")
-#: A pod record larger than this is not read (a real one lists a pod's ranks and uploads: a few KB).
-MAX_POD_RECORD_BYTES = 1024 * 1024
 #: How many store problems one Event or condition names (the rest are counted).
 ISSUES_SHOWN = 4
 
@@ -42,16 +38,6 @@ ACCOUNTED = "AllRanksAccounted"  #: the ranks without a dump all had their pod e
 #: to align (the verdict loop runs no analyzer Job for it).
 EVERY_RANK_EXITED = "EveryRankExited"
 DEADLINE = "DeadlineReached"  #: the deadline passed with ranks still missing
-
-
-@dataclass(frozen=True)
-class StoredPodRecord:
-    """``pods/<pod>.json`` as found in the store (written by the pod's agent, or by the operator)."""
-
-    pod: str
-    node: str
-    ranks: tuple[int, ...]
-    by_agent: bool
 
 
 @dataclass(frozen=True)
@@ -68,50 +54,23 @@ class StoreListing:
 def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
     """Sort the keys under ``key.root`` into dumps, pod records and the manifest (``ranks-later/`` and
     anything else are not collection's business)."""
-    root = key.root + "/"
     ranks: dict[int, str] = {}
     pods: dict[str, str] = {}
     manifest: str | None = None
     absurd: list[str] = []
     for k in keys:
-        if not k.startswith(root):
+        parsed = parse_key(key.root, k)
+        if parsed is None:
             continue
-        rel = k[len(root) :]
-        if rel == MANIFEST:
+        if parsed.kind == "manifest":
             manifest = k
-        elif rel.startswith(RANKS_DIR + "/"):
-            m = _RANK_KEY.fullmatch(rel[len(RANKS_DIR) + 1 :])
-            if m and int(m.group(1)) < MAX_WORLD_SIZE:
-                ranks.setdefault(int(m.group(1)), k)
-            elif m or rel[len(RANKS_DIR) + 1 :].split(".")[0].isdigit():
-                absurd.append(k)
-        elif rel.startswith(PODS_DIR + "/") and rel.endswith(".json") and rel.count("/") == 1:
-            pods[rel[len(PODS_DIR) + 1 : -len(".json")]] = k
+        elif parsed.kind == "rank" and parsed.rank is not None:
+            ranks.setdefault(parsed.rank, k)
+        elif parsed.kind == "rank-out-of-bounds":
+            absurd.append(k)
+        elif parsed.kind == "pod":
+            pods[parsed.name] = k
     return StoreListing(dict(sorted(ranks.items())), dict(sorted(pods.items())), manifest, tuple(absurd))
-
-
-def parse_pod_record(data: bytes) -> StoredPodRecord | None:
-    """A pod record's facts, or None when it is not one (never raises)."""
-    if len(data) > MAX_POD_RECORD_BYTES:
-        return None
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("pod"), str):
-        return None
-    ranks = obj.get("ranks")
-    good = (
-        tuple(sorted({r for r in ranks[:MAX_WORLD_SIZE] if _rank(r)})) if isinstance(ranks, list) else ()
-    )
-    node = obj.get("node")
-    return StoredPodRecord(
-        obj["pod"][:253], node[:253] if isinstance(node, str) else "", good, by_agent="dumps" in obj
-    )
-
-
-def _rank(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_WORLD_SIZE
 
 
 def check_records(
@@ -131,7 +90,7 @@ def check_records(
             continue
         if record.node and facts.node and record.node != facts.node:
             issues.append(f"pods/{key_pod}.json says node {record.node!r}, the cluster ran it on {facts.node}")
-        kept[key_pod] = StoredPodRecord(record.pod, facts.node, record.ranks, record.by_agent)
+        kept[key_pod] = record.model_copy(update={"node": facts.node})
     return kept, issues
 
 
@@ -313,14 +272,6 @@ def build_manifest(
         collection_ended=ended,
         deadline_reached=deadline_reached,
     )
-
-
-def operator_pod_record(record: PodRecord, key: AttemptKey) -> bytes:
-    """``pods/<pod>.json`` written by the operator for a pod whose agent wrote none (it never dumped, or
-    was never injected): the same pod facts the manifest holds, marked as the operator's."""
-    body = {"writer": "operator", "namespace": key.namespace, "job": key.job, "job_uid": key.job_uid,
-            "attempt": key.attempt, **record.model_dump(mode="json")}  # fmt: skip
-    return json.dumps(body, indent=1, sort_keys=True).encode()
 
 
 def _failed_exit(end: ContainerEnd) -> bool:

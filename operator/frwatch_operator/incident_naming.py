@@ -63,7 +63,7 @@ def next_attempt(current: str | None, opened: str) -> str | None:
 
 def storage_url(bucket: str, key: AttemptKey) -> str:
     """``s3://bucket/<attempt root>``: where the attempt's evidence lives."""
-    return f"s3://{bucket}/{key.root}"
+    return str(key.at(bucket))
 
 
 def incident_body(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import ContainerEnd
-from frwatch_operator.collection import StoredPodRecord
+from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator.detection import PodFacts
 from frwatch_operator.resources import (
     OBSERVED_PODS_MAX,

@@ -22,6 +22,7 @@ import boto3.s3.transfer
 import botocore.config
 import botocore.exceptions
 
+from frwatch_analyzers.layout import s3_url
 from frwatch_operator.config import S3Settings
 from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
 
@@ -94,7 +95,7 @@ class S3Store:
         self._transfer = transfer_config()
 
     def url(self, key: str, bucket: str | None = None) -> str:
-        return f"s3://{bucket or self.default_bucket}/{key}"
+        return s3_url(bucket or self.default_bucket, key)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -131,7 +132,7 @@ class S3Store:
         etag = str(response.get("ETag", "")).strip('"')
         if etag and "-" not in etag and etag != md5:
             raise RetryableError(f"S3 put s3://{b}/{key}: stored ETag {etag} != MD5 {md5}; will retry")
-        return f"s3://{b}/{key}"
+        return s3_url(b, key)
 
     def put_file(
         self,
@@ -151,7 +152,7 @@ class S3Store:
         opened is read, whatever its name points at by then."""
         b = bucket or self.default_bucket
         extra: dict[str, Any] = {"ContentType": content_type} if content_type else {}
-        where = f"s3://{b}/{key}"
+        where = s3_url(b, key)
         self._call(
             f"upload {where}",
             lambda: self._client.upload_file(path, b, key, ExtraArgs=extra, Config=self._transfer),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import pickle
 import pickletools
 import socket
 import subprocess
@@ -15,18 +13,15 @@ from typing import Any
 
 import pytest
 
+from frwatch_analyzers.safe_load import decode
 from frwatch_analyzers.testing import Dump, json_view, pickle_bytes, stack, world
 
 PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
 
 
-class _NoGlobals(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"global {module}.{name} refused")
-
-
 def _load(data: bytes) -> Any:
-    return _NoGlobals(io.BytesIO(data)).load()
+    """A dump through the analyzer's refusing unpickler (the one safe unpickler)."""
+    return decode(data)[0]
 
 
 def _last(dump: Dump) -> dict[str, Any]:

@@ -171,6 +171,8 @@ def test_a_world_of_262144_ranks_that_nothing_contradicts_costs_little(tmp_path:
         ({"ranks": [{"rank": 99_999_999_999}]}, "manifest ignored: rank 99999999999 is outside [0, 262144)"),
         ({"pods": [{"pod": "p", "ranks": [-1]}]}, "manifest ignored: rank -1 is outside [0, 262144)"),
         ({"world_size": "many"}, "manifest ignored: world_size: Input should be a valid integer"),
+        ({"ranks": [{"rank": True}]}, "manifest ignored: ranks.0.rank: Input should be a valid integer"),
+        ({"world_size": "3"}, "manifest ignored: world_size: Input should be a valid integer"),
     ],
 )
 def test_manifest_claims_held_to_bounds_and_to_the_dumps(

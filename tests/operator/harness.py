@@ -27,9 +27,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator import constants as c
 from frwatch_operator.agent.dumpfiles import DumpWatcher
-from frwatch_operator.agent.uploader import PodRecord, Uploader
+from frwatch_operator.agent.uploader import Uploader
 from frwatch_operator.injection import apply_ops
 from frwatch_operator.s3store import S3Store
 
@@ -346,7 +347,7 @@ def upload_as_agent(
     a real folder and its Uploader (layout keys, size and ETag checks, pods/<pod>.json record)."""
     meta = job["metadata"]
     key = AttemptKey("frwatch", meta["namespace"], meta["name"], meta["uid"], attempt)
-    record = PodRecord(pod=pod, namespace=meta["namespace"], node=node, uid="", job=meta["name"],
+    record = StoredPodRecord(pod=pod, namespace=meta["namespace"], node=node, uid="", job=meta["name"],
                        job_uid=meta["uid"], attempt=attempt, agent_started_at=time.time())  # fmt: skip
     uploader = Uploader(store, key, record, bucket=store.default_bucket)
     folder = Path(tempfile.mkdtemp(prefix=f"agent-{pod}-"))

@@ -8,20 +8,23 @@ import json
 import time
 from datetime import UTC, datetime
 
+import pytest
+
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.pod_record import StoredPodRecord, parse_pod_record
 from frwatch_analyzers.safe_text import printable
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
 from frwatch_operator.collection import (
-    StoredPodRecord,
     check_records,
     out_of_range,
-    parse_pod_record,
     read_listing,
 )
 from frwatch_operator.config import Config
 from frwatch_operator.detection import PodFacts, attempt_of
-from frwatch_operator.incident_naming import valid_attempt
+from frwatch_operator.errors import FatalError
+from frwatch_operator.handlers.incidents import decode
+from frwatch_operator.incident_naming import incident_body, storage_url, valid_attempt
 from frwatch_operator.job_failure import current_attempt
 from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.observed_facts import ClusterView, observe, parse_ranges, ranges_text
@@ -124,7 +127,7 @@ def test_observed_pods_are_merged_and_bounded():
     assert [p.ranks for p in first.pods] == ["0-7", "8-15"] and first.nodes == ["node-a", "node-b"]
     again = observe(first, [facts("p1", "", range(8, 16))], {})  # after a restart: p0 not in memory
     assert [p.name for p in again.pods] == ["p0", "p1"] and again.pods[1].node == "node-b"
-    record = StoredPodRecord("p1", "node-b", (8, 9), by_agent=True)
+    record = StoredPodRecord(pod="p1", node="node-b", ranks=(8, 9))
     assert observe(first, [facts("p1", "node-b", range(8, 16))], {"p1": record}).pods[1].ranks == "8-9"
     many = observe(None, [facts(f"p{i:05}", f"n{i}", range(i, i + 1)) for i in range(OBSERVED_PODS_MAX + 5)], {})
     assert len(many.pods) == OBSERVED_PODS_MAX and many.truncated
@@ -135,9 +138,9 @@ def test_observed_pods_are_merged_and_bounded():
 def test_store_records_are_checked_against_the_cluster():
     pods = [facts("llama-master-0", "node-a", range(0, 1)), facts("llama-worker-0", "node-b", range(1, 2))]
     records = {
-        "llama-master-0": StoredPodRecord("llama-master-0", "node-a", (0,), True),
-        "llama-worker-0": StoredPodRecord("llama-worker-0", "victim-node", (1,), True),
-        "ghost": StoredPodRecord("ghost", "victim-node-2", (2,), True),
+        "llama-master-0": StoredPodRecord(pod="llama-master-0", node="node-a", ranks=(0,)),
+        "llama-worker-0": StoredPodRecord(pod="llama-worker-0", node="victim-node", ranks=(1,)),
+        "ghost": StoredPodRecord(pod="ghost", node="victim-node-2", ranks=(2,)),
     }
     kept, issues = check_records(pods, records)
     assert set(kept) == {"llama-master-0", "llama-worker-0"} and kept["llama-worker-0"].node == "node-b"
@@ -228,3 +231,27 @@ def test_repeated_failures_of_one_namespace_cannot_walk_the_cluster():
     aged = BreakerState(cordons=tuple(CordonRecord(r.node, r.incident, r.at - timedelta(days=1))
                                       for r in earlier.cordons))  # fmt: skip
     assert plan("team-a/llama-3", aged) == (Action.CORDON.value, "")
+
+
+# --- an Incident is driven only on its own attempt's root ------------------------------------------------------
+def _incident(storage: str) -> dict[str, object]:
+    job = {"metadata": {"name": "llama", "uid": "u-1", "namespace": "team"}}
+    body = incident_body(job=job, api_version="kubeflow.org/v1", kind="PyTorchJob", attempt="3", trigger="t",
+                         storage=storage)  # fmt: skip
+    body["metadata"]["uid"] = "i-1"  # type: ignore[index]
+    return body
+
+
+def test_an_incident_is_driven_only_on_its_own_attempt_root() -> None:
+    key = AttemptKey("frwatch/x", "team", "llama", "u-1", "3")
+    inc = decode(_incident(storage_url("fr-dumps", key)))
+    assert inc.key == key and inc.bucket == "fr-dumps"
+    for other, says in (
+        ("s3://fr-dumps/frwatch/team/llama/u-1/4", "is not this attempt's root"),  # another attempt's evidence
+        ("s3://fr-dumps/frwatch/team/other/u-1/3", "is not this attempt's root"),
+        ("s3://fr-dumps/llama/u-1/3", "storageUrl"),
+        ("s3://fr-dumps/", "storageUrl"),
+        ("https://fr-dumps/frwatch/team/llama/u-1/3", "storageUrl"),
+    ):
+        with pytest.raises(FatalError, match=says):
+            decode(_incident(other))

@@ -33,10 +33,11 @@ from pathlib import Path
 from aiohttp import web
 
 from frwatch_analyzers.layout import AttemptKey, segment_problem
+from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator import constants as c
 from frwatch_operator.agent.control import make_app
 from frwatch_operator.agent.dumpfiles import DumpWatcher
-from frwatch_operator.agent.uploader import PodRecord, Uploader
+from frwatch_operator.agent.uploader import Uploader
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
 from frwatch_operator.logsetup import setup_logging
@@ -91,7 +92,7 @@ class Agent:
         self.watcher = DumpWatcher(
             self.dump_dir, config.fr.file_prefix, a.stable_seconds, a.corrupt_after_seconds
         )
-        record = PodRecord(
+        record = StoredPodRecord(
             pod=config.pod.name, namespace=config.pod.namespace, node=config.pod.node, uid=config.pod.uid,
             job=config.job.name, job_uid=config.job.uid, attempt=config.job.attempt, agent_started_at=time.time(),
         )  # fmt: skip
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     agent = Agent(config)
     uploads = threading.Thread(target=agent.run_uploads, name="uploads", daemon=True)
     uploads.start()
-    logger.info("agent started: %s -> s3://%s/%s", agent.dump_dir, config.s3.bucket, agent.uploader.key.root)
+    logger.info("agent started: %s -> %s", agent.dump_dir, agent.uploader.key.at(config.s3.bucket))
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(agent.serve(signalled))
     deadline = (agent.stop_requested_at or time.monotonic()) + config.agent.drain_seconds

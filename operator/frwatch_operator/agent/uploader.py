@@ -3,8 +3,8 @@
 Layout (``frwatch_analyzers.layout.AttemptKey``): ``ranks/<rank>.<pickle|json>`` holds the first complete
 dump of each rank in this attempt; a later, different dump of the same rank (a second dump in the same
 process, or a container restarted in place) goes to ``ranks-later/<rank>.<unix-ms>.<fmt>`` so nothing is
-overwritten. ``pods/<pod>.json`` (:class:`PodRecord`) says which ranks this pod held, where each went,
-and what the watcher skipped in the folder and why.
+overwritten. ``pods/<pod>.json`` (:class:`~frwatch_analyzers.pod_record.StoredPodRecord`) says which
+ranks this pod held, where each went, and what the watcher skipped in the folder and why.
 
 Memory: no dump is held. An upload opens the file again (``O_NOFOLLOW``, a regular file, the very file and
 content that were hashed) and streams it (``S3Store.put_file``: multipart for large files, at most two
@@ -17,22 +17,20 @@ logged and recorded in the pod record (``replaced``), and the newer content is u
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.pod_record import RankUpload, StoredPodRecord
 from frwatch_operator.agent.dumpfiles import Dump, FileId, NotADump, open_regular
 from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.s3store import S3Store
 
 logger = logging.getLogger(__name__)
-
-LATER_DIR = "ranks-later"
 
 
 @dataclass
@@ -44,49 +42,6 @@ class _Pending:
     last_error: str = ""
 
 
-@dataclass
-class RankUpload:
-    """Where one dump of a rank went (an entry of the pod record)."""
-
-    key: str
-    bytes: int
-    sha256: str
-    format: str
-    corrupt: bool
-    uploaded_at: float
-
-
-@dataclass
-class PodRecord:
-    """``pods/<pod>.json``: the pod, its node, the ranks it held and where their dumps are; what the agent
-    skipped in the dump folder (``skipped``: name and why) and dumps replaced before they could be
-    uploaded (``replaced``)."""
-
-    pod: str
-    namespace: str
-    node: str
-    uid: str
-    job: str
-    job_uid: str
-    attempt: str
-    agent_started_at: float
-    ranks: dict[int, list[RankUpload]] = field(default_factory=dict)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    replaced: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> bytes:
-        body = {
-            "pod": self.pod, "namespace": self.namespace, "node": self.node, "uid": self.uid,
-            "job": self.job, "job_uid": self.job_uid, "attempt": self.attempt,
-            "agent_started_at": self.agent_started_at,
-            "ranks": sorted(self.ranks),
-            "dumps": {str(r): [u.__dict__ for u in ups] for r, ups in sorted(self.ranks.items())},
-            "skipped": self.skipped,
-            "replaced": self.replaced,
-        }  # fmt: skip
-        return json.dumps(body, indent=1).encode()
-
-
 class _Replaced(Exception):
     """The dump's file no longer holds the content that was handed out."""
 
@@ -95,12 +50,15 @@ class Uploader:
     """Uploads dumps with retries; thread-safe ``submit``/``step``/``status``."""
 
     def __init__(
-        self, store: S3Store, key: AttemptKey, record: PodRecord, *, bucket: str | None = None,
+        self, store: S3Store, key: AttemptKey, record: StoredPodRecord, *, bucket: str | None = None,
         backoff_initial: float = 0.5, backoff_max: float = 30.0,
     ) -> None:  # fmt: skip
         self.store = store
         self.key = key
-        self.record = record
+        self.record = record  #: who the agent is; what it uploaded, skipped and lost is kept beside it
+        self._uploads: dict[int, list[RankUpload]] = {}
+        self._skipped: list[dict[str, str]] = []
+        self._replaced_dumps: list[dict[str, Any]] = []
         self.bucket = bucket
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
@@ -119,7 +77,7 @@ class Uploader:
                 key = self.key.rank(dump.rank, dump.fmt)
                 self._first_key_of_rank[dump.rank] = key
                 return key
-        return f"{self.key.root}/{LATER_DIR}/{dump.rank}.{int(time.time() * 1000)}.{dump.fmt}"
+        return self.key.later(dump.rank, int(time.time() * 1000), dump.fmt)
 
     def submit(self, dump: Dump) -> None:
         with self._lock:
@@ -128,8 +86,8 @@ class Uploader:
     def note_skipped(self, skipped: list[dict[str, str]]) -> None:
         """What the watcher skipped in the folder (for the pod record), when it changed."""
         with self._lock:
-            if skipped != self.record.skipped:
-                self.record.skipped = list(skipped)
+            if skipped != self._skipped:
+                self._skipped = list(skipped)
                 self._record_dirty = True
 
     def hurry(self, max_delay: float) -> None:
@@ -172,7 +130,7 @@ class Uploader:
             self._pending.remove(item)
             if self._first_key_of_rank.get(dump.rank) == item.key and dump.rank not in self._confirmed_first:
                 del self._first_key_of_rank[dump.rank]  # the newer content takes ranks/<rank>
-            self.record.replaced.append(
+            self._replaced_dumps.append(
                 {"rank": dump.rank, "bytes": dump.size, "sha256": dump.sha256, "why": why, "at": time.time()}
             )
             self._record_dirty = True
@@ -211,9 +169,10 @@ class Uploader:
                 self._pending.remove(item)
                 if self._first_key_of_rank.get(d.rank) == item.key:
                     self._confirmed_first.add(d.rank)
-                self.record.ranks.setdefault(d.rank, []).append(
-                    RankUpload(item.key, d.size, d.sha256, d.fmt, d.corrupt, time.time())
-                )
+                self._uploads.setdefault(d.rank, []).append(
+                    RankUpload(key=item.key, bytes=d.size, sha256=d.sha256, format=d.fmt, corrupt=d.corrupt,
+                               uploaded_at=time.time())
+                )  # fmt: skip
                 self._record_dirty = True
         self._flush_record(now)
         return done
@@ -223,7 +182,7 @@ class Uploader:
             if not self._record_dirty or now < self._record_next_try:
                 return
             self._record_dirty = False
-            body = self.record.to_json()
+            body = self.record.with_uploads(self._uploads, self._skipped, self._replaced_dumps).agent_json()
         try:
             self.store.put(
                 self.key.pod(self.record.pod), body, bucket=self.bucket, content_type="application/json"
@@ -247,11 +206,11 @@ class Uploader:
             return {
                 "pod": self.record.pod,
                 "root": self.key.root,
-                "uploaded": {str(r): [u.key for u in ups] for r, ups in sorted(self.record.ranks.items())},
+                "uploaded": {str(r): [u.key for u in ups] for r, ups in sorted(self._uploads.items())},
                 "pending": [
                     {"rank": p.dump.rank, "key": p.key, "tries": p.tries, "error": p.last_error}
                     for p in self._pending
                 ],
-                "skipped": list(self.record.skipped),
-                "replaced": list(self.record.replaced),
+                "skipped": list(self._skipped),
+                "replaced": list(self._replaced_dumps),
             }

@@ -30,26 +30,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from frwatch_analyzers.layout import AttemptKey, split_s3_url
+from frwatch_analyzers.layout import AttemptKey, RootUrl
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
 from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.agentclient import ask_to_dump
 from frwatch_operator.collection import (
     ACCOUNTED,
     EVERY_RANK_EXITED,
-    MAX_POD_RECORD_BYTES,
     Progress,
-    StoredPodRecord,
     StoreListing,
     assess,
     build_manifest,
     check_records,
     collected_reason,
-    operator_pod_record,
     out_of_range,
-    parse_pod_record,
     ranks_to_ask,
     read_listing,
     settled_ranks,
@@ -85,8 +82,6 @@ NOTHING_TO_ALIGN_MESSAGE = (
 )
 #: At most this many keys are read under an attempt's root per pass (every rank twice, every pod, spare).
 MAX_LISTED_KEYS = 2 * MAX_WORLD_SIZE + 8192
-#: A manifest found in the store larger than this is not read back (frwatch's own are far smaller).
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -147,17 +142,16 @@ def decode(body: Mapping[str, Any]) -> Incident:
     if not valid_attempt(spec.attempt):
         raise FatalError(f"Incident {ns}/{name}: spec.attempt {spec.attempt[:32]!r} is not a decimal number")
     try:
-        bucket, root = split_s3_url(spec.storage_url)
+        root = RootUrl.parse(spec.storage_url)
+        key = root.attempt()
     except ValueError as exc:
         raise FatalError(f"Incident {ns}/{name}: spec.storageUrl: {exc}") from exc
-    tail = f"{ns}/{spec.job_ref.name}/{spec.job_ref.uid}/{spec.attempt}"
-    if not (root == tail or root.endswith("/" + tail)):
+    if key != AttemptKey(key.prefix, ns, spec.job_ref.name, spec.job_ref.uid, spec.attempt):
         raise FatalError(
             f"Incident {ns}/{name}: spec.storageUrl {spec.storage_url} is not this attempt's root"
         )
-    key = AttemptKey(root[: -len(tail)].strip("/"), ns, spec.job_ref.name, spec.job_ref.uid, spec.attempt)
     return Incident(ns, name, str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""),
-                     spec, status, kind, bucket, key)  # fmt: skip
+                    spec, status, kind, root.bucket, key)  # fmt: skip
 
 
 def settings_of(deps: Deps, inc: Incident, status: IncidentStatus) -> CaptureSettings:
@@ -352,7 +346,8 @@ def _manifest(deps: Deps, inc: Incident, status: IncidentStatus, listing: StoreL
     )  # fmt: skip
     for pod in manifest.pods:
         if pod.pod not in listing.pod_keys:
-            deps.s3.put(inc.key.pod(pod.pod), operator_pod_record(pod, inc.key), bucket=inc.bucket,
+            record = StoredPodRecord.of_manifest_pod(pod, inc.key)
+            deps.s3.put(inc.key.pod(pod.pod), record.operator_json(), bucket=inc.bucket,
                         content_type="application/json")  # fmt: skip
     there = deps.s3.etag(inc.key.manifest, bucket=inc.bucket)
     if there is not None and there != status.manifest_etag:
@@ -401,7 +396,7 @@ def _collected(
     write_status(deps, inc, new)
     detected = parse_rfc3339(status.detected_at) or parse_rfc3339(inc.created) or now
     deps.metrics.collection_finished((now - detected).total_seconds(), dumped, missing)
-    url = f"s3://{inc.bucket}/{inc.key.root}"
+    url = str(inc.key.at(inc.bucket))
     deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url))
     if evidence is not None:
         deps.kube.post_event(inc.job_ref, evidence)

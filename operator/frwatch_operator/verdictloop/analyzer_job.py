@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_analyzers.layout import REPORT, VERDICT
+from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, S3Settings
 from frwatch_operator.resources import CaptureSettings, ComputeResources
@@ -105,12 +105,12 @@ def analyzer_labels(incident: IncidentIdentity) -> dict[str, str]:
 
 def analyzer_command(evidence_url: str) -> list[str]:
     """The container's command: analyze the attempt's evidence, write verdict.json and report.txt beside it."""
-    root = evidence_url.rstrip("/")
+    root = RootUrl.parse(evidence_url)
     return [
-        "frwatch", "analyze", root,
+        "frwatch", "analyze", str(root),
         "--format", "json",
-        "--out", f"{root}/{VERDICT}",
-        "--report-out", f"{root}/{REPORT}",
+        "--out", root.verdict_url,
+        "--report-out", root.report_url,
         "--termination-log", c.ANALYZER_TERMINATION_LOG,
     ]  # fmt: skip
 

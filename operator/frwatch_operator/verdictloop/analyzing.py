@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from frwatch_analyzers.layout import MANIFEST, REPORT, VERDICT, split_s3_url
+from frwatch_analyzers.layout import MANIFEST, REPORT, VERDICT, RootUrl
 from frwatch_analyzers.report import render
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
@@ -58,7 +58,6 @@ from frwatch_operator.verdictloop.job_report import (
     failed_status,
     job_annotations,
     one_line,
-    report_url,
     reported_status,
     verdict_events,
     with_condition,
@@ -325,8 +324,8 @@ def _report_exits(
         (VERDICT, verdict.model_dump_json(indent=1).encode(), "application/json"),
         (REPORT, render(verdict).encode(), "text/plain; charset=utf-8"),
     ):
-        bucket, key = split_s3_url(f"{url}/{name}")
-        store.put(key, data, bucket=bucket, content_type=kind)
+        root = RootUrl.parse(url)
+        store.put(root.key(name), data, bucket=root.bucket, content_type=kind)
     note = "no analyzer Job: no rank dumped and every rank's pod failed"
     return _report(view, _training_job(view, kube), verdict, config, kube, store, settings, url, note, now)
 
@@ -343,7 +342,7 @@ def _report(
     note: str,
     now: datetime,
 ) -> Step:
-    report = report_url(url)
+    report = RootUrl.parse(url).report_url
     checked = check_verdict(verdict, view.status.observed)
     issues = list(checked.issues) + _manifest_changed(view, store, url)
     verdict = checked.verdict  # from here on: only the nodes the cluster confirms
@@ -411,8 +410,8 @@ def _manifest_changed(view: IncidentView, store: S3Store, url: str) -> list[str]
     """Whether the manifest under the verdict is still the one frwatch wrote (its ETag in the status)."""
     if not view.status.manifest_etag:
         return []
-    bucket, key = split_s3_url(f"{url}/{MANIFEST}")
-    etag = store.etag(key, bucket=bucket)
+    root = RootUrl.parse(url)
+    etag = store.etag(root.key(MANIFEST), bucket=root.bucket)
     if etag == view.status.manifest_etag:
         return []
     return ["manifest.json was replaced or removed after frwatch wrote it (the analyzer may have read a forged one)"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from frwatch_analyzers.layout import split_s3_url
+from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError
 from frwatch_operator.resources import IncidentSpec, IncidentStatus
@@ -92,9 +92,6 @@ def evidence_url(storage_url: str, what: str) -> str:
     """The attempt's evidence root ``s3://bucket/root`` (no trailing slash); FatalError naming ``what``
     (the object it came from) when it is not an s3:// URL."""
     try:
-        bucket, key = split_s3_url(storage_url)
+        return str(RootUrl.parse(storage_url))
     except ValueError as exc:
         raise FatalError(f"{what}: spec.storageUrl: {exc}") from exc
-    if not key:
-        raise FatalError(f"{what}: spec.storageUrl {storage_url!r} names no attempt root inside the bucket")
-    return f"s3://{bucket}/{key}"

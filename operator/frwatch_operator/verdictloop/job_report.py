@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from frwatch_analyzers.layout import REPORT
 from frwatch_analyzers.verdict import Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.notices import EventType, Notice, Reason
@@ -103,10 +102,6 @@ def suspects_line(ranks: Sequence[int], nodes: Sequence[str], limit: int = SUSPE
     else:
         return ""
     return next((t for t in candidates if len(t) <= limit), one_line(candidates[-1], limit))
-
-
-def report_url(evidence_url: str) -> str:
-    return f"{evidence_url.rstrip('/')}/{REPORT}"
 
 
 def verdict_line(verdict: Verdict) -> str:

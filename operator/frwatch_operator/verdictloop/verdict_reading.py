@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from frwatch_analyzers.layout import VERDICT, split_s3_url
+from frwatch_analyzers.layout import VERDICT, RootUrl
 from frwatch_analyzers.verdict import SCHEMA_VERSION, Verdict
 from frwatch_operator.errors import FatalError, NotFoundError
 from frwatch_operator.s3store import S3Store
@@ -25,10 +25,6 @@ class VerdictUnavailable(FatalError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-def verdict_url(evidence_url: str) -> str:
-    return f"{evidence_url.rstrip('/')}/{VERDICT}"
 
 
 def parse_verdict(data: bytes, url: str) -> Verdict:
@@ -55,8 +51,8 @@ def parse_verdict(data: bytes, url: str) -> Verdict:
 
 def read_verdict(store: S3Store, evidence_url: str) -> Verdict:
     """The verdict of an attempt. RetryableError when the store does not answer."""
-    url = verdict_url(evidence_url)
-    bucket, key = split_s3_url(url)
+    root = RootUrl.parse(evidence_url)
+    url, bucket, key = root.verdict_url, root.bucket, root.key(VERDICT)
     size = store.size(key, bucket=bucket)
     if size is None:
         raise VerdictUnavailable(

@@ -36,7 +36,8 @@ FILE_SECONDS_PER_MB = 0.5
 DEFAULT_DEADLINE_SECONDS = 600.0
 
 #: Ranks and world sizes must be below this. The largest training jobs run so far hold about 100k GPUs;
-#: a rank of 2**18 or more, in a file name, a ``pg_config`` or a manifest, is not a real job.
+#: a rank of 2**18 or more, in a file name, a ``pg_config``, a manifest, a job spec or a control request, is
+#: not a real job. The one rank bound of frwatch: the agent, the operator and the analyzer all use it.
 MAX_WORLD_SIZE = 1 << 18
 
 #: Files one location may list (two a rank: a job using gloo and NCCL leaves two dumps per rank).

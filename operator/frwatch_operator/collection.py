@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from frwatch_analyzers.layout import AttemptKey, parse_key
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
 from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator.detection import FailureKind, PodFacts
-from frwatch_operator.jobkinds import MAX_WORLD_SIZE
 
 #: How many store problems one Event or condition names (the rest are counted).
 ISSUES_SHOWN = 4

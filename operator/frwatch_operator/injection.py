@@ -35,7 +35,7 @@ from typing import Any
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
-from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.resources import CaptureSettings
 from frwatch_operator.sidecar import JobContext, agent_container, identity_env, is_ours
 
 INJECTED_VALUE = "v1"  #: value of frwatch.io/injected (the injection's format version)

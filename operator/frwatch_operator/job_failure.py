@@ -21,30 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from frwatch_operator import constants as c
 from frwatch_operator.incident_naming import valid_attempt
+from frwatch_operator.times import parse_rfc3339, rfc3339
 
 #: The job conditions that mean "this attempt's training failed" (Kubeflow's JobConditionType values).
 FAILURE_CONDITIONS = ("Failed", "Restarting")
 
 
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 timestamp as the API writes it (``...Z``), or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
 def attempt_started_value(attempt: str, started: datetime) -> str:
     """The value of ``frwatch.io/attempt-started``: ``"<attempt>@<RFC 3339, seconds>"``."""
-    return f"{attempt}@{started.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return f"{attempt}@{rfc3339(started)}"
 
 
 def parse_attempt_started(value: object) -> tuple[str, datetime] | None:
@@ -52,7 +42,7 @@ def parse_attempt_started(value: object) -> tuple[str, datetime] | None:
     if not isinstance(value, str) or "@" not in value:
         return None
     attempt, _, when = value.partition("@")
-    started = parse_time(when)
+    started = parse_rfc3339(when)
     return (attempt, started) if attempt and started is not None else None
 
 
@@ -121,7 +111,7 @@ def job_failure(job: Mapping[str, Any]) -> JobFailure | None:
         for cond in conditions if isinstance(conditions, list) else []:
             if not isinstance(cond, Mapping) or cond.get("type") != kind or cond.get("status") != "True":
                 continue
-            at = parse_time(cond.get("lastTransitionTime"))
+            at = parse_rfc3339(cond.get("lastTransitionTime"))
             if at is not None and at > started:
                 return JobFailure(
                     job=name, attempt=current_attempt(job), condition=kind, reason=str(cond.get("reason") or ""),

@@ -12,7 +12,8 @@ holds the global ranks ``node_rank * nproc .. node_rank * nproc + nproc - 1``. W
 agents' pod records (which ranks each pod actually dumped) are the truth.
 
 A world size from a job spec is data, never a loop bound: a spec whose ``nprocPerNode``, replica count or
-their product exceeds :data:`MAX_WORLD_SIZE` is out of bounds (the layout says unknown and why, in
+their product exceeds :data:`MAX_WORLD_SIZE` (``frwatch_analyzers.limits``: the one rank bound of the agent,
+the operator and the analyzer) is out of bounds (the layout says unknown and why, in
 ``problem``), and a pod's ranks are a ``range``, never a materialised list.
 """
 
@@ -22,11 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
-
-#: The largest world size (ranks) frwatch takes from a job spec: 131072 is beyond the largest jobs run
-#: today (the analyzer's benchmarks go to 16384 ranks); a bigger spec is treated as unknown and reported.
-MAX_WORLD_SIZE = 131_072
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,7 @@
 
 Reads and writes through the ``kubernetes`` client (synchronous; kopf runs sync handlers in threads):
 jobs, Incidents (create, status), pods, Events (core/v1, ``involvedObject`` set so ``kubectl describe``
-shows them), the agent token Secret. API errors become frwatch's vocabulary: :class:`RetryableError`
-(5xx, 429, connection trouble, conflicts), :class:`NotFoundError`, :class:`FatalError` (other 4xx).
+shows them), the Lease. API errors become frwatch's vocabulary in :mod:`frwatch_operator.kube_errors`.
 """
 
 from __future__ import annotations
@@ -12,24 +11,23 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any
 
-import urllib3.exceptions
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
+from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
 from frwatch_operator.capture_gaps import gap_closed
-from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
+from frwatch_operator.errors import ConflictError, NotFoundError, RetryableError
 from frwatch_operator.incident_naming import next_attempt
 from frwatch_operator.job_failure import start_to_record
 from frwatch_operator.jobkinds import JobKind
+from frwatch_operator.kube_errors import api_call
 from frwatch_operator.notices import Notice
-from frwatch_operator.textsafe import printable
+from frwatch_operator.times import now_rfc3339
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,10 +49,6 @@ class ObjectRef:
         )  # fmt: skip
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class Kube:
     """Typed access to what detection and collection read and write."""
 
@@ -64,24 +58,10 @@ class Kube:
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        try:
-            return fn()
-        except ApiException as exc:
-            status = int(exc.status or 0)
-            msg = f"{what}: {status} {exc.reason}"
-            if status == 404:
-                raise NotFoundError(msg) from exc
-            if status in (409, 429) or status >= 500 or status == 0:
-                raise RetryableError(msg + "; will retry", delay=1.0) from exc
-            raise FatalError(f"{msg} (check frwatch's RBAC and the object)") from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise RetryableError(f"{what}: API server unreachable ({exc}); will retry", delay=1.0) from exc
-
     # --- jobs -------------------------------------------------------------------------------------------
     def get_job(self, kind: JobKind, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            job = self._call(
+            job = api_call(
                 f"get {kind.kind} {namespace}/{name}",
                 lambda: self.custom.get_namespaced_custom_object(
                     kind.group, kind.version, namespace, kind.plural, name
@@ -134,14 +114,14 @@ class Kube:
             meta = job.get("metadata") or {}
             patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": dict(new)}}
             try:
-                self._call(
+                api_call(
                     f"annotate {kind.kind} {namespace}/{name}",
                     lambda p=patch: self.custom.patch_namespaced_custom_object(  # type: ignore[misc]
                         kind.group, kind.version, namespace, kind.plural, name, p
                     ),
                 )
-            except RetryableError:
-                continue  # 409: someone changed the job; read it again
+            except ConflictError:
+                continue  # someone changed the job; read it again
             return new
         raise RetryableError(f"annotate {kind.kind} {namespace}/{name}: kept conflicting; will retry")
 
@@ -150,20 +130,18 @@ class Kube:
         """Create the Incident; False when it already exists (409: someone created it: success)."""
         ns = str(body["metadata"]["namespace"])
         try:
-            self._call(
+            api_call(
                 f"create Incident {ns}/{body['metadata']['name']}",
                 lambda: self.custom.create_namespaced_custom_object(
                     c.GROUP, c.VERSION, ns, c.INCIDENT_PLURAL, dict(body)
                 ),
             )
-        except RetryableError as exc:
-            if _conflict(exc):
-                return False
-            raise
+        except ConflictError:
+            return False
         return True
 
     def patch_incident_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self._call(
+        api_call(
             f"patch Incident {namespace}/{name} status",
             lambda: self.custom.patch_namespaced_custom_object_status(
                 c.GROUP, c.VERSION, namespace, c.INCIDENT_PLURAL, name, {"status": dict(status)}
@@ -172,7 +150,7 @@ class Kube:
 
     # --- pods -------------------------------------------------------------------------------------------
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        pods = self._call(
+        pods = api_call(
             f"list pods {namespace} {label_selector}",
             lambda: self.core.list_namespaced_pod(namespace, label_selector=label_selector),
         )
@@ -182,7 +160,7 @@ class Kube:
     # --- the leader election's Lease (frwatch_operator.leader_election) ----------------------------------
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            lease = self._call(
+            lease = api_call(
                 f"read Lease {namespace}/{name}", lambda: self.coordination.read_namespaced_lease(name, namespace)
             )
         except NotFoundError:
@@ -204,11 +182,9 @@ class Kube:
 
     def _lease_write(self, what: str, fn: Callable[[], object]) -> bool:
         try:
-            self._call(what, fn)
-        except RetryableError as exc:
-            if _conflict(exc):
-                return False
-            raise
+            api_call(what, fn)
+        except ConflictError:
+            return False
         return True
 
     # --- events -----------------------------------------------------------------------------------------
@@ -216,7 +192,7 @@ class Kube:
         """Post a core/v1 Event about ``about``. The name is derived from (object uid, reason, message), so
         the same notice is posted once, even by a restarted operator. Returns False if it already existed."""
         digest = hashlib.sha256(f"{about.uid}/{notice.reason}/{notice.message}".encode()).hexdigest()[:16]
-        now = _now()
+        now = now_rfc3339()
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -230,18 +206,11 @@ class Kube:
             "reportingInstance": c.EVENT_COMPONENT, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }  # fmt: skip
         try:
-            self._call(
+            api_call(
                 f"post Event {notice.reason} on {about.kind} {about.name}",
                 lambda: self.core.create_namespaced_event(about.namespace, body),
             )
-        except RetryableError as exc:
-            if _conflict(exc):
-                return False
-            raise
+        except ConflictError:
+            return False
         return True
 
-
-def _conflict(exc: BaseException) -> bool:
-    """Whether a RetryableError came from a 409 Conflict (an object of that name exists)."""
-    cause = exc.__cause__
-    return isinstance(cause, ApiException) and cause.status == 409

@@ -27,11 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 from frwatch_operator.errors import FrwatchError
+from frwatch_operator.times import now_rfc3339
 
 logger = logging.getLogger(__name__)
 
@@ -104,11 +104,6 @@ def decide(record: Record | None, me: str, unchanged_for: float, lease_seconds: 
     return Step.WAIT
 
 
-def _micro(t: datetime) -> str:
-    """A Kubernetes MicroTime."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class LeaderElector:
     """Runs the election in a thread (:meth:`start`); :meth:`leading` is what the drivers ask."""
 
@@ -164,7 +159,7 @@ class LeaderElector:
         return what
 
     def _write(self, what: Step, lease: Mapping[str, Any] | None, record: Record | None) -> bool:
-        now = _micro(datetime.now(UTC))
+        now = now_rfc3339("microseconds")  # a Lease holds MicroTimes
         spec = {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.lease_seconds)),
                 "renewTime": now}  # fmt: skip
         if what is Step.CREATE:

@@ -1,10 +1,13 @@
-"""The Events frwatch posts for detection and collection: reason (CamelCase) and a message a person reads
-in ``kubectl describe`` (what happened, why, what happens next or what to do). Pure.
+"""The Events frwatch posts: :class:`Notice` (the one Event type: the object it is about is chosen by the
+caller), :class:`Reason` (every reason frwatch gives, the REASON column of ``kubectl describe``), and the
+notices of detection and collection, with a message a person reads (what happened, why, what happens next
+or what to do); the verdict loop's are in ``verdictloop.job_report`` and ``verdictloop.cordoning``. Pure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 from frwatch_analyzers.manifest import Manifest
@@ -12,24 +15,66 @@ from frwatch_operator import constants as c
 from frwatch_operator.incident_naming import next_attempt
 
 
+class Reason(StrEnum):
+    """Event reasons (the REASON column of ``kubectl describe``); some are condition reasons too."""
+
+    # opt-in and admission (on the job, the policy, the pod)
+    CAPTURE_ENABLED = "CaptureEnabled"  #: the job is captured from now on (job)
+    CAPTURE_CONFIG_INVALID = "CaptureConfigInvalid"  #: a malformed opt-in: the job is left untouched (job)
+    POLICY_INVALID = "CapturePolicyInvalid"  #: a malformed CapturePolicy (the policy)
+    CAPTURE_AT_RISK = "CaptureAtRisk"  #: a pod injected with something that may keep it from dumping (pod)
+    CAPTURE_NOT_INJECTED = "CaptureNotInjected"  #: a pod of a captured job admitted without capture (pod)
+    ATTEMPT_NOT_CAPTURED = "AttemptNotCaptured"  #: the job's current attempt runs without capture (job)
+    POD_NOT_CAPTURED = "PodNotCaptured"  #: a pod of a captured attempt the webhook missed (job)
+    # detection and collection (on the job, the Incident)
+    INCIDENT_OPENED = "IncidentOpened"  #: a failure opened the attempt's Incident (job)
+    SPEC_OUT_OF_BOUNDS = "JobSpecOutOfBounds"  #: the job's rank layout is not trusted (job)
+    DUMPS_COLLECTED = "DumpsCollected"  #: every rank's dump is in the store (job)
+    DUMPS_MISSING = "DumpsMissing"  #: collection ended with ranks missing (job)
+    #: What the store (or the verdict) said that the cluster contradicts: what was dropped (job, Incident;
+    #: also the reason of the EvidenceConsistent condition).
+    EVIDENCE_INCONSISTENT = "EvidenceInconsistent"
+    # the verdict loop (on the job, the Incident, nodes)
+    ANALYZER_STARTED = "AnalyzerStarted"  #: the analyzer Job was created (on the Incident)
+    DIAGNOSED = "Diagnosed"  #: the verdict's line and where the report is (job, Incident)
+    SUSPECTS = "SuspectsNamed"  #: hardware-class: culprit ranks and their (suspect) nodes (job)
+    CULPRITS = "CulpritsNamed"  #: software: culprit ranks, what they did and where they ran, no suspect (job)
+    NEXT_STEPS = "NextSteps"  #: the targeted probes the analyzer recommends (job)
+    ANALYSIS_FAILED = "AnalysisFailed"  #: no verdict: why (job, Incident)
+    REMEDIATION = "Remediation"  #: the cordon plan: done, dry-run or skipped, with reasons (job, Incident)
+    NODE_CORDONED = "FrwatchCordoned"  #: on a node frwatch cordoned (and on the job)
+    NODE_WOULD_CORDON = "FrwatchWouldCordon"  #: dry-run: the node frwatch would have cordoned
+    NODE_CORDON_SKIPPED = "FrwatchCordonSkipped"  #: a suspect node left alone, and why
+    NODE_CORDON_FAILED = "FrwatchCordonFailed"  #: the cordon was refused by the API (changed, forbidden)
+    #: No cordon: the circuit breaker's ConfigMap cannot be read or stored (its namespace missing, RBAC);
+    #: what a person must create or grant (job, Incident; also the Remediated condition's reason).
+    BREAKER_UNAVAILABLE = "BreakerStateUnavailable"
+
+
+EventType = Literal["Normal", "Warning"]
+
+
 @dataclass(frozen=True)
 class Notice:
-    """One Event to post on an object."""
+    """One Event to post: the object it is about is chosen by the caller."""
 
-    type: Literal["Normal", "Warning"]
-    reason: str
+    type: EventType
+    reason: Reason
     message: str
+    #: Distinguishes Events of one reason about one object (e.g. the node): part of the verdict loop's
+    #: Event names.
+    key: str = ""
 
 
 def capture_untouched(reason: str) -> Notice:
     """The job's opt-in (annotation or policy) is malformed: frwatch leaves it alone."""
-    return Notice("Warning", "CaptureConfigInvalid", f"frwatch left this job untouched: {reason}")
+    return Notice("Warning", Reason.CAPTURE_CONFIG_INVALID, f"frwatch left this job untouched: {reason}")
 
 
 def capture_enabled(reason: str) -> Notice:
     return Notice(
         "Normal",
-        "CaptureEnabled",
+        Reason.CAPTURE_ENABLED,
         f"frwatch captures Flight Recorder dumps of pods created from now on ({reason}); "
         "pods that already run are not changed",
     )
@@ -38,7 +83,7 @@ def capture_enabled(reason: str) -> Notice:
 def policy_invalid(name: str, problem: str) -> Notice:
     return Notice(
         "Warning",
-        "CapturePolicyInvalid",
+        Reason.POLICY_INVALID,
         f"{c.POLICY_KIND} {name!r} is malformed ({problem}): the jobs it may select are left untouched; "
         "fix the policy",
     )
@@ -50,27 +95,27 @@ def incident_opened(incident: str, attempt: str, trigger: str, deadline_s: int) 
     bump = f"; pods created from now on belong to attempt {following} (the job's frwatch.io/attempt)" if following else ""
     return Notice(
         "Warning",
-        "IncidentOpened",
+        Reason.INCIDENT_OPENED,
         f"frwatch opened Incident {incident} for attempt {attempt}: {trigger}. It collects every rank's "
         f"Flight Recorder dump for up to {deadline_s}s{bump} (kubectl get incident {incident})",
     )
 
 
-def collected(incident: str, manifest: Manifest, url: str, analysis_wired: bool) -> Notice:
+def collected(incident: str, manifest: Manifest, url: str) -> Notice:
     missing = [r for r in manifest.ranks if not r.dumped]
     dumped = len(manifest.ranks) - len(missing)
-    then = "analysis starts next" if analysis_wired else "analysis is not wired in this frwatch yet"
+    then = "analysis starts next"
     if not missing:
         return Notice(
             "Normal",
-            "DumpsCollected",
+            Reason.DUMPS_COLLECTED,
             f"Incident {incident}: the dumps of all {dumped} ranks are in {url}; {then}",
         )
     shown = ", ".join(f"rank {r.rank} ({r.why_missing})" for r in missing[:3])
     more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
     return Notice(
         "Warning",
-        "DumpsMissing",
+        Reason.DUMPS_MISSING,
         f"Incident {incident}: {dumped} of {len(manifest.ranks)} ranks dumped by the deadline; missing: "
         f"{shown}{more}. The manifest ({url}/manifest.json) lists them; {then} with the dumps there are",
     )
@@ -78,7 +123,7 @@ def collected(incident: str, manifest: Manifest, url: str, analysis_wired: bool)
 
 def spec_out_of_bounds(problem: str) -> Notice:
     """The job's spec claims a world size past frwatch's bound: it is not used as one."""
-    return Notice("Warning", "JobSpecOutOfBounds", f"frwatch does not trust this job's rank layout: {problem}")
+    return Notice("Warning", Reason.SPEC_OUT_OF_BOUNDS, f"frwatch does not trust this job's rank layout: {problem}")
 
 
 def evidence_inconsistent(incident: str, issues: list[str], shown: int = 4) -> Notice:
@@ -86,7 +131,7 @@ def evidence_inconsistent(incident: str, issues: list[str], shown: int = 4) -> N
     listed = "; ".join(issues[:shown]) + (f"; and {len(issues) - shown} more" if len(issues) > shown else "")
     return Notice(
         "Warning",
-        "EvidenceInconsistent",
+        Reason.EVIDENCE_INCONSISTENT,
         f"Incident {incident}: the evidence in the store is inconsistent with what the cluster saw: {listed}. "
         "frwatch used only the pods, nodes and exit codes the Kubernetes API showed (kubectl get incident "
         f"{incident} -o yaml: status.observed)",
@@ -98,7 +143,7 @@ def attempt_not_captured(attempt: str, following: str, pod: str) -> Notice:
     Posted by the replica whose conditional write moved the attempt on (once)."""
     return Notice(
         "Warning",
-        "AttemptNotCaptured",
+        Reason.ATTEMPT_NOT_CAPTURED,
         f"frwatch attempt {attempt} of this job runs without Flight Recorder capture: its pods (e.g. {pod}) were "
         "created before capture was enabled for the job, or while frwatch's webhook could not inject them (it "
         "fails open: down, unreachable, or the job not yet known). A failure of this attempt opens no Incident. "
@@ -110,7 +155,7 @@ def pod_not_captured(pod: str, attempt: str) -> Notice:
     """A pod of an attempt that is otherwise captured was admitted without capture (the webhook missed it)."""
     return Notice(
         "Warning",
-        "PodNotCaptured",
+        Reason.POD_NOT_CAPTURED,
         f"pod {pod} was admitted without Flight Recorder capture (frwatch's webhook could not inject it: down, "
         f"unreachable, or the job not yet known; it fails open): attempt {attempt}'s Incident will have no dump "
         "of its ranks",

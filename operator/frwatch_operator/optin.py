@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
-from frwatch_operator.resources import CapturePolicySpec, ComputeResources, LabelSelector
+from frwatch_operator.resources import CapturePolicySpec, CaptureSettings, LabelSelector
 
 
 class OptIn(StrEnum):
@@ -34,23 +34,6 @@ class OptIn(StrEnum):
     ENABLED = "enabled"  #: capture on, with ``CaptureDecision.settings``
     DISABLED = "disabled"  #: not opted in (or opted out): nothing to say
     UNTOUCHED = "untouched"  #: something the user wrote is malformed: leave the job as is, post ``reason``
-
-
-@dataclass(frozen=True)
-class CaptureSettings:
-    """The effective settings for one opted-in job (operator defaults overlaid with its policy)."""
-
-    buffer_size: int
-    bucket: str
-    prefix: str
-    collection_deadline_seconds: int
-    analyzer_image: str
-    analyzer_resources: ComputeResources
-    analyzer_deadline_seconds: int
-    agent_resources: ComputeResources
-    remediation_enabled: bool
-    remediation_dry_run: bool
-    max_nodes_per_incident: int
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The operator's self-managed state in its own namespace: the webhook's certificate (``webhook_tls_kube``)
 and the agents' key ring (``agentkeys_kube``). A Secret read and replaced conditionally
-(:class:`OwnSecret`), the API-error vocabulary of those calls (:func:`api_call`), and the pass that keeps
+(:class:`OwnSecret`; API errors in frwatch's words by :mod:`frwatch_operator.kube_errors`), and the pass that keeps
 the state, at start-up and then periodically (:class:`Keeper`).
 
 RBAC (the chart's Role in the release namespace): get/update of that Secret by name, and create of
@@ -12,41 +12,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-import urllib3.exceptions
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
-from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
+from frwatch_operator.errors import ConflictError, FatalError, NotFoundError, RetryableError
+from frwatch_operator.kube_errors import api_call
 from frwatch_operator.webhook_tls import StoredSecret
 
-T = TypeVar("T")
 R = TypeVar("R")
 logger = logging.getLogger(__name__)
-
-
-class Conflict(Exception):
-    """409 (exists / changed since read) or 422 on a JSON patch whose test failed."""
-
-
-def api_call(what: str, fn: Callable[[], T], rbac: str) -> T:
-    """``fn()``, its failures in frwatch's words; ``rbac`` says what the call needs when it is refused."""
-    try:
-        return fn()
-    except ApiException as exc:
-        status = int(exc.status or 0)
-        msg = f"{what}: {status} {exc.reason}"
-        if status == 404:
-            raise NotFoundError(msg) from exc
-        if status in (409, 422):
-            raise Conflict(msg) from exc
-        if status == 429 or status >= 500 or status == 0:
-            raise RetryableError(msg + "; will retry", delay=1.0) from exc
-        raise FatalError(f"{msg} ({rbac}: check the chart's RBAC)") from exc
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise RetryableError(f"{what}: API server unreachable ({exc}); will retry", delay=1.0) from exc
 
 
 class OwnSecret:
@@ -67,7 +43,7 @@ class OwnSecret:
     def read(self) -> StoredSecret | None:
         try:
             found = api_call(
-                f"read {self.ref}", lambda: self.core.read_namespaced_secret(self.name, self.namespace), self.rbac
+                f"read {self.ref}", lambda: self.core.read_namespaced_secret(self.name, self.namespace), grant=self.rbac
             )
         except NotFoundError:
             return None
@@ -89,16 +65,16 @@ class OwnSecret:
         try:
             if stored is None:
                 api_call(
-                    f"create {self.ref}", lambda: self.core.create_namespaced_secret(self.namespace, body), self.rbac
+                    f"create {self.ref}", lambda: self.core.create_namespaced_secret(self.namespace, body), grant=self.rbac
                 )
             else:
                 meta["resourceVersion"] = stored.resource_version
                 api_call(
                     f"replace {self.ref}",
                     lambda: self.core.replace_namespaced_secret(self.name, self.namespace, body),
-                    self.rbac,
+                    grant=self.rbac,
                 )
-        except Conflict:
+        except ConflictError:
             return False
         except NotFoundError as exc:
             if stored is not None:

@@ -152,6 +152,26 @@ class CapturePolicySpec(_Wire):
     )
 
 
+class CaptureSettings(_Wire):
+    """The effective settings for one opted-in job: the operator's defaults overlaid with its CapturePolicy
+    (:mod:`frwatch_operator.optin`). An Incident keeps the ones it opened with (``status.settings``), so a
+    policy edited meanwhile changes nothing of an Incident under way."""
+
+    model_config = ConfigDict(frozen=True)
+
+    buffer_size: int = Field(description="Flight Recorder ring size in entries (TORCH_FR_BUFFER_SIZE).")
+    bucket: str = Field(description="S3 bucket of the dumps and the report.")
+    prefix: str = Field(description="Key prefix inside the bucket.")
+    collection_deadline_seconds: int = Field(description="How long to wait for every rank's dump (seconds).")
+    analyzer_image: str = Field(description="The analyzer Job's container image.")
+    analyzer_resources: ComputeResources = Field(description="The analyzer container's resources.")
+    analyzer_deadline_seconds: int = Field(description="activeDeadlineSeconds of the analyzer Job (seconds).")
+    agent_resources: ComputeResources = Field(description="Resources of the injected agent sidecar.")
+    remediation_enabled: bool = Field(description="Whether suspect nodes may be cordoned.")
+    remediation_dry_run: bool = Field(description="Record what would be done without doing it.")
+    max_nodes_per_incident: int = Field(description="At most this many nodes cordoned for one incident.")
+
+
 # --- Incident -------------------------------------------------------------------------------------------
 
 
@@ -193,6 +213,19 @@ class IncidentCounts(_Wire):
     expected_ranks: int | None = Field(default=None, ge=0, description="World size, when known.")
     dumped_ranks: int = Field(default=0, ge=0, description="Ranks whose dump is in the store.")
     missing_ranks: int | None = Field(default=None, ge=0, description="expected - dumped, when known.")
+
+
+class ConditionType(StrEnum):
+    """The conditions of an Incident (``status.conditions[].type``)."""
+
+    WORLD_SIZE = "WorldSize"  #: False: the job's spec claims a world size frwatch does not take
+    COLLECTED = "Collected"  #: collection ended; the reason says how (every rank dumped, the deadline, ...)
+    EVIDENCE_CONSISTENT = "EvidenceConsistent"  #: whether the store's evidence agreed with the cluster
+    #: The hand-off from collection to analysis: True once the analyzer Job was asked for (or, reason
+    #: NothingToAlign, the exits the cluster showed are the verdict).
+    ANALYSIS_REQUESTED = "AnalysisRequested"
+    ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
+    REMEDIATED = "Remediated"  #: what the cordon policy did
 
 
 class Condition(_Wire):
@@ -346,6 +379,12 @@ class IncidentStatus(_Wire):
     )
     api_refusals: ApiRefusals | None = Field(
         default=None, description="Set while the API refuses the verdict loop's calls (see ApiRefusals)."
+    )
+    settings: CaptureSettings | None = Field(
+        default=None,
+        description="The job's effective capture settings, fixed when the incident opened: the collection "
+        "deadline, the analyzer Job and remediation of this incident follow them, whatever its CapturePolicy "
+        "says later.",
     )
     conditions: list[Condition] = Field(default_factory=list, description="Collected, Analyzed, Remediated.")
     message: str = Field(

@@ -20,7 +20,7 @@ from typing import Any
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, env_name
-from frwatch_operator.optin import CaptureSettings
+from frwatch_operator.resources import CaptureSettings
 
 #: The uid and gid of the image's ``frwatch`` user (Dockerfile: ``USER 65532:65532``; the chart's
 #: securityContext and the analyzer Job use the same).

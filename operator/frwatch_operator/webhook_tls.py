@@ -43,6 +43,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from frwatch_operator import constants as c
 from frwatch_operator.config import WebhookSettings
 from frwatch_operator.errors import RetryableError
+from frwatch_operator.times import rfc3339
 
 #: Keys of the Secret's data.
 TLS_CRT, TLS_KEY, CA_CRT, CA_KEY, CA_PREVIOUS = "tls.crt", "tls.key", "ca.crt", "ca.key", "ca-previous.crt"
@@ -252,7 +253,7 @@ def assess(
 
 
 def _at(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(when)
 
 
 def carry_out(

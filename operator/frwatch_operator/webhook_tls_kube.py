@@ -25,8 +25,9 @@ from typing import Any
 from kubernetes import client
 
 from frwatch_operator.config import Config, WebhookSettings
-from frwatch_operator.errors import FatalError, NotFoundError
-from frwatch_operator.own_secrets import Conflict, Keeper, OwnSecret, api_call
+from frwatch_operator.errors import ApiRefusedError, ConflictError, FatalError, NotFoundError
+from frwatch_operator.kube_errors import api_call
+from frwatch_operator.own_secrets import Keeper, OwnSecret
 from frwatch_operator.webhook_tls import (
     SECRET_TYPE,
     Action,
@@ -73,7 +74,7 @@ class TlsKube:
             found = api_call(
                 f"read MutatingWebhookConfiguration {self.configuration}",
                 lambda: self.admission.read_mutating_webhook_configuration(self.configuration),
-                _RBAC,
+                grant=_RBAC,
             )
         except NotFoundError:
             return None
@@ -84,10 +85,14 @@ class TlsKube:
             api_call(
                 f"patch the caBundle of MutatingWebhookConfiguration {self.configuration}",
                 lambda: self.admission.patch_mutating_webhook_configuration(self.configuration, ops),
-                _RBAC,
+                grant=_RBAC,
             )
-        except (Conflict, NotFoundError):
+        except (ConflictError, NotFoundError):
             return False
+        except ApiRefusedError as exc:
+            if exc.status == 422:  # a "test" of the JSON patch failed: the configuration changed since read
+                return False
+            raise
         return True
 
 

@@ -41,7 +41,7 @@ def test_links_and_impossible_ranks_are_never_uploaded_and_are_reported(start_ag
     why = {s["name"]: s["why"] for s in record["skipped"]}
     assert why[f"{P}0"] == "a symbolic link (never followed)"
     assert why[f"{P}2"] == "a FIFO"
-    assert why[f"{P}{'1' * 23}"].startswith("rank number 111") and "above" in why[f"{P}{'1' * 23}"]
+    assert why[f"{P}{'1' * 23}"].startswith("rank number 111") and "beyond the limit" in why[f"{P}{'1' * 23}"]
     assert store.list(f"{agent.root}/ranks/") == [f"{agent.root}/ranks/1.pickle"]
     status, body = agent.request("GET", "/status", TOKEN)
     assert status == 200 and {s["name"] for s in body["skipped"]} == set(why)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.testing import json_bytes, pickle_bytes, world
 from frwatch_operator import constants as c
-from frwatch_operator.agent.dumpfiles import MAX_RANK, DumpWatcher, NotADump, open_regular, shown
+from frwatch_operator.agent.dumpfiles import DumpWatcher, NotADump, open_regular, shown
 
 
 def test_dot_files_are_never_taken_for_dumps(tmp_path: Path) -> None:
@@ -79,7 +80,7 @@ def test_only_regular_files_named_for_a_rank_are_read_and_the_rest_is_reported(t
         f"{p}3": "a symbolic link (never followed)",
         f"{p}4": "a FIFO",
         f"{p}5": "a folder",
-        f"{p}{'9' * 23}": f"rank number {'9' * 23} is above {MAX_RANK}",
+        f"{p}{'9' * 23}": f"rank number {'9' * 23} is beyond the limit of {MAX_WORLD_SIZE} ranks",
         f"{p}007": "rank number 007 has a leading zero (torch writes none)",
         "notes.txt": f"not a dump name (expected {p}<rank>)",
         "bad\\x1b[31mname\\n": f"not a dump name (expected {p}<rank>)",

@@ -325,7 +325,7 @@ class Cluster:
 
 
 def handed_over(status: dict[str, Any]) -> dict[str, Any] | None:
-    """The hand-off condition of an Incident's status (True: the verdict loop took it; False: not wired)."""
+    """The hand-off condition of an Incident's status (True: the analyzer Job was asked for, or there is nothing to align)."""
     return next((x for x in status.get("conditions") or [] if x.get("type") == "AnalysisRequested"), None)
 
 

@@ -54,13 +54,10 @@ def test_collection_ends_when_every_rank_dumped_and_the_manifest_is_right(
     status = incident["status"]
     assert status["counts"] == {"expectedRanks": 2, "dumpedRanks": 2, "missingRanks": 0}
     assert any(x["type"] == "Collected" and x["reason"] == "AllRanksDumped" for x in status["conditions"])
-    # handed over to the verdict loop (issue 4) in the write after, or told why not
+    # handed over to analysis in the write after: the analyzer Job was asked for
     handoff = handed_over(status)
-    assert handoff is not None
-    if handoff["status"] == "True":
-        assert status["analyzerJob"]
-    else:
-        assert status["message"] == "analysis not wired yet"
+    assert handoff is not None and handoff["status"] == "True"
+    assert status["analyzerJob"]
 
     m = manifest_of(store, key_of(job))
     assert not m.deadline_reached and m.world_size == 2

@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.pod_record import StoredPodRecord, parse_pod_record
+from frwatch_analyzers.safe_text import printable
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
 from frwatch_operator.collection import (
     check_records,
@@ -24,10 +26,9 @@ from frwatch_operator.errors import FatalError
 from frwatch_operator.handlers.incidents import decode
 from frwatch_operator.incident_naming import incident_body, storage_url, valid_attempt
 from frwatch_operator.job_failure import current_attempt
-from frwatch_operator.jobkinds import MAX_WORLD_SIZE, PYTORCHJOB
+from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.observed_facts import ClusterView, observe, parse_ranges, ranges_text
 from frwatch_operator.resources import OBSERVED_PODS_MAX, IncidentObserved, ObservedPod
-from frwatch_operator.textsafe import printable
 from frwatch_operator.verdictloop.breaker import BreakerState
 from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.remediation import Rules, plan_cordons

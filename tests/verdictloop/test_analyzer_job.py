@@ -3,7 +3,6 @@ owner, deadline, retries, clean-up, command, termination message), and its life 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import kubernetes_validate
@@ -15,7 +14,7 @@ from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, Config, S3Settings
 from frwatch_operator.errors import FatalError, RetryableError
 from frwatch_operator.resources import ComputeResources
-from frwatch_operator.verdictloop import start_analysis
+from frwatch_operator.verdictloop import AnalysisRequest, start_analysis
 from frwatch_operator.verdictloop.analyzer_job import (
     analysis_budget_seconds,
     analyzer_job_name,
@@ -36,15 +35,6 @@ def config_for(namespace: str, **analyzer: Any) -> Config:
     """CONFIG with the analyzer Jobs run in ``namespace`` (and a CapturePolicy allowed to pick the image)."""
     changes = {"namespace": namespace, "allow_policy_image": True, **analyzer}
     return CONFIG.model_copy(update={"analyzer": CONFIG.analyzer.model_copy(update=changes)})
-
-
-@dataclass(frozen=True)
-class Request:
-    namespace: str
-    incident: str
-    incident_uid: str
-    storage_url: str
-    settings: Any
 
 
 @pytest.fixture
@@ -69,7 +59,7 @@ def test_the_job_as_created(opened: Any, k8s_namespace: str, kube: Any, api_clie
     meta = incident["metadata"]
     policy = settings(config_for(k8s_namespace), analyzer_image="registry.local/frwatch:0.2.0", analyzer_deadline_seconds=1234,
                       analyzer_resources=ComputeResources(requests={"cpu": "2"}, limits={"cpu": "2500m", "memory": "8Gi"}))  # fmt: skip
-    step = start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, policy), config_for(k8s_namespace), kube=kube)
+    step = start_analysis(AnalysisRequest(k8s_namespace, meta["name"], meta["uid"], url, policy), config_for(k8s_namespace), kube=kube)
     job = created_job(api_client, k8s_namespace)
     assert job["metadata"]["name"] == step.status["analyzerJob"] == f"frwatch-analyze-{meta['name']}"
     kubernetes_validate.validate(job, KUBE_VERSION, strict=True)
@@ -125,7 +115,7 @@ def test_deleting_the_incident_deletes_its_job(
     incident, url = opened
     meta = incident["metadata"]
     start_analysis(
-        Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
+        AnalysisRequest(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
     )
     custom.delete_namespaced_custom_object(c.GROUP, c.VERSION, k8s_namespace, c.INCIDENT_PLURAL, meta["name"])
     assert client.BatchV1Api(api_client).list_namespaced_job(k8s_namespace).items == []
@@ -137,17 +127,17 @@ def test_a_job_left_by_an_earlier_incident_of_the_same_name(
     incident, url = opened
     meta = incident["metadata"]
     start_analysis(
-        Request(k8s_namespace, meta["name"], "uid-of-an-older-incident", url, settings(CONFIG)),
+        AnalysisRequest(k8s_namespace, meta["name"], "uid-of-an-older-incident", url, settings(CONFIG)),
         config_for(k8s_namespace),
         kube=kube,
     )
     with pytest.raises(RetryableError, match="earlier Incident of the same name"):
         start_analysis(
-            Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
+            AnalysisRequest(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
         )
     assert client.BatchV1Api(api_client).list_namespaced_job(k8s_namespace).items == []
     start_analysis(
-        Request(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
+        AnalysisRequest(k8s_namespace, meta["name"], meta["uid"], url, settings(CONFIG)), config_for(k8s_namespace), kube=kube
     )
     assert created_job(api_client, k8s_namespace)["metadata"]["ownerReferences"][0]["uid"] == meta["uid"]
 
@@ -164,7 +154,7 @@ def test_by_default_the_job_runs_in_the_operators_namespace_with_the_analyzers_c
     client.CoreV1Api(api_client).create_namespace({"metadata": {"name": home}})
     config = config_for(home, allow_policy_image=False, credentials_secret="frwatch-s3-analyzer")
     policy = settings(config, analyzer_image="tenant.example/evil:1")
-    step = start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, policy), config, kube=kube)
+    step = start_analysis(AnalysisRequest(k8s_namespace, meta["name"], meta["uid"], url, policy), config, kube=kube)
     assert client.BatchV1Api(api_client).list_namespaced_job(k8s_namespace).items == []
     job = created_job(api_client, home)
     assert step.status["analyzerNamespace"] == home
@@ -178,13 +168,13 @@ def test_by_default_the_job_runs_in_the_operators_namespace_with_the_analyzers_c
     env = {e["name"]: e for e in container["env"]}
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "frwatch-s3-analyzer"
     # a second call finds its own Job (the annotation says whose it is)
-    again = start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, policy), config, kube=kube)
+    again = start_analysis(AnalysisRequest(k8s_namespace, meta["name"], meta["uid"], url, policy), config, kube=kube)
     assert again.status["analyzerJob"] == step.status["analyzerJob"]
 
 
 def test_a_request_without_an_s3_url_is_refused(kube: Any) -> None:
     with pytest.raises(FatalError, match="storageUrl"):
-        start_analysis(Request("ns", "inc", "uid", "/local/path", settings(CONFIG)), config_for("ns"), kube=kube)
+        start_analysis(AnalysisRequest("ns", "inc", "uid", "/local/path", settings(CONFIG)), config_for("ns"), kube=kube)
 
 
 @pytest.mark.parametrize(
@@ -214,7 +204,7 @@ def test_the_analyzer_pod_pulls_with_the_configured_secrets(
     incident, url = opened
     meta = incident["metadata"]
     config = config_for(k8s_namespace, image_pull_secrets="regcred, mirror-cred")
-    start_analysis(Request(k8s_namespace, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
+    start_analysis(AnalysisRequest(k8s_namespace, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
     pod = created_job(api_client, k8s_namespace)["spec"]["template"]["spec"]
     assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror-cred"}]
 

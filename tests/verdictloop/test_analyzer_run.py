@@ -6,7 +6,6 @@ verdict surfacing on the PyTorchJob (annotations, Events, `kubectl describe`) an
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +29,11 @@ from frwatch_analyzers.manifest import Manifest, PodRecord, RankRecord
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
-from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import advance_analysis, start_analysis
+from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.verdictloop.analyzer_job import analysis_budget_seconds
 
 WORLD = 4
-
-
-@dataclass(frozen=True)
-class Request:
-    """The fields of the core's AnalysisRequest (frwatch_operator.analysis_handoff)."""
-
-    namespace: str
-    incident: str
-    incident_uid: str
-    storage_url: str
-    settings: CaptureSettings
 
 
 def upload_attempt(
@@ -89,13 +76,13 @@ def test_real_dumps_to_verdict_on_the_job(
 
     # --- hand-off: the Job as created in the API ----------------------------------------------------------
     step = start_analysis(
-        Request(ns, incident["metadata"]["name"], incident["metadata"]["uid"], url, settings(config)),
+        AnalysisRequest(ns, incident["metadata"]["name"], incident["metadata"]["uid"], url, settings(config)),
         config,
         kube=kube,
     )
     assert step.status["phase"] == "Analyzing" and not step.done
     again = start_analysis(
-        Request(ns, incident["metadata"]["name"], incident["metadata"]["uid"], url, settings(config)),
+        AnalysisRequest(ns, incident["metadata"]["name"], incident["metadata"]["uid"], url, settings(config)),
         config,
         kube=kube,
     )
@@ -211,7 +198,7 @@ def test_a_gpu_hang_cordons_its_node(
     observed = observed_record({n: str(r) for r, n in enumerate(nodes)})
     incident = create_incident(custom, ns, job, storage_url=url, status=analyzing(observed=observed))
     meta = incident["metadata"]
-    start_analysis(Request(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
+    start_analysis(AnalysisRequest(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
     (analyzer,) = client.BatchV1Api(api_client).list_namespaced_job(ns).items
     analyzer = kube.get_job(ns, analyzer.metadata.name)
 

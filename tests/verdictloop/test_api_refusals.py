@@ -36,9 +36,10 @@ from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, Config, OperatorSettings
 from frwatch_operator.errors import RetryableError
+from frwatch_operator.handlers.incident_phases import active, handed_over
+from frwatch_operator.resources import IncidentPhase, IncidentStatus
 from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import advance_analysis, start_analysis
-from frwatch_operator.verdictloop.handler import handed_over
+from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 T0 = datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
@@ -75,15 +76,6 @@ class Refusing:
         return call
 
 
-@dataclass(frozen=True)
-class Request:
-    namespace: str
-    incident: str
-    incident_uid: str
-    storage_url: str
-    settings: Any
-
-
 @dataclass
 class Setup:
     ns: str
@@ -96,9 +88,9 @@ class Setup:
     def body(self, custom: Any) -> dict[str, Any]:
         return get_incident(custom, self.ns, self.incident["metadata"]["name"])
 
-    def request(self) -> Request:
+    def request(self) -> AnalysisRequest:
         meta = self.incident["metadata"]
-        return Request(self.ns, meta["name"], meta["uid"], self.url, settings(self.config))
+        return AnalysisRequest(self.ns, meta["name"], meta["uid"], self.url, settings(self.config))
 
 
 @pytest.fixture
@@ -141,6 +133,12 @@ def handed_off(setup: Setup, custom: Any, step: Any) -> dict[str, Any]:
     return write_status(custom, body, {**patch, "conditions": kept + theirs})["status"]  # type: ignore[no-any-return]
 
 
+def analysis_pass_next(status: dict[str, Any]) -> bool:
+    """Whether the Incident's timer runs an Analyzing pass (advance_analysis) on it next."""
+    typed = IncidentStatus.model_validate(status)
+    return active(status=status, meta={}) and typed.phase is IncidentPhase.ANALYZING and handed_over(typed)
+
+
 def warnings(core: Any, ns: str, name: str) -> list[Any]:
     return [e for e in events_about(core, ns, name) if e.type == "Warning" and e.reason == "AnalysisFailed"]
 
@@ -162,7 +160,7 @@ def test_forbidden_annotation_backs_off_then_fails_once_with_what_to_grant(
 
     step, status = a_pass(setup, custom, kube, T0)
     assert not step.done and step.retry_after == 10.0 and refusing.calls == 1
-    assert status["phase"] == "Analyzing" and handed_over(status=status)  # the timer keeps it
+    assert status["phase"] == "Analyzing" and analysis_pass_next(status)  # the timer keeps it
     refused = status["apiRefusals"]
     assert refused["count"] == 1 and refused["firstAt"] == "2026-01-05T03:00:00Z"
     assert refused["nextPassAt"] == "2026-01-05T03:00:10Z" and refused["giveUpAt"] == "2026-01-05T03:30:00Z"
@@ -195,7 +193,7 @@ def test_forbidden_annotation_backs_off_then_fails_once_with_what_to_grant(
     for about in (name, "llama"):  # one Warning on the Incident, one on the job
         (warning,) = warnings(core, setup.ns, about)
         assert "no verdict (ApiRefused)" in warning.message and "forbidden" in warning.message
-    assert not handed_over(status=status)  # the timer lets it go
+    assert not analysis_pass_next(status)  # the timer lets it go
 
     again, _ = a_pass(setup, custom, kube, now + timedelta(hours=1))
     assert again.done and again.status == {} and refusing.calls == len(waits) + 2
@@ -268,7 +266,7 @@ def test_analyzer_job_create_refused_is_retried_by_the_loop_then_created(
     assert (
         next(x for x in status["conditions"] if x["type"] == "Analyzed")["reason"] == "AnalyzerJobNotCreated"
     )
-    assert handed_over(status=status)  # the verdict loop's timer takes it from here
+    assert analysis_pass_next(status)  # the verdict loop's timer takes it from here
 
     step, status = a_pass(setup, custom, kube, T0 + timedelta(seconds=10))
     assert not step.done and status["apiRefusals"]["count"] == 2 and refusing.calls == 2

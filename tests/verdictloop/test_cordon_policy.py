@@ -11,8 +11,7 @@ from vl_builders import hardware_verdict
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
-from frwatch_operator.optin import CaptureSettings
-from frwatch_operator.resources import ComputeResources
+from frwatch_operator.resources import CaptureSettings, ComputeResources
 from frwatch_operator.verdictloop.breaker import (
     BreakerState,
     BreakerStatus,

@@ -28,7 +28,7 @@ from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
 from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import advance_analysis, start_analysis
+from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 
@@ -47,15 +47,6 @@ class Case:
         return get_incident(custom, self.ns, self.incident["metadata"]["name"])
 
 
-@dataclass(frozen=True)
-class Request:
-    namespace: str
-    incident: str
-    incident_uid: str
-    storage_url: str
-    settings: Any
-
-
 @pytest.fixture
 def case(
     k8s_namespace: str, crds: None, s3: Any, custom: Any, kube: KubernetesActions, api_client: Any
@@ -71,7 +62,7 @@ def case(
     url = f"s3://{s3.bucket}/{key.root}"
     incident = create_incident(custom, ns, job, storage_url=url, status=analyzing())
     meta = incident["metadata"]
-    start_analysis(Request(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
+    start_analysis(AnalysisRequest(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
     (analyzer,) = [
         api_client.sanitize_for_serialization(j)
         for j in client.BatchV1Api(api_client).list_namespaced_job(ns).items

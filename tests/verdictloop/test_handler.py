@@ -1,4 +1,4 @@
-"""The kopf wiring: one timer that takes over exactly the Incidents the core handed over."""
+"""The kopf wiring: one timer drives each Incident through every phase, collection and analysis alike."""
 
 from __future__ import annotations
 
@@ -9,40 +9,42 @@ import pytest
 from kubernetes import client
 
 from frwatch_operator.config import Config
-from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers import Deps, register_all
+from frwatch_operator.handlers.incident_phases import active, handed_over
 from frwatch_operator.kube import Kube
 from frwatch_operator.observations import Observations
-from frwatch_operator.verdictloop import wiring
-from frwatch_operator.verdictloop.handler import handed_over, register
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
+from frwatch_operator.resources import IncidentStatus
 from frwatch_operator.webhook import JobIndex
 
 HANDED = {"type": "AnalysisRequested", "status": "True"}
 
 
 @pytest.mark.parametrize(
-    ("status", "ours"),
+    ("status", "driven"),
     [
+        ({"phase": "Detected"}, True),
+        ({"phase": "Collecting"}, True),
+        ({"phase": "Analyzing", "conditions": []}, True),  # collection's last write, hand-off pending
         ({"phase": "Analyzing", "conditions": [HANDED]}, True),
-        ({"phase": "Analyzing", "conditions": [{**HANDED, "status": "False"}]}, False),  # not wired
-        ({"phase": "Analyzing", "conditions": []}, False),  # collection's last write, hand-off pending
-        ({"phase": "Collecting", "conditions": [HANDED]}, False),
         ({"phase": "Reported", "conditions": [HANDED]}, False),
-        ({}, False),
+        ({"phase": "Failed", "conditions": [HANDED]}, False),
     ],
 )
-def test_the_timer_takes_only_handed_over_incidents(status: dict[str, Any], ours: bool) -> None:
-    assert handed_over(status=status) is ours
+def test_the_timer_drives_an_incident_until_reported_or_failed(status: dict[str, Any], driven: bool) -> None:
+    assert active(status=status, meta={}) is driven
 
 
-def test_register_adds_one_timer_and_wires_the_adapter() -> None:
+@pytest.mark.parametrize(
+    ("conditions", "handed"),
+    [([HANDED], True), ([{**HANDED, "status": "False"}], False), ([], False)],
+)
+def test_an_analyzing_pass_follows_the_hand_off(conditions: list[dict[str, str]], handed: bool) -> None:
+    status = IncidentStatus.model_validate({"phase": "Analyzing", "conditions": conditions})
+    assert handed_over(status) is handed
+
+
+def test_one_timer_drives_incidents() -> None:
     registry = kopf.OperatorRegistry()
-    api = client.ApiClient()
-    try:
-        register(registry, Deps(Config(), JobIndex(), Observations(), Kube(api), None))  # type: ignore[arg-type]
-        timers = [h for h in registry._spawning.get_all_handlers() if type(h).__name__ == "TimerHandler"]
-        assert [h.id for h in timers] == ["frwatch-verdict-loop"]
-        wired = wiring.actions()
-        assert isinstance(wired, KubernetesActions) and wired.core.api_client is api
-    finally:
-        wiring.wire(None)
+    register_all(registry, Deps(Config(), JobIndex(), Observations(), Kube(client.ApiClient()), None))  # type: ignore[arg-type]
+    timers = [h for h in registry._spawning.get_all_handlers() if type(h).__name__ == "TimerHandler"]
+    assert [h.id for h in timers] == ["frwatch-incident"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +11,8 @@ from kubernetes import client
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
-from frwatch_operator.optin import CaptureSettings, defaults
+from frwatch_operator.optin import defaults
+from frwatch_operator.resources import CaptureSettings
 
 
 def now_text() -> str:
@@ -157,7 +157,7 @@ def hardware_verdict(
 
 
 def settings(config: Config, **changes: Any) -> CaptureSettings:
-    return dataclasses.replace(defaults(config), **changes)
+    return defaults(config).model_copy(update=changes)
 
 
 # --- a stand-in for the Job controller and the kubelet: what they would write ------------------------------

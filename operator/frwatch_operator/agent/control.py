@@ -13,7 +13,7 @@ operator's agent key: ``frwatch_operator.agentkeys``). No token: every authentic
 
 Bad input gets a 4xx with the reason, never a 500: a body above :data:`MAX_BODY_BYTES` is refused (413)
 before it is read whole; a body that is not ``{"ranks": [int, ...]}`` (not JSON, nested too deep,
-``NaN``/``Infinity``, a rank that is not an integer between 0 and ``MAX_RANK``, more than
+``NaN``/``Infinity``, a rank that is not an integer below ``MAX_WORLD_SIZE``, more than
 :data:`MAX_RANKS_ASKED` ranks, another field) is refused with 400.
 """
 
@@ -31,7 +31,8 @@ from typing import Any
 
 from aiohttp import web
 
-from frwatch_operator.agent.dumpfiles import MAX_RANK, PIPE_SUFFIX
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_operator.agent.dumpfiles import PIPE_SUFFIX
 
 #: The largest control request body read (bytes): a list of a pod's ranks fits many times over.
 MAX_BODY_BYTES = 16 * 1024
@@ -70,14 +71,16 @@ def parse_ranks(text: str) -> set[int] | None:
     if not isinstance(ranks, list) or len(ranks) > MAX_RANKS_ASKED:
         raise BadRequest(f"'ranks' must be a list of at most {MAX_RANKS_ASKED} ranks")
     for r in ranks:
-        if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= MAX_RANK:
-            raise BadRequest(f"'ranks' holds {str(r)[:40]!r}, not a rank (an integer from 0 to {MAX_RANK})")
+        if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < MAX_WORLD_SIZE:
+            raise BadRequest(
+                f"'ranks' holds {str(r)[:40]!r}, not a rank (an integer from 0 to {MAX_WORLD_SIZE - 1})"
+            )
     return set(ranks)
 
 
 def pipe_ranks(dump_dir: Path, file_prefix: str) -> dict[int, Path]:
     """rank -> pipe path, for every name ``<prefix><rank>.pipe`` in the dump folder (a rank torch would
-    write: no leading zero, at most ``MAX_RANK``); whether it is a FIFO is checked when it is opened."""
+    write: no leading zero, below ``MAX_WORLD_SIZE``); whether it is a FIFO is checked when it is opened."""
     pattern = re.compile(re.escape(file_prefix) + r"(0|[1-9][0-9]{0,6})" + re.escape(PIPE_SUFFIX))
     out: dict[int, Path] = {}
     try:
@@ -86,7 +89,7 @@ def pipe_ranks(dump_dir: Path, file_prefix: str) -> dict[int, Path]:
         return out
     for name in names:
         m = pattern.fullmatch(name)
-        if m and int(m.group(1)) <= MAX_RANK:
+        if m and int(m.group(1)) < MAX_WORLD_SIZE:
             out[int(m.group(1))] = dump_dir / name
     return out
 

@@ -1,8 +1,8 @@
 """Find complete Flight Recorder dumps in the dump folder, reading nothing but regular files named for a rank.
 
 What is read: the file ``<prefix><rank>`` (FR writes it in place, truncating it on each dump, or it is
-renamed into place), ``rank`` a decimal number torch would write (no leading zero, at most
-:data:`MAX_RANK`). It is opened with ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file by ``fstat``
+renamed into place), ``rank`` a decimal number torch would write (no leading zero, below
+:data:`~frwatch_analyzers.limits.MAX_WORLD_SIZE`, the rank bound the operator and the analyzer use too). It is opened with ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file by ``fstat``
 of the open descriptor, the same file (device, inode, size, mtime) the folder listing showed: a link is
 never followed, a FIFO never blocks, a file swapped in between is not taken for the one that was seen.
 
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
+
 logger = logging.getLogger(__name__)
 
 Format = Literal["pickle", "json"]
-#: The largest rank number accepted in a file name (about a million: beyond any job's world size).
-MAX_RANK = 1 << 20
 #: Suffix of the on-demand dump pipes (TORCH_NCCL_DEBUG_INFO_PIPE_FILE): expected in the folder, never read.
 PIPE_SUFFIX = ".pipe"
 #: Skipped names kept for the report; more are counted, not listed.
@@ -202,14 +202,15 @@ class DumpWatcher:
 
     def rank_of(self, name: str) -> int | None:
         """The rank a dump file name stands for; None for another name. Raises :class:`NotADump` for a
-        rank number no rank has (leading zeros, above :data:`MAX_RANK`)."""
+        rank number no rank has (leading zeros, not below MAX_WORLD_SIZE)."""
         m = self.pattern.fullmatch(name)
         if m is None:
             return None
         digits = m.group(1)
-        if len(digits) > len(str(MAX_RANK)) or int(digits) > MAX_RANK:
+        if len(digits) > len(str(MAX_WORLD_SIZE)) or int(digits) >= MAX_WORLD_SIZE:
             raise NotADump(
-                f"rank number {digits[:24]}{'...' if len(digits) > 24 else ''} is above {MAX_RANK}"
+                f"rank number {digits[:24]}{'...' if len(digits) > 24 else ''} is beyond the limit of "
+                f"{MAX_WORLD_SIZE} ranks"
             )
         if digits != str(int(digits)):
             raise NotADump(f"rank number {digits} has a leading zero (torch writes none)")

@@ -3,14 +3,14 @@ adapters. Each module has a ``register(registry, deps)``; :func:`register_all` w
 
 ``jobs``: PyTorchJobs into the job index (opt-in, Events for a malformed opt-in); ``policies``:
 CapturePolicies into the same index; ``pods``: failures of opted-in jobs' pods -> one Incident per job
-attempt; ``incidents``: each open Incident driven by phase from its persisted status; plus the admission
+attempt; ``incident_phases``: each Incident's one state machine, driven by phase from its persisted
+status (``incidents``: its Collecting phase; ``frwatch_operator.verdictloop``: its Analyzing phase); plus the admission
 webhook (``frwatch_operator.webhook``) fed by the same index.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -84,20 +84,12 @@ def retrying(handle: Callable[[], object], what: str) -> None:
 
 
 def register_all(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    from frwatch_operator.handlers import admission, incidents, jobs, pods, policies
+    from frwatch_operator.handlers import admission, incident_phases, jobs, pods, policies
+    from frwatch_operator.verdictloop import handler as verdict_loop
 
     admission.register(registry, deps)
     jobs.register(registry, deps)
     policies.register(registry, deps)
     pods.register(registry, deps)
-    incidents.register(registry, deps)
-    _register_verdict_loop(registry, deps)
-
-
-def _register_verdict_loop(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    """The verdict loop's handlers (issue 4), when that package provides them."""
-    try:
-        module = importlib.import_module("frwatch_operator.verdictloop.handler")
-    except ImportError:
-        return
-    module.register(registry, deps)
+    incident_phases.register(registry, deps)
+    verdict_loop.register(registry, deps)

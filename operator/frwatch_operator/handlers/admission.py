@@ -13,7 +13,7 @@ from frwatch_operator import notices
 from frwatch_operator.handlers import Deps
 from frwatch_operator.jobkinds import PYTORCHJOB
 from frwatch_operator.kube import ObjectRef
-from frwatch_operator.notices import Notice
+from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.webhook import AdmissionNote
 from frwatch_operator.webhook import register as register_webhook
 
@@ -22,11 +22,11 @@ logger = logging.getLogger(__name__)
 
 def notice_for(note: AdmissionNote) -> Notice | None:
     if note.warnings and note.injected:
-        return Notice("Warning", "CaptureAtRisk", f"pod {note.pod}: " + " ".join(note.warnings))
+        return Notice("Warning", Reason.CAPTURE_AT_RISK, f"pod {note.pod}: " + " ".join(note.warnings))
     if not note.injected and note.reason:
         return notices.capture_untouched(note.reason)
     if note.warnings:
-        return Notice("Warning", "CaptureNotInjected", f"pod {note.pod}: " + " ".join(note.warnings))
+        return Notice("Warning", Reason.CAPTURE_NOT_INJECTED, f"pod {note.pod}: " + " ".join(note.warnings))
     return None
 
 

@@ -1,18 +1,20 @@
-"""Each open Incident, driven by phase from its persisted status (a kopf timer, one pass per interval).
+"""The Collecting phase of an Incident, from its persisted status (the phases are driven by
+:mod:`frwatch_operator.handlers.incident_phases`).
 
-``Detected`` (or no status yet) -> ``Collecting``: the deadline and the expected ranks are fixed in status.
-``Collecting``: list the attempt's root in the store; done when every rank's dump is there, or at the
-deadline; meanwhile ask live agents for missing ranks (once per pod, after ``ask_agents_after_seconds``).
-Each pass records the attempt's pods as the Kubernetes API showed them in ``status.observed`` (nodes,
-ranks, exits: what a cordon may rest on). Done: write ``pods/<pod>.json`` for pods without an agent
-record, write ``manifest.json`` (always frwatch's own: one already in the store that frwatch did not
-write is replaced, and that is recorded), then status ``Analyzing`` and an Event on the job, then hand
-over to the verdict loop (``frwatch_operator.analysis_handoff``). What in the store disagreed with the
-cluster (a pod record naming another node or a pod nobody saw, a foreign manifest, a dump of a rank past
-the world size) is a Warning Event ``EvidenceInconsistent`` and the condition ``EvidenceConsistent``.
+``Detected`` (or no status yet) -> ``Collecting`` (:func:`start`): the deadline and the expected ranks are
+fixed in status. ``Collecting`` (:func:`collect`, one pass each): list the attempt's root in the store;
+done when every rank's dump is there, or at the deadline; meanwhile ask live agents for missing ranks (once
+per pod, after ``ask_agents_after_seconds``). Each pass records the attempt's pods as the Kubernetes API
+showed them in ``status.observed`` (nodes, ranks, exits: what a cordon may rest on). Done: write
+``pods/<pod>.json`` for pods without an agent record, write ``manifest.json`` (always frwatch's own: one
+already in the store that frwatch did not write is replaced, and that is recorded), then status
+``Analyzing`` and an Event on the job. What in the store disagreed with the cluster (a pod record naming
+another node or a pod nobody saw, a foreign manifest, a dump of a rank past the world size) is a Warning
+Event ``EvidenceInconsistent`` and the condition ``EvidenceConsistent``.
 
-Everything is derived from the status and the store, so a restarted operator resumes where it was; the
-timer stops (and kopf drops its finalizer) once the Incident is handed over.
+Everything is derived from the status and the store, so a restarted operator resumes where it was.
+About 400 lines: one phase, read top to bottom (start, one pass, the manifest, the end of collection);
+the pure rules are in ``frwatch_operator.collection`` and ``observed_facts``.
 """
 
 from __future__ import annotations
@@ -23,26 +25,18 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-import kopf
 from pydantic import ValidationError
 
 from frwatch_analyzers.layout import AttemptKey, RootUrl
+from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import Manifest
 from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
 from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.agentclient import ask_to_dump
-from frwatch_operator.analysis_handoff import (
-    CONDITION,
-    NOT_WIRED,
-    NOTHING_TO_ALIGN,
-    NOTHING_TO_ALIGN_MESSAGE,
-    AnalysisRequest,
-    find_start_analysis,
-)
 from frwatch_operator.collection import (
     ACCOUNTED,
     EVERY_RANK_EXITED,
@@ -59,19 +53,33 @@ from frwatch_operator.collection import (
 )
 from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FatalError, NotFoundError
-from frwatch_operator.handlers import Deps, translate_errors
-from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT, rfc3339
+from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
 from frwatch_operator.incident_naming import valid_attempt
-from frwatch_operator.jobkinds import MAX_WORLD_SIZE, JobKind, kind_of
+from frwatch_operator.jobkinds import JobKind, kind_of
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.observed_facts import facts_of, observe
-from frwatch_operator.optin import CaptureSettings, defaults
-from frwatch_operator.resources import Condition, IncidentCounts, IncidentPhase, IncidentSpec, IncidentStatus
+from frwatch_operator.optin import defaults
+from frwatch_operator.resources import (
+    CaptureSettings,
+    Condition,
+    ConditionType,
+    IncidentCounts,
+    IncidentPhase,
+    IncidentSpec,
+    IncidentStatus,
+)
+from frwatch_operator.times import parse_rfc3339, rfc3339
 
 logger = logging.getLogger(__name__)
-_OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
-#: The condition saying whether the store's evidence agreed with what the cluster showed.
-EVIDENCE = "EvidenceConsistent"
+OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
+#: The hand-off's reason when collection ended ``EveryRankExited``: no dump at all, every rank's pod failed.
+#: No analyzer Job (it would have nothing to align): the Analyzing passes report the exits the cluster showed.
+NOTHING_TO_ALIGN = "NothingToAlign"
+NOTHING_TO_ALIGN_MESSAGE = (
+    "every rank's pod ended with a failed exit before any dump: no analyzer Job (nothing to align); the "
+    "verdict is the exits the cluster showed"
+)
 #: At most this many keys are read under an attempt's root per pass (every rank twice, every pod, spare).
 MAX_LISTED_KEYS = 2 * MAX_WORLD_SIZE + 8192
 
@@ -94,15 +102,8 @@ def _mem(uid: str) -> _Memory:
         return _memory.setdefault(uid, _Memory())
 
 
-def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
-class _Incident:
+class Incident:
     namespace: str
     name: str
     uid: str
@@ -123,7 +124,7 @@ class _Incident:
         return ObjectRef(j.api_version, j.kind, self.namespace, j.name, j.uid)
 
 
-def decode(body: Mapping[str, Any]) -> _Incident:
+def decode(body: Mapping[str, Any]) -> Incident:
     """The Incident as typed data; FatalError when it cannot be driven (say what is wrong)."""
     meta = body.get("metadata") or {}
     ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -149,41 +150,47 @@ def decode(body: Mapping[str, Any]) -> _Incident:
         raise FatalError(
             f"Incident {ns}/{name}: spec.storageUrl {spec.storage_url} is not this attempt's root"
         )
-    return _Incident(ns, name, str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""),
-                     spec, status, kind, root.bucket, key)  # fmt: skip
+    return Incident(ns, name, str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""),
+                    spec, status, kind, root.bucket, key)  # fmt: skip
 
 
-def _settings(deps: Deps, inc: _Incident) -> CaptureSettings:
+def settings_of(deps: Deps, inc: Incident, status: IncidentStatus) -> CaptureSettings:
+    """The settings the Incident runs with: fixed in its status when it opened (:func:`start` fixes them
+    for an Incident whose creator did not); resolved from the job's policy only before that."""
+    if status.settings is not None:
+        return status.settings
     decision = deps.index.decide(inc.namespace, inc.spec.job_ref.name, deps.config)
     return decision.settings if decision is not None and decision.settings else defaults(deps.config)
 
 
-def _condition(kind: str, status: bool, reason: str, message: str, now: datetime) -> Condition:
+def condition(kind: str, status: bool, reason: str, message: str, now: datetime) -> Condition:
     return Condition(
         type=kind, status="True" if status else "False", reason=reason, message=message,
-        last_transition_time=rfc3339(now),
+        last_transition_time=rfc3339(now, "milliseconds"),
     )  # fmt: skip
 
 
-def _write_status(deps: Deps, inc: _Incident, status: IncidentStatus) -> IncidentStatus:
+def write_status(deps: Deps, inc: Incident, status: IncidentStatus) -> IncidentStatus:
     deps.kube.patch_incident_status(inc.namespace, inc.name, status.wire())
     return status
 
 
-def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
-    """Detected -> Collecting: fix the detection time, the deadline and the expected ranks in status."""
+def start(deps: Deps, inc: Incident, now: datetime) -> IncidentStatus:
+    """Detected -> Collecting: fix the detection time, the settings, the deadline and the expected ranks in
+    status."""
     s = inc.status
-    detected = _parse_time(s.detected_at) or _parse_time(inc.created) or now
-    deadline = _parse_time(s.collection_deadline) or detected + timedelta(
-        seconds=_settings(deps, inc).collection_deadline_seconds
+    settings = settings_of(deps, inc, s)
+    detected = parse_rfc3339(s.detected_at) or parse_rfc3339(inc.created) or now
+    deadline = parse_rfc3339(s.collection_deadline) or detected + timedelta(
+        seconds=settings.collection_deadline_seconds
     )
     expected = s.counts.expected_ranks
     layout = deps.seen.layout(inc.namespace, inc.spec.job_ref.name) or UNKNOWN_LAYOUT
     if expected is None:
         expected = layout.world_size
     conditions = list(s.conditions)
-    if layout.problem and not any(x.type == "WorldSize" for x in conditions):
-        conditions.append(_condition("WorldSize", False, "SpecOutOfBounds", layout.problem, now))
+    if layout.problem and not any(x.type == ConditionType.WORLD_SIZE for x in conditions):
+        conditions.append(condition(ConditionType.WORLD_SIZE, False, "SpecOutOfBounds", layout.problem, now))
         deps.kube.post_event(inc.job_ref, notices.spec_out_of_bounds(layout.problem))
     # before the status write, so that a crash in between repeats them (both are idempotent)
     deps.kube.bump_attempt(inc.kind, inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
@@ -194,19 +201,20 @@ def start(deps: Deps, inc: _Incident, now: datetime) -> IncidentStatus:
     status = s.model_copy(
         update={
             "phase": IncidentPhase.COLLECTING,
-            "detected_at": rfc3339(detected),
-            "collection_deadline": rfc3339(deadline),
+            "settings": settings,
+            "detected_at": rfc3339(detected, "milliseconds"),
+            "collection_deadline": rfc3339(deadline, "milliseconds"),
             "counts": IncidentCounts(expected_ranks=expected, dumped_ranks=s.counts.dumped_ranks,
                                      missing_ranks=s.counts.missing_ranks),
             "conditions": conditions,
-            "message": f"collecting dumps until {rfc3339(deadline)}",
+            "message": f"collecting dumps until {rfc3339(deadline, 'milliseconds')}",
         }
     )  # fmt: skip
-    return _write_status(deps, inc, status)
+    return write_status(deps, inc, status)
 
 
 def _pod_records(
-    deps: Deps, inc: _Incident, pod_keys: Mapping[str, str], dumped: frozenset[int]
+    deps: Deps, inc: Incident, pod_keys: Mapping[str, str], dumped: frozenset[int]
 ) -> dict[str, StoredPodRecord]:
     """The agents' pod records, re-read only when new dumps arrived (a record grows with its dumps)."""
     mem = _mem(inc.uid)
@@ -224,7 +232,7 @@ def _pod_records(
     return dict(mem.records)
 
 
-def _pods(deps: Deps, inc: _Incident, live: bool, status: IncidentStatus | None = None) -> list[PodFacts]:
+def _pods(deps: Deps, inc: Incident, live: bool, status: IncidentStatus | None = None) -> list[PodFacts]:
     """The attempt's pods as seen by the watch (deleted ones included), refreshed from the API if ``live``;
     with ``status``, also the pods its ``observed`` record holds that this process no longer remembers."""
     seen = {p.name: p for p in deps.seen.pods(inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)}
@@ -250,7 +258,7 @@ def _pods(deps: Deps, inc: _Incident, live: bool, status: IncidentStatus | None 
 
 
 def _ask_agents(
-    deps: Deps, inc: _Incident, missing: frozenset[int], records: Mapping[str, StoredPodRecord]
+    deps: Deps, inc: Incident, missing: frozenset[int], records: Mapping[str, StoredPodRecord]
 ) -> None:
     mem = _mem(inc.uid)
     pods = _pods(deps, inc, live=True)
@@ -271,7 +279,7 @@ def _ask_agents(
 
 
 def _look(
-    deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime, live: bool
+    deps: Deps, inc: Incident, status: IncidentStatus, now: datetime, live: bool
 ) -> tuple[list[PodFacts], StoreListing, bool, dict[str, StoredPodRecord], Progress]:
     """The attempt's pods, then the store (in that order: an agent uploads before it exits, so a pod seen
     settled has all its dumps in the listing that follows), and where collection stands."""
@@ -280,12 +288,12 @@ def _look(
     listing = read_listing(inc.key, keys)
     dumped = frozenset(listing.rank_keys)
     records = _pod_records(deps, inc, listing.pod_keys, dumped)
-    deadline = _parse_time(status.collection_deadline) or now
+    deadline = parse_rfc3339(status.collection_deadline) or now
     settled = settled_ranks(pods, check_records(pods, records)[0])
     return pods, listing, cut, records, assess(status.counts.expected_ranks, dumped, now, deadline, settled)
 
 
-def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
+def collect(deps: Deps, inc: Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
     """One pass of Collecting; returns the status written (Analyzing when collection ended)."""
     pods, listing, cut, records, progress = _look(deps, inc, status, now, live=False)
     if progress.accounted:  # ending early rests on the API's view, not on this process's memory
@@ -293,7 +301,7 @@ def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -
     dumped = progress.dumped
     expected = status.counts.expected_ranks
     if not progress.done:  # a manifest in the store ends nothing: frwatch writes its own
-        detected = _parse_time(status.detected_at) or now
+        detected = parse_rfc3339(status.detected_at) or now
         if (
             progress.missing
             and (now - detected).total_seconds() >= deps.config.operator.ask_agents_after_seconds
@@ -305,7 +313,7 @@ def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -
         )  # fmt: skip
         observed = observe(status.observed, pods, check_records(pods, records)[0])
         if counts != status.counts or observed != status.observed:
-            return _write_status(deps, inc, status.model_copy(update={"counts": counts, "observed": observed}))
+            return write_status(deps, inc, status.model_copy(update={"counts": counts, "observed": observed}))
         return status
     status, manifest, issues = _manifest(deps, inc, status, listing, records, progress.deadline_reached, now)
     if cut:
@@ -313,7 +321,7 @@ def collect(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -
     return _collected(deps, inc, status, manifest, issues, now)
 
 
-def _list_keys(deps: Deps, inc: _Incident) -> tuple[list[str], bool]:
+def _list_keys(deps: Deps, inc: Incident) -> tuple[list[str], bool]:
     """The keys under the attempt's root, at most MAX_LISTED_KEYS of them; and whether there were more."""
     keys: list[str] = []
     for key in deps.s3.iter_keys(inc.key.root + "/", bucket=inc.bucket):
@@ -323,7 +331,7 @@ def _list_keys(deps: Deps, inc: _Incident) -> tuple[list[str], bool]:
     return keys, False
 
 
-def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: StoreListing,
+def _manifest(deps: Deps, inc: Incident, status: IncidentStatus, listing: StoreListing,
               records: Mapping[str, StoredPodRecord], deadline_reached: bool, now: datetime,
               ) -> tuple[IncidentStatus, Manifest, list[str]]:  # fmt: skip
     """Write frwatch's manifest (replacing one it did not write), with the status that records it first;
@@ -334,7 +342,7 @@ def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: Store
     observed = observe(status.observed, pods, trusted)
     manifest = build_manifest(
         inc.key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=trusted,
-        asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now), deadline_reached=deadline_reached,
+        asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now, "milliseconds"), deadline_reached=deadline_reached,
     )  # fmt: skip
     for pod in manifest.pods:
         if pod.pod not in listing.pod_keys:
@@ -349,7 +357,7 @@ def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: Store
     data = manifest.model_dump_json(indent=1).encode()
     etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
     # the ETag first: a pass that dies after the put knows the manifest there as its own
-    status = _write_status(deps, inc, status.model_copy(update={"manifest_etag": etag, "observed": observed}))
+    status = write_status(deps, inc, status.model_copy(update={"manifest_etag": etag, "observed": observed}))
     deps.s3.put(inc.key.manifest, data, bucket=inc.bucket, content_type="application/json")
     logger.warning("incident %s/%s: manifest written to s3://%s/%s (%d/%s ranks dumped)", inc.namespace, inc.name,
                    inc.bucket, inc.key.manifest, sum(r.dumped for r in manifest.ranks), manifest.world_size)  # fmt: skip
@@ -357,7 +365,7 @@ def _manifest(deps: Deps, inc: _Incident, status: IncidentStatus, listing: Store
 
 
 def _collected(
-    deps: Deps, inc: _Incident, status: IncidentStatus, manifest: Manifest, issues: list[str], now: datetime
+    deps: Deps, inc: Incident, status: IncidentStatus, manifest: Manifest, issues: list[str], now: datetime
 ) -> IncidentStatus:
     dumped = sum(r.dumped for r in manifest.ranks)
     missing = len(manifest.ranks) - dumped
@@ -369,30 +377,27 @@ def _collected(
         message += "; every rank's pod ended with an exit before any dump: nothing to align"
     elif reason == ACCOUNTED:
         message += "; their pods ended without a dump of them"
-    wired = find_start_analysis() is not None
-    conditions = [x for x in status.conditions if x.type not in ("Collected", CONDITION, EVIDENCE)]
-    conditions.append(_condition("Collected", True, reason, message, now))
+    conditions = [x for x in status.conditions if x.type not in (ConditionType.COLLECTED, ConditionType.ANALYSIS_REQUESTED, ConditionType.EVIDENCE_CONSISTENT)]
+    conditions.append(condition(ConditionType.COLLECTED, True, reason, message, now))
     evidence = notices.evidence_inconsistent(inc.name, issues) if issues else None
     if evidence is not None:
-        conditions.append(_condition(EVIDENCE, False, evidence.reason, evidence.message[:1024], now))
+        conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, False, evidence.reason, evidence.message[:1024], now))
     else:
-        conditions.append(_condition(EVIDENCE, True, "MatchesCluster", "the store's records agree with the cluster", now))
-    if not wired:  # said in the same write: nobody will take the incident from here
-        conditions.append(_condition(CONDITION, False, "NotWired", NOT_WIRED, now))
+        conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, True, "MatchesCluster", "the store's records agree with the cluster", now))
     new = status.model_copy(
         update={
             "phase": IncidentPhase.ANALYZING,
-            "collected_at": manifest.collection_ended or rfc3339(now),
+            "collected_at": manifest.collection_ended or rfc3339(now, "milliseconds"),
             "counts": IncidentCounts(expected_ranks=manifest.world_size, dumped_ranks=dumped, missing_ranks=missing),
             "conditions": conditions,
-            "message": f"collected: {message}" if wired else NOT_WIRED,
+            "message": f"collected: {message}",
         }
     )  # fmt: skip
-    _write_status(deps, inc, new)
-    detected = _parse_time(status.detected_at) or _parse_time(inc.created) or now
+    write_status(deps, inc, new)
+    detected = parse_rfc3339(status.detected_at) or parse_rfc3339(inc.created) or now
     deps.metrics.collection_finished((now - detected).total_seconds(), dumped, missing)
     url = str(inc.key.at(inc.bucket))
-    deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url, wired))
+    deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url))
     if evidence is not None:
         deps.kube.post_event(inc.job_ref, evidence)
         deps.kube.post_event(inc.ref, evidence)
@@ -400,84 +405,7 @@ def _collected(
     return new
 
 
-def hand_off(deps: Deps, inc: _Incident, status: IncidentStatus, now: datetime) -> IncidentStatus:
-    """Analyzing: call the verdict loop's start_analysis once (record the hand-off in a condition)."""
-    start_analysis = find_start_analysis()
-    conditions = [x for x in status.conditions if x.type != CONDITION]
-    collected = next((x.reason for x in status.conditions if x.type == "Collected"), "")
-    if collected == EVERY_RANK_EXITED and start_analysis is not None:  # nothing to align: no analyzer Job
-        handed = _condition(CONDITION, True, NOTHING_TO_ALIGN, NOTHING_TO_ALIGN_MESSAGE, now)
-        return _write_status(deps, inc, status.model_copy(update={"conditions": [*conditions, handed]}))
-    if start_analysis is None:
-        conditions.append(_condition(CONDITION, False, "NotWired", NOT_WIRED, now))
-        return _write_status(
-            deps, inc, status.model_copy(update={"conditions": conditions, "message": NOT_WIRED})
-        )
-    request = AnalysisRequest(
-        namespace=inc.namespace, incident=inc.name, incident_uid=inc.uid, job=inc.spec.job_ref,
-        attempt=inc.spec.attempt, storage_url=inc.spec.storage_url,
-        manifest_url=inc.key.at(inc.bucket).manifest_url, settings=_settings(deps, inc),
-    )  # fmt: skip
-    step = start_analysis(request, deps.config)
-    # the verdict loop answers with a status merge patch (its Step); ours and its conditions go together
-    patch = dict(getattr(step, "status", None) or {})
-    theirs = [Condition.model_validate(x) for x in patch.pop("conditions", None) or []]
-    kept = [x for x in conditions if x.type not in {t.type for t in theirs}]
-    handed = _condition(CONDITION, True, "Requested", "the verdict loop took the incident", now)
-    new = status.model_copy(update={"conditions": [*kept, *theirs, handed]})
-    deps.kube.patch_incident_status(inc.namespace, inc.name, {**new.wire(), **patch})
-    return IncidentStatus.model_validate({**new.wire(), **patch})
-
-
-def drive(deps: Deps, body: Mapping[str, Any], now: datetime | None = None) -> IncidentStatus:
-    """One pass over one Incident, from whatever phase its status says."""
-    now = now or datetime.now(UTC)
-    inc = decode(body)
-    status = inc.status
-    if status.phase.value in _OPEN and (
-        status.phase is IncidentPhase.DETECTED or not status.collection_deadline
-    ):
-        status = start(deps, inc, now)
-    if status.phase is IncidentPhase.COLLECTING:
-        status = collect(deps, inc, status, now)
-    if status.phase is IncidentPhase.ANALYZING and not any(x.type == CONDITION for x in status.conditions):
-        status = hand_off(deps, inc, status, now)
-        with _memory_lock:
-            _memory.pop(inc.uid, None)
-    return status
-
-
-#: An Incident without a status this old lost its creator before the first status write: adopt it.
-ORPHAN_AFTER = timedelta(seconds=10)
-
-
-def active(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool:
-    """Whether the Incident still needs this driver (kopf timer filter). A brand-new Incident is left to
-    its creator (the pod handler writes its first status right after the create) unless orphaned."""
-    phase = str((status or {}).get("phase") or "")
-    if not phase:
-        created = _parse_time(str((meta or {}).get("creationTimestamp") or ""))
-        return created is None or datetime.now(UTC) - created > ORPHAN_AFTER
-    if phase in _OPEN:
-        return True
-    conditions = (status or {}).get("conditions") or []
-    return phase == IncidentPhase.ANALYZING.value and not any(
-        isinstance(x, Mapping) and x.get("type") == CONDITION for x in conditions
-    )
-
-
-def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    @kopf.on.event(c.GROUP, c.VERSION, c.INCIDENT_PLURAL, id="frwatch-incident-phases", registry=registry)
-    def incident_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        uid = str(body.get("metadata", {}).get("uid") or "")
-        phase = None if type == "DELETED" else str((body.get("status") or {}).get("phase") or "")
-        deps.metrics.incident_phase(uid, phase)
-
-    @kopf.timer(
-        c.GROUP, c.VERSION, c.INCIDENT_PLURAL, id="frwatch-incident", interval=deps.config.operator.incident_poll_seconds,
-        when=active, registry=registry,
-    )  # fmt: skip
-    @translate_errors
-    def incident_timer(body: kopf.Body, **_: Any) -> None:
-        if deps.leader.leading():  # one replica drives; the others' timers pass
-            drive(deps, body)
+def forget(uid: str) -> None:
+    """Drop this process's memory of an Incident whose collection ended."""
+    with _memory_lock:
+        _memory.pop(uid, None)

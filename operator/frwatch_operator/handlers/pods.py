@@ -25,19 +25,16 @@ from frwatch_operator.detection import pod_facts
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps, retrying, translate_errors
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
-from frwatch_operator.job_failure import current_attempt, parse_time, start_to_record
+from frwatch_operator.job_failure import current_attempt, start_to_record
 from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, RankLayout
 from frwatch_operator.kube import ObjectRef
-from frwatch_operator.optin import CaptureSettings, resolve
-from frwatch_operator.resources import IncidentCounts, IncidentPhase, IncidentStatus
+from frwatch_operator.optin import resolve
+from frwatch_operator.resources import CaptureSettings, IncidentCounts, IncidentPhase, IncidentStatus
+from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.webhook import JobEntry
 
 logger = logging.getLogger(__name__)
 UNKNOWN_LAYOUT = RankLayout(world_size=None, nproc_per_node=None, masters=0)
-
-
-def rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _job_entry(deps: Deps, kind: JobKind, namespace: str, name: str) -> JobEntry | None:
@@ -74,7 +71,7 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
     if facts.attempt is None:
         return None  # not injected by frwatch: no dumps to collect, no attempt to name
     deps.seen.record_pod(facts)
-    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
     if not deleted and start_to_record(entry.as_body(), facts.attempt, created) is not None:
         try:  # best effort: it must never stand between a failure and its Incident
             deps.kube.record_attempt_start(kind, namespace, job_name, facts.attempt, created)
@@ -131,9 +128,10 @@ def open_incident(
         now = datetime.now(UTC)
         status = IncidentStatus(
             phase=IncidentPhase.DETECTED,
-            detected_at=rfc3339(now),
-            collection_deadline=rfc3339(now + timedelta(seconds=settings.collection_deadline_seconds)),
+            detected_at=rfc3339(now, "milliseconds"),
+            collection_deadline=rfc3339(now + timedelta(seconds=settings.collection_deadline_seconds), "milliseconds"),
             counts=IncidentCounts(expected_ranks=layout.world_size),
+            settings=settings,
             message=f"detected: {trigger}",
         )
         deps.kube.patch_incident_status(namespace, name, status.wire())

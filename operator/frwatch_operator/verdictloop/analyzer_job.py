@@ -23,8 +23,7 @@ from typing import Any
 from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, S3Settings
-from frwatch_operator.optin import CaptureSettings
-from frwatch_operator.resources import ComputeResources
+from frwatch_operator.resources import CaptureSettings, ComputeResources
 from frwatch_operator.verdictloop.incident import IncidentIdentity
 
 JOB_NAME_PREFIX = "frwatch-analyze-"

@@ -2,10 +2,10 @@
 
 Two entry points (synchronous; kopf runs sync handlers in threads):
 
-- :func:`start_analysis` (the operator core's hand-off hook, ``frwatch_operator.analysis_handoff``):
+- :func:`start_analysis` (the first Analyzing pass of the Incident's timer, ``handlers.incident_phases``):
   creates the analyzer Job when collection ended. Idempotent: the Job's name is derived from the
   Incident, a second call finds it.
-- :func:`advance_analysis` while the Incident is ``Analyzing`` (the timer of :mod:`.handler`): reads the
+- :func:`advance_analysis` on every later pass while the Incident is ``Analyzing``: reads the
   Job; running -> ``Step(done=False, retry_after=...)``; failed -> phase ``Failed`` with the reason and
   Events; done -> reads verdict.json, writes the ``frwatch.io/*`` annotations and Events on the training
   job, runs the cordon policy, returns the status for phase ``Reported``.
@@ -21,6 +21,10 @@ timer retries it soon.
 ``Step.status`` is a merge patch for the Incident's ``.status`` (camelCase; lists whole). Nothing is kept
 between calls: progress lives in the Incident's status, so a restarted operator resumes. Every write is
 idempotent (deterministic Job and Event names, merge patches, the breaker persisted before a cordon).
+
+Over 400 lines: the Analyzing phase's two entry points, its two endings and the bounded refused passes
+share :class:`Step`, :class:`Observed` and the helpers at the bottom; the pure parts are elsewhere
+(``job_outcome``, ``job_report``, ``exit_verdict``, ``evidence_check``, ``remediation``).
 """
 
 from __future__ import annotations
@@ -37,11 +41,11 @@ from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.config import Config
-from frwatch_operator.errors import FatalError, FrwatchError, RetryableError
-from frwatch_operator.optin import CaptureSettings
-from frwatch_operator.resources import ApiRefusals, Condition, IncidentPhase
+from frwatch_operator.errors import ApiRefusedError, FatalError, FrwatchError, RetryableError
+from frwatch_operator.notices import Notice, Reason
+from frwatch_operator.resources import ApiRefusals, CaptureSettings, Condition, ConditionType, IncidentPhase
 from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import wiring
+from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
@@ -50,18 +54,15 @@ from frwatch_operator.verdictloop.exit_verdict import exit_verdict
 from frwatch_operator.verdictloop.incident import IncidentIdentity, IncidentView, evidence_url
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
 from frwatch_operator.verdictloop.job_report import (
-    EventSpec,
-    Reason,
     analyzing_status,
     failed_status,
     job_annotations,
     one_line,
     reported_status,
-    rfc3339,
     verdict_events,
     with_condition,
 )
-from frwatch_operator.verdictloop.ports import AnalysisRequestLike, ApiRefusedError, KubeActions, Obj
+from frwatch_operator.verdictloop.ports import KubeActions, Obj
 from frwatch_operator.verdictloop.remediation import effective_rules
 from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_verdict
 
@@ -72,9 +73,6 @@ logger = logging.getLogger(__name__)
 NOT_CREATED = "AnalyzerJobNotCreated"
 #: Condition reason and the Warning's "no verdict (...)" of an Incident given up on after API refusals.
 API_REFUSED = "ApiRefused"
-
-#: The condition saying whether the evidence agreed with what the cluster saw (the collection sets it too).
-EVIDENCE = "EvidenceConsistent"
 
 #: How soon to look at a running analyzer Job again (seconds).
 POLL_SECONDS = 5.0
@@ -100,6 +98,17 @@ class Observed:
 
 
 @dataclass(frozen=True)
+class AnalysisRequest:
+    """What collection hands to analysis when it ends: the Incident and where its evidence is."""
+
+    namespace: str
+    incident: str  #: the Incident's name (same namespace)
+    incident_uid: str
+    storage_url: str  #: s3://bucket/<attempt root>: ranks/, pods/, manifest.json
+    settings: CaptureSettings  #: the job's effective settings (analyzer image, resources, deadline)
+
+
+@dataclass(frozen=True)
 class Step:
     """What one call did: the Incident status merge patch to write ({}: nothing), and what comes next."""
 
@@ -120,23 +129,21 @@ def _job_ended(state: JobState, reason: str) -> str:
 
 
 def start_analysis(
-    request: AnalysisRequestLike,
+    request: AnalysisRequest,
     config: Config,
     *,
-    kube: KubeActions | None = None,
+    kube: KubeActions,
     now: datetime | None = None,
 ) -> Step:
     """Create the analyzer Job of the request's Incident (idempotent); returns the status for ``Analyzing``.
 
-    ``kube``: the Kubernetes adapter (default: the one :func:`frwatch_operator.verdictloop.handler.register`
-    wired, else the ``kubernetes`` client's default configuration). Raises :class:`RetryableError` when
+    ``kube``: the Kubernetes adapter. Raises :class:`RetryableError` when
     the API does not answer, or while a Job of that name left by an earlier Incident of the same name is
     being deleted; :class:`FatalError` when the request cannot be analysed (no s3:// evidence URL). A
     create the API refuses (:class:`ApiRefusedError`: forbidden, invalid) is not raised: the status it
     returns records the refusal (``apiRefusals``, condition Analyzed ``AnalyzerJobNotCreated``) and the
     verdict loop retries the create with backoff until it gives up.
     """
-    kube = kube or wiring.actions()
     now = now or datetime.now(UTC)
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
     ns, name = analyzer_job_ref(incident, config.analyzer)
@@ -144,13 +151,13 @@ def start_analysis(
         return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
     except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
         not_created = Condition(
-            type="Analyzed", status="Unknown", reason=NOT_CREATED,
+            type=ConditionType.ANALYZED, status="Unknown", reason=NOT_CREATED,
             message=one_line(f"analyzer Job {name} not created: {exc}", 1024), last_transition_time=rfc3339(now),
         )  # fmt: skip
         refused, give_up = _refusal_status(None, exc, config, now)
         if give_up:  # refused_give_up_seconds 0: no second try
             message = f"the API refused creating the analyzer Job: {_refusal_text(exc)}"
-            spec = EventSpec(
+            spec = Notice(
                 "Warning", Reason.ANALYSIS_FAILED, f"no verdict ({API_REFUSED}): {message}"[:1024]
             )
             try:
@@ -195,7 +202,7 @@ def _create_analyzer_job(
             delay=2.0,
         )
     where = name if ns == incident.namespace else f"{ns}/{name}"
-    spec = EventSpec("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
+    spec = Notice("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
     kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
     status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
     return Step(status, done=False, retry_after=POLL_SECONDS)
@@ -223,7 +230,7 @@ def advance_analysis(
         return Step(done=view.status.phase in (IncidentPhase.REPORTED, IncidentPhase.FAILED))
     refusals = view.status.api_refusals
     if refusals is not None:
-        wait = ((_parse_time(refusals.next_pass_at) or now) - now).total_seconds()
+        wait = ((parse_rfc3339(refusals.next_pass_at) or now) - now).total_seconds()
         if wait > 0:  # backing off after a refused pass
             return Step(done=False, retry_after=wait)
     try:
@@ -342,14 +349,14 @@ def _report(
     job_ref = _job_involved(view, training) if training is not None else None
     conditions = list(view.status.conditions)
     if issues:
-        spec = EventSpec("Warning", Reason.EVIDENCE_INCONSISTENT, one_line(
+        spec = Notice("Warning", Reason.EVIDENCE_INCONSISTENT, one_line(
             f"the verdict is inconsistent with what the cluster saw: {'; '.join(issues)}. frwatch kept only the "
             "nodes that ran this attempt's pods (status.observed) and cordons nothing else", 1024))  # fmt: skip
         for about in (job_ref, view.identity.reference()):
             if about is not None:
                 kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
         evidence = Condition(
-            type=EVIDENCE, status="False", reason=Reason.EVIDENCE_INCONSISTENT.value, message=spec.message,
+            type=ConditionType.EVIDENCE_CONSISTENT, status="False", reason=Reason.EVIDENCE_INCONSISTENT.value, message=spec.message,
             last_transition_time=rfc3339(now),
         )  # fmt: skip
         conditions = [Condition.model_validate(x) for x in with_condition(conditions, evidence)]
@@ -369,7 +376,7 @@ def _report(
     diagnosed = said[0]
     kube.post_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
     remediated = None
-    detected = _parse_time(view.status.detected_at)
+    detected = parse_rfc3339(view.status.detected_at)
     observed = Observed(
         category=verdict.category.value, hardware_class=verdict.hardware_class,
         seconds_since_detection=(now - detected).total_seconds() if detected is not None else 0.0,
@@ -423,7 +430,7 @@ def _fail(
 ) -> Step:
     """Phase Failed with the reason; one Warning on the Incident and the job. ``best_effort``: an Event the
     API refuses is logged, not raised (the refusal being reported may be the Events' own)."""
-    spec = EventSpec("Warning", Reason.ANALYSIS_FAILED, f"no verdict ({reason}): {message}"[:1024])
+    spec = Notice("Warning", Reason.ANALYSIS_FAILED, f"no verdict ({reason}): {message}"[:1024])
     targets = [view.identity.reference()]
     if training is not None:
         targets.append(_job_involved(view, training))
@@ -454,7 +461,7 @@ def _refusal_status(
     """The status patch recording one more refused pass, and whether it is time to give up."""
     settings = config.operator
     count = prior.count + 1 if prior is not None else 1
-    first = (_parse_time(prior.first_at) if prior is not None else None) or now
+    first = (parse_rfc3339(prior.first_at) if prior is not None else None) or now
     give_up = first + timedelta(seconds=settings.refused_give_up_seconds)
     wait = min(
         settings.refused_backoff_seconds * 2 ** min(count - 1, 30), settings.refused_backoff_max_seconds
@@ -476,7 +483,7 @@ def _refused(view: IncidentView, exc: FatalError, config: Config, kube: KubeActi
     count = prior.count + 1 if prior is not None else 1
     if not give_up:
         logger.warning("Incident %s: %s", view.key, patch["message"])
-        wait = _parse_time(patch["apiRefusals"]["nextPassAt"]) or now
+        wait = parse_rfc3339(patch["apiRefusals"]["nextPassAt"]) or now
         return Step(patch, done=False, retry_after=(wait - now).total_seconds())
     since = prior.first_at if prior is not None else rfc3339(now)
     message = f"the API refused {count} pass{'es' if count > 1 else ''} since {since}: {_refusal_text(exc)}"
@@ -499,18 +506,11 @@ def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
 
 
 def _analyzed_reason(view: IncidentView) -> str:
-    return next((x.reason for x in view.status.conditions if x.type == "Analyzed"), "")
+    return next((x.reason for x in view.status.conditions if x.type == ConditionType.ANALYZED), "")
 
 
 def _collected_reason(view: IncidentView) -> str:
-    return next((x.reason for x in view.status.conditions if x.type == "Collected"), "")
-
-
-def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-    except ValueError:
-        return None
+    return next((x.reason for x in view.status.conditions if x.type == ConditionType.COLLECTED), "")
 
 
 def _job_involved(view: IncidentView, training: Obj) -> dict[str, str]:

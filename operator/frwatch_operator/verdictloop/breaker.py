@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
+
+from frwatch_operator.times import parse_rfc3339, rfc3339
 
 
 class BreakerStatus(StrEnum):
@@ -79,7 +81,7 @@ def try_cordon(
 ) -> BreakerDecision:
     """May frwatch cordon ``node`` now? Allowed: the cordon is recorded. Over budget: the breaker trips."""
     if state.tripped:
-        since = f" since {_rfc3339(state.tripped_at)}" if state.tripped_at else ""
+        since = f" since {rfc3339(state.tripped_at)}" if state.tripped_at else ""
         return BreakerDecision(
             False,
             state,
@@ -110,10 +112,10 @@ def to_data(state: BreakerState) -> dict[str, str]:
     """The ConfigMap ``data`` of a state (strings only)."""
     return {
         "status": state.status.value,
-        "trippedAt": _rfc3339(state.tripped_at) if state.tripped_at else "",
+        "trippedAt": rfc3339(state.tripped_at) if state.tripped_at else "",
         "reason": state.reason,
         "cordons": json.dumps(
-            [{"node": r.node, "incident": r.incident, "at": _rfc3339(r.at)} for r in state.cordons]
+            [{"node": r.node, "incident": r.incident, "at": rfc3339(r.at)} for r in state.cordons]
         ),
     }
 
@@ -147,16 +149,10 @@ def from_data(data: dict[str, str] | None) -> BreakerState:
     return BreakerState(status, tripped_at, reason, cordons)
 
 
-def _rfc3339(t: datetime | None) -> str:
-    if t is None:
-        return ""
-    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _parse_time(text: str) -> datetime:
-    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        raise ValueError(f"time without a zone: {text!r}")
+    t = parse_rfc3339(text)
+    if t is None:
+        raise ValueError(f"not an RFC 3339 time with a zone: {text!r}")
     return t
 
 

@@ -24,13 +24,14 @@ from datetime import datetime
 
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.config import RemediationSettings
-from frwatch_operator.errors import FatalError
+from frwatch_operator.errors import ConflictError, FatalError, NamespaceMissingError
+from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.resources import Condition
 from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.events import event_object
 from frwatch_operator.verdictloop.incident import IncidentIdentity
-from frwatch_operator.verdictloop.job_report import EventSpec, Reason, one_line, remediated_condition
-from frwatch_operator.verdictloop.ports import ConflictError, KubeActions, NamespaceMissingError
+from frwatch_operator.verdictloop.job_report import one_line, remediated_condition
+from frwatch_operator.verdictloop.ports import KubeActions
 from frwatch_operator.verdictloop.remediation import (
     Action,
     CordonPlan,
@@ -112,7 +113,7 @@ def remediate(
         _node_events(result, incident, kube, now)
     cordoned = bool(result.cordoned) or (result.plan.mode is Mode.CORDON and bool(result.plan.kept))
     condition = remediated_condition(result.plan.mode.value, result.summary, cordoned=cordoned, now=now)
-    spec = EventSpec("Warning" if cordoned else "Normal", Reason.REMEDIATION, one_line(result.summary, 1024))
+    spec = Notice("Warning" if cordoned else "Normal", Reason.REMEDIATION, one_line(result.summary, 1024))
     for about in (job_object, incident_ref):
         if about is not None:
             kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
@@ -214,7 +215,7 @@ def _without_breaker(
     summary = f"no cordon of {', '.join(suspects)}: {why}; frwatch cordons nothing until its breaker can count"
     plan = CordonPlan(rules.mode, decisions, summary, brk.BreakerState(), False)
     reason = Reason.BREAKER_UNAVAILABLE
-    spec = EventSpec("Warning", reason, one_line(summary, 1024))
+    spec = Notice("Warning", reason, one_line(summary, 1024))
     for about in (job_object, incident.reference()):
         if about is not None:
             kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
@@ -235,22 +236,22 @@ def _node_events(
             continue  # no such node: nothing to post an Event on; kept: its Event was posted the first time
         about = {"apiVersion": "v1", "kind": "Node", "name": view.name, "uid": view.uid}
         if d.node in result.failed:
-            spec = EventSpec(
+            spec = Notice(
                 "Warning", Reason.NODE_CORDON_FAILED,
                 f"frwatch did not cordon this node for incident {incident.key}: {result.failed[d.node]}", d.node,
             )  # fmt: skip
         elif d.action is Action.CORDON and result.plan.mode is Mode.CORDON:
-            spec = EventSpec(
+            spec = Notice(
                 "Warning", Reason.NODE_CORDONED,
                 f"Cordoned by frwatch for incident {incident.key}: {d.reason}", d.node,
             )  # fmt: skip
         elif d.action is Action.CORDON:
-            spec = EventSpec(
+            spec = Notice(
                 "Normal", Reason.NODE_WOULD_CORDON,
                 f"dry-run: frwatch would cordon this node for incident {incident.key}: {d.reason}", d.node,
             )  # fmt: skip
         else:
-            spec = EventSpec(
+            spec = Notice(
                 "Normal", Reason.NODE_CORDON_SKIPPED,
                 f"frwatch did not cordon this node for incident {incident.key}: {d.reason}", d.node,
             )  # fmt: skip

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
-from frwatch_operator.textsafe import printable
+from frwatch_operator.notices import Notice
+from frwatch_operator.times import rfc3339
 from frwatch_operator.verdictloop.analyzer_job import fit_name
-from frwatch_operator.verdictloop.job_report import EventSpec, rfc3339
 
 #: Events about cluster-scoped objects (nodes) live here, as the kubelet's do.
 CLUSTER_EVENT_NAMESPACE = "default"
@@ -35,7 +36,7 @@ def involved(obj: Mapping[str, Any], *, api_version: str, kind: str) -> dict[str
 
 
 def event_object(
-    spec: EventSpec, *, about: Mapping[str, str], incident_uid: str, now: datetime
+    spec: Notice, *, about: Mapping[str, str], incident_uid: str, now: datetime
 ) -> dict[str, Any]:
     """The Event (core/v1) saying ``spec`` about the object ``about`` (an involvedObject reference)."""
     namespace = about.get("namespace") or CLUSTER_EVENT_NAMESPACE

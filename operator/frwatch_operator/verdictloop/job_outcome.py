@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from frwatch_operator import constants as c
+from frwatch_operator.times import parse_rfc3339
 
 #: What the analyzer's exit codes mean (frwatch_analyzers.cli).
 EXIT_MEANINGS = {
@@ -147,10 +148,4 @@ def job_outcome(
 
 
 def _created(job: Mapping[str, Any]) -> datetime | None:
-    text = (job.get("metadata") or {}).get("creationTimestamp")
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return parse_rfc3339((job.get("metadata") or {}).get("creationTimestamp"))

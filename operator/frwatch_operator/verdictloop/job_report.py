@@ -12,20 +12,21 @@ The words themselves come from :mod:`.verdict_words`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 from frwatch_analyzers.verdict import Status, Verdict
 from frwatch_operator import constants as c
+from frwatch_operator.notices import EventType, Notice, Reason
 from frwatch_operator.resources import (
     SUSPECTS_MAX,
     Condition,
+    ConditionType,
     IncidentObserved,
     IncidentPhase,
     IncidentVerdict,
 )
+from frwatch_operator.times import rfc3339
 from frwatch_operator.verdictloop.verdict_words import words
 
 #: Longer comma lists are cut (with "+N more") to keep the job's annotations far below the 256 KiB limit.
@@ -36,43 +37,9 @@ EVENT_MESSAGE_MAX = 1024
 DETAIL_MAX = 80
 
 
-class Reason(StrEnum):
-    """Event reasons (the REASON column of ``kubectl describe``) and condition reasons."""
-
-    ANALYZER_STARTED = "AnalyzerStarted"  #: the analyzer Job was created (on the Incident)
-    DIAGNOSED = "Diagnosed"  #: the verdict's line and where the report is (job, Incident)
-    SUSPECTS = "SuspectsNamed"  #: hardware-class: culprit ranks and their (suspect) nodes (job)
-    CULPRITS = "CulpritsNamed"  #: software: culprit ranks, what they did and where they ran, no suspect (job)
-    NEXT_STEPS = "NextSteps"  #: the targeted probes the analyzer recommends (job)
-    ANALYSIS_FAILED = "AnalysisFailed"  #: no verdict: why (job, Incident)
-    REMEDIATION = "Remediation"  #: the cordon plan: done, dry-run or skipped, with reasons (job, Incident)
-    NODE_CORDONED = "FrwatchCordoned"  #: on a node frwatch cordoned (and on the job)
-    NODE_WOULD_CORDON = "FrwatchWouldCordon"  #: dry-run: the node frwatch would have cordoned
-    NODE_CORDON_SKIPPED = "FrwatchCordonSkipped"  #: a suspect node left alone, and why
-    NODE_CORDON_FAILED = "FrwatchCordonFailed"  #: the cordon was refused by the API (changed, forbidden)
-    #: No cordon: the circuit breaker's ConfigMap cannot be read or stored (its namespace missing, RBAC);
-    #: what a person must create or grant (job, Incident; also the Remediated condition's reason).
-    BREAKER_UNAVAILABLE = "BreakerStateUnavailable"
-    #: The verdict (or the manifest under it) said what the cluster contradicts: what was dropped (job,
-    #: Incident; also the reason of the EvidenceConsistent condition).
-    EVIDENCE_INCONSISTENT = "EvidenceInconsistent"
-
-
-EventType = Literal["Normal", "Warning"]
 #: At most this many suspect ranks and nodes are copied into the Incident's status (it must stay small;
 #: the verdict in the store has them all).
 STATUS_LIST_MAX = 256
-
-
-@dataclass(frozen=True)
-class EventSpec:
-    """One Event to post: the object it is about is chosen by the caller."""
-
-    type: EventType
-    reason: Reason
-    message: str
-    #: Distinguishes events of one reason about one object (e.g. the node): part of the Event's name.
-    key: str = ""
 
 
 def one_line(text: str, limit: int) -> str:
@@ -167,7 +134,7 @@ def _ranks_text(ranks: Sequence[int]) -> str:
 
 def verdict_events(
     verdict: Verdict, *, incident: str, report: str, observed: IncidentObserved | None = None, namespace: str = ""
-) -> list[EventSpec]:
+) -> list[Notice]:
     """The Events on the job: the verdict's full line, who (suspects for a hardware-class finding, culprits
     and where they ran otherwise), the next steps (each a line a person reads)."""
     said = words(verdict, observed, namespace)
@@ -176,7 +143,7 @@ def verdict_events(
     head = verdict.headline or said.short
     what = f"{said.kind_text}: " if said.kind_text and not head.lower().startswith(said.kind_text.split(" ")[0].lower()) else ""
     events = [
-        EventSpec(
+        Notice(
             kind,
             Reason.DIAGNOSED,
             one_line(f"{what}{head} [{tags}]. Full report: {report} (Incident {incident})", EVENT_MESSAGE_MAX),
@@ -196,7 +163,7 @@ def verdict_events(
             else "on unknown nodes (no rank-to-node record)"
         )
         events.append(
-            EventSpec(
+            Notice(
                 "Warning", Reason.SUSPECTS, one_line(f"Suspects: {who} {where}{missing}", EVENT_MESSAGE_MAX)
             )
         )
@@ -204,7 +171,7 @@ def verdict_events(
         who = _ranks_text(verdict.culprit_ranks) + (f" ({said.kind_text})" if said.kind_text else "")
         where = f"; {said.where}" if said.where else "; where it ran is not recorded"
         events.append(
-            EventSpec(
+            Notice(
                 "Warning",
                 Reason.CULPRITS,
                 one_line(f"Culprits: {who}{where}. A software finding: no node is suspect{missing}", EVENT_MESSAGE_MAX),
@@ -214,7 +181,7 @@ def verdict_events(
         steps = " ".join(f"{i}) {one_line(s, 300)}" for i, s in enumerate(said.next_steps, 1))
         fits = f" ({said.kind_text})" if said.kind_text else ""
         events.append(
-            EventSpec("Normal", Reason.NEXT_STEPS, one_line(f"Next steps{fits}: {steps}", EVENT_MESSAGE_MAX))
+            Notice("Normal", Reason.NEXT_STEPS, one_line(f"Next steps{fits}: {steps}", EVENT_MESSAGE_MAX))
         )
     return events
 
@@ -254,10 +221,6 @@ def verdict_summary(
 # --- the Incident's status ------------------------------------------------------------------------------
 
 
-def rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def with_condition(conditions: Sequence[Condition], new: Condition) -> list[dict[str, Any]]:
     """The conditions list (wire form) with ``new`` replacing the one of its type. The transition time is
     kept when the status did not change. A merge patch replaces lists whole: send the full list."""
@@ -288,7 +251,7 @@ def analyzing_status(job_name: str, *, now: datetime, conditions: Sequence[Condi
         "conditions": with_condition(
             conditions,
             Condition(
-                type="Analyzed", status="Unknown", reason="AnalyzerRunning",
+                type=ConditionType.ANALYZED, status="Unknown", reason="AnalyzerRunning",
                 message=f"analyzer Job {job_name} created", last_transition_time=rfc3339(now),
             ),
         ),
@@ -325,7 +288,7 @@ def reported_status(
         "conditions": with_condition(
             conditions,
             Condition(
-                type="Analyzed", status="True", reason=Reason.DIAGNOSED.value,
+                type=ConditionType.ANALYZED, status="True", reason=Reason.DIAGNOSED.value,
                 message=one_line(message, 1024), last_transition_time=rfc3339(now),
             ),
         ),
@@ -343,7 +306,7 @@ def failed_status(
         "conditions": with_condition(
             conditions,
             Condition(
-                type="Analyzed",
+                type=ConditionType.ANALYZED,
                 status="False",
                 reason=reason,
                 message=text,
@@ -362,7 +325,7 @@ def remediated_condition(
         mode, "Cordoned" if cordoned else "NoCordon"
     )
     return Condition(
-        type="Remediated",
+        type=ConditionType.REMEDIATED,
         status="True" if cordoned else "False",
         reason=reason,
         message=one_line(summary, 1024),

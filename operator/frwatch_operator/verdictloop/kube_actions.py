@@ -19,7 +19,9 @@ read_configmap             GET    v1 configmaps/NAME (breaker ns)        configm
 write_configmap            POST / PUT v1 configmaps (breaker ns)         configmaps: create, update
 =========================  ============================================  =====================================
 
-Responses are read raw (``_preload_content=False``) and returned as the API's JSON dicts.
+Responses are read raw (``_preload_content=False``) and returned as the API's JSON dicts; API errors
+become frwatch's vocabulary in :mod:`frwatch_operator.kube_errors` (a 404 on an object a call needs is an
+:class:`ApiRefusedError`; on a ConfigMap create, :class:`NamespaceMissingError`).
 """
 
 from __future__ import annotations
@@ -28,78 +30,38 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import urllib3.exceptions
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
-from frwatch_operator.errors import FatalError, RetryableError
+from frwatch_operator.errors import (
+    ApiRefusedError,
+    ConflictError,
+    FatalError,
+    NamespaceMissingError,
+    NotFoundError,
+    RetryableError,
+)
+from frwatch_operator.jobkinds import kind_of
+from frwatch_operator.kube_errors import api_call
 from frwatch_operator.resources import JobRef
-from frwatch_operator.textsafe import printable
-from frwatch_operator.verdictloop.ports import ApiRefusedError, ConflictError, NamespaceMissingError, Obj
+from frwatch_operator.verdictloop.ports import Obj
 
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
-#: kind -> plural of the training-job kinds frwatch knows (the group/version come from the JobRef).
-TRAINING_JOB_PLURALS = {"PyTorchJob": c.KF_PLURAL}
-
-
-#: The first word of a call's description -> its RBAC verb, where they differ.
-RBAC_VERBS = {"annotate": "patch", "replace": "update"}
-
-
-class _Missing(Exception):
-    pass
-
-
-def _call(what: str, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except ApiException as exc:
-        body = (
-            (exc.body or b"").decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
-        )
-        try:
-            detail = json.loads(body).get("message", body)
-        except (ValueError, AttributeError):
-            detail = body
-        status = int(exc.status or 0)
-        if status == 404:
-            raise _Missing(what) from exc
-        if status == 409:
-            raise ConflictError(f"{what}: conflict: {detail}", delay=0.5) from exc
-        if status in (401, 403):
-            action, _, target = what.partition(" ")
-            verb = RBAC_VERBS.get(action, action)
-            fix = (
-                f"grant the operator's ServiceAccount '{verb}' on {target.split(' ')[0]} objects "
-                "(the chart's ClusterRole lists every call of verdictloop.kube_actions)"
-            )
-            raise ApiRefusedError(
-                f"{what}: forbidden ({detail}); the operator's RBAC must allow it (see verdictloop.kube_actions)",
-                call=what, status=status, fix=fix,
-            ) from exc  # fmt: skip
-        if status in (429,) or status >= 500 or status == 0:
-            raise RetryableError(f"{what}: API server answered {status}: {detail}", delay=2.0) from exc
-        fix = "fix what the API server names (an invalid object: the operator's or the CapturePolicy's settings)"
-        raise ApiRefusedError(
-            f"{what}: refused ({status}): {detail}", call=what, status=status, fix=fix
-        ) from exc
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise RetryableError(f"{what}: API server unreachable ({exc})", delay=2.0) from exc
 
 
 def _optional(what: str, fn: Callable[[], T]) -> T | None:
     try:
-        return _call(what, fn)
-    except _Missing:
+        return api_call(what, fn)
+    except NotFoundError:
         return None
 
 
 def _required(what: str, fn: Callable[[], T]) -> T:
     try:
-        return _call(what, fn)
-    except _Missing as exc:
+        return api_call(what, fn)
+    except NotFoundError as exc:
         fix = "create it, or install the CustomResourceDefinition of its kind"
         raise ApiRefusedError(f"{what}: not found", call=what, status=404, fix=fix) from exc
 
@@ -109,10 +71,6 @@ def _json(response: Any) -> Obj:
     if not isinstance(data, dict):
         raise FatalError(f"API answered {type(data).__name__}, expected an object")
     return data
-
-
-def training_job_plural(ref: JobRef) -> str:
-    return TRAINING_JOB_PLURALS.get(ref.kind, ref.kind.lower() + "s")
 
 
 class KubernetesActions:
@@ -165,8 +123,11 @@ class KubernetesActions:
 
     # --- the training job -------------------------------------------------------------------------
     def _job_args(self, namespace: str, ref: JobRef) -> tuple[str, str, str, str]:
-        group, _, version = ref.api_version.rpartition("/")
-        return group, version, namespace, training_job_plural(ref)
+        """Where the job's kind lives (its :class:`~frwatch_operator.jobkinds.JobKind` says)."""
+        kind = kind_of(ref.kind)
+        if kind is None:
+            raise FatalError(f"{ref.kind} {namespace}/{ref.name}: job kind {ref.kind!r} is not supported")
+        return kind.group, kind.version, namespace, kind.plural
 
     def get_training_job(self, namespace: str, ref: JobRef) -> Obj | None:
         args = self._job_args(namespace, ref)
@@ -248,13 +209,13 @@ class KubernetesActions:
         if resource_version is None:
             what = f"create ConfigMap {namespace}/{name}"
             try:
-                return _call(
+                return api_call(
                     what,
                     lambda: _json(
                         self.core.create_namespaced_config_map(namespace, body, _preload_content=False)
                     ),
                 )
-            except _Missing as exc:  # a create answers 404 only for its namespace
+            except NotFoundError as exc:  # a create answers 404 only for its namespace
                 raise NamespaceMissingError(
                     f"{what}: the namespace {namespace} does not exist", namespace=namespace
                 ) from exc

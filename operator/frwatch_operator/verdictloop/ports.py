@@ -1,10 +1,10 @@
 """What the verdict loop needs from Kubernetes: one small interface (the adapter is :mod:`.kube_actions`).
 
 Objects go in and come out as plain dicts in wire form (camelCase), as the API serves them. Every method
-raises frwatch's errors: :class:`RetryableError` (API unreachable, 5xx, throttled), :class:`ConflictError`
-(409: the object changed or exists), :class:`ApiRefusedError` (forbidden, invalid, a required object
-missing; :class:`NamespaceMissingError` when a create names a namespace that does not exist); "not found"
-is ``None`` where the method says so.
+raises frwatch's errors (``frwatch_operator.errors``): ``RetryableError`` (API unreachable, 5xx,
+throttled), ``ConflictError`` (409: the object changed or exists), ``ApiRefusedError`` (forbidden, invalid,
+a required object missing; ``NamespaceMissingError`` when a create names a namespace that does not exist);
+"not found" is ``None`` where the method says so.
 """
 
 from __future__ import annotations
@@ -12,54 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from frwatch_operator.errors import FatalError, RetryableError
-from frwatch_operator.optin import CaptureSettings
 from frwatch_operator.resources import JobRef
 
 Obj = dict[str, Any]
-
-
-class ConflictError(RetryableError):
-    """409: the object changed since it was read (or already exists): re-read, decide again."""
-
-
-class ApiRefusedError(FatalError):
-    """The API refused a call for good (401/403 forbidden, 404 on an object the call needs, 422 invalid,
-    other 4xx): the same call fails again until a person changes something (RBAC, a CRD, a setting).
-
-    ``call``: what was asked (``annotate PyTorchJob ns/llama``); ``status``: the HTTP status; ``fix``: what
-    a person grants or fixes so that it succeeds."""
-
-    def __init__(self, message: str, *, call: str, status: int, fix: str) -> None:
-        super().__init__(message)
-        self.call = call
-        self.status = status
-        self.fix = fix
-
-
-class NamespaceMissingError(FatalError):
-    """404 on a create: the namespace to create the object in does not exist (a person must create it)."""
-
-    def __init__(self, message: str, *, namespace: str) -> None:
-        super().__init__(message)
-        self.namespace = namespace
-
-
-class AnalysisRequestLike(Protocol):
-    """What the operator core hands over when collection ends
-    (``frwatch_operator.analysis_handoff.AnalysisRequest`` has these fields)."""
-
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def incident(self) -> str: ...
-    @property
-    def incident_uid(self) -> str: ...
-    @property
-    def storage_url(self) -> str: ...
-    @property
-    def settings(self) -> CaptureSettings: ...
-
 
 class KubeActions(Protocol):
     # batch/v1 Jobs (the analyzer) and their pods

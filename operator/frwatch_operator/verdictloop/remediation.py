@@ -29,11 +29,11 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from frwatch_analyzers.safe_text import printable
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
-from frwatch_operator.optin import CaptureSettings
-from frwatch_operator.textsafe import printable
+from frwatch_operator.resources import CaptureSettings
 from frwatch_operator.verdictloop.breaker import BreakerState, try_cordon
 from frwatch_operator.verdictloop.job_report import one_line
 

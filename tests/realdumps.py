@@ -21,8 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from frwatch_operator.workloads.local_launch import LocalJobResult, run_local_job
-from frwatch_operator.workloads.scenarios import Scenario
+from frwatch_dev.workloads.local_launch import LocalJobResult, run_local_job
+from frwatch_dev.workloads.scenarios import Scenario
 
 WORLD_SIZE = 4
 MAX_CONCURRENT = 2

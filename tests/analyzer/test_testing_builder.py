@@ -1,4 +1,4 @@
-"""The dump builder (frwatch_analyzers.testing): real schema, and faults land where they say."""
+"""The dump builder (frwatch_dev.dumps): real schema, and faults land where they say."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from frwatch_analyzers.testing import Dump, json_view, pickle_bytes, stack, world
+from frwatch_dev.dumps import Dump, json_view, pickle_bytes, stack, world
 
 PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from frwatch_analyzers.testing import pickle_bytes, world
+from frwatch_dev.dumps import pickle_bytes, world
 
 TOKEN = "s3cret-token"
 

@@ -3,7 +3,7 @@
 The operator runs with the environment the chart renders (its Deployment's values: the agents' key ring
 in the release namespace, RBAC without Secrets in training namespaces), beside what only the local
 cluster changes (loopback ports, plain-HTTP webhook). A namespace made for the test, labelled Pod Security
-"restricted", gets an opted-in 2-rank job (``frwatch_operator.workloads.on_demand``): rank 0 dumps and
+"restricted", gets an opted-in 2-rank job (``frwatch_dev.workloads.on_demand``): rank 0 dumps and
 crashes; rank 1 dumps only when something writes to its NCCL pipe. Its dump in the store means the
 operator asked its agent, with the token the webhook derived from the key ring. Nobody creates a
 Secret for the agent's token: the namespace holds none.
@@ -25,14 +25,14 @@ import pytest
 from e2e_helpers import Target, wait_for
 from kubernetes import client
 
-from frwatch_operator import constants as c
-from frwatch_operator.localcluster.cluster import (
+from frwatch_dev.localcluster.cluster import (
     OPERATOR_NAMESPACE,
     S3_SECRET,
     LocalCluster,
     free_port,
     operator_available,
 )
+from frwatch_operator import constants as c
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chart"))
 from chart_helpers import NAMESPACE as RELEASE_NAMESPACE
@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 #: the local cluster sets its own.
 POD_ONLY = ("FRWATCH_WEBHOOK_PORT", "FRWATCH_WEBHOOK_HOST", "FRWATCH_WEBHOOK_CERT_FILE",
             "FRWATCH_WEBHOOK_KEY_FILE", "FRWATCH_OPERATOR_HEALTH_PORT", "FRWATCH_OPERATOR_METRICS_PORT")  # fmt: skip
-ON_DEMAND = ["python", "-m", "frwatch_operator.workloads.on_demand", "--crash-rank", "0", "--max-runtime-s", "150"]
+ON_DEMAND = ["python", "-m", "frwatch_dev.workloads.on_demand", "--crash-rank", "0", "--max-runtime-s", "150"]
 #: What a training container sets to run in a "restricted" namespace.
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
               "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip

@@ -13,7 +13,7 @@ from polling import wait_for as wait_for  # the one poller of the test suite (te
 
 Obj = dict[str, Any]
 
-WORKLOAD = ["python", "-m", "frwatch_operator.workloads.faulty_training"]
+WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]
 
 
 class Kube:

@@ -49,7 +49,7 @@ def store(s3: Any) -> S3Store:
 def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[int, bytes]:
     """Real Flight Recorder dumps of a real 3-rank torch gloo job whose rank 2 crashed (no dump from it):
     {0: bytes, 1: bytes}. The workloads module's local launcher, the same code the demo runs."""
-    from frwatch_operator.workloads.local_launch import run_local_job
+    from frwatch_dev.workloads.local_launch import run_local_job
 
     result = run_local_job(
         "crash", 3, tmp_path_factory.mktemp("crash-dumps"), culprit=2, timeout_s=3.0, deadline_s=90

@@ -37,10 +37,10 @@ from harness import (
 )
 from kubernetes import client, config
 
-from frwatch_analyzers.testing import pickle_bytes, world
+from frwatch_dev.dumps import pickle_bytes, world
+from frwatch_dev.localcluster.audit import AuditEntry, start_audit_proxy
+from frwatch_dev.localcluster.rbac import check, grants_for
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.audit import AuditEntry, start_audit_proxy
-from frwatch_operator.localcluster.rbac import check, grants_for
 from frwatch_operator.s3store import S3Store
 
 sys.path.insert(0, str(ROOT / "tests" / "chart"))
@@ -101,7 +101,7 @@ def _secret(core: client.CoreV1Api, namespace: str, name: str, data: dict[str, s
 @pytest.fixture(scope="module")
 def own_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, client.ApiClient]]:
     """A fresh API emulator with the CRDs, and an admin client of it (the test's hands, not audited)."""
-    from frwatch_operator.localcluster import start_apiserver
+    from frwatch_dev.localcluster import start_apiserver
 
     handle = start_apiserver()
     try:

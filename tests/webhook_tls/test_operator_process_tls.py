@@ -29,9 +29,9 @@ from tls_helpers import (
     review,
 )
 
+from frwatch_dev.localcluster.audit import start_audit_proxy
+from frwatch_dev.localcluster.rbac import check, grants_for
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.audit import start_audit_proxy
-from frwatch_operator.localcluster.rbac import check, grants_for
 from frwatch_operator.webhook_tls import CA_CRT, TLS_CRT, certificate_names
 
 USER = "frwatch-operator"

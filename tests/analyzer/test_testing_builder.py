@@ -6,7 +6,6 @@ import io
 import json
 import pickle
 import pickletools
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from frwatch_dev.dumps import Dump, json_view, pickle_bytes, stack, world
+from frwatch_dev.ports import free_port
 
 PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
 
@@ -72,19 +72,13 @@ _RANK_SCRIPT = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def real_gloo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two real gloo ranks (torch 2.13 CPU) dump their Flight Recorder: pickle and JSON of rank 1."""
     out = tmp_path_factory.mktemp("real_gloo")
     script = out / "rank.py"
     script.write_text(_RANK_SCRIPT)
-    port = str(_free_port())
+    port = str(free_port())
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), str(r), "2", port, str(out)],

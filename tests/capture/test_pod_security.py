@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from builders import job, pod
-from webhook_server import KEYS, WebhookThread, webhook_config
 
 from frwatch_dev.localcluster import start_apiserver
 from frwatch_dev.localcluster.admission import install_webhook_admission
@@ -23,6 +22,7 @@ from frwatch_dev.localcluster.podsecurity import (
     install_pod_security,
     violations,
 )
+from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
 from frwatch_operator.injection import apply_ops, inject

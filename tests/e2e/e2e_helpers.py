@@ -13,8 +13,8 @@ from typing import Any
 from kubernetes import client, config
 
 from frwatch_dev.localcluster.cluster import LocalCluster
+from frwatch_dev.testing.polling import wait_for as wait_for  # the one poller of the test suite
 from frwatch_operator import constants as c
-from polling import wait_for as wait_for  # the one poller of the test suite (tests/polling.py)
 
 Obj = dict[str, Any]
 WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]

@@ -25,13 +25,8 @@ import pytest
 from e2e_helpers import Target, wait_for
 from kubernetes import client
 
-from frwatch_dev.localcluster.cluster import (
-    OPERATOR_NAMESPACE,
-    S3_SECRET,
-    LocalCluster,
-    free_port,
-    operator_available,
-)
+from frwatch_dev.localcluster.cluster import OPERATOR_NAMESPACE, S3_SECRET, LocalCluster, operator_available
+from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chart"))

@@ -11,9 +11,11 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from frwatch_dev.testing.operator_process import OperatorProcess
+
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import ROOT, Cluster, OperatorProcess, operator_env
+from harness import ROOT, Cluster, operator_env
 
 from frwatch_operator.s3store import S3Store
 
@@ -69,7 +71,7 @@ def start_operator(s3: Any, cluster: Cluster, tmp_path: Path) -> Iterator[Operat
 
     def start(**env: str) -> OperatorProcess:
         full = operator_env(s3.env(), cluster.namespace, DEADLINE_SECONDS, **env)
-        op = OperatorProcess(full, tmp_path / f"operator{len(started)}.log", int(full["FRWATCH_WEBHOOK_PORT"]))
+        op = OperatorProcess(full, tmp_path / f"operator{len(started)}.log")
         started.append(op)
         return op.start()
 

@@ -26,20 +26,14 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import (
-    ROOT,
-    Cluster,
-    OperatorProcess,
-    eventually,
-    free_port,
-    operator_env,
-    upload_as_agent,
-)
+from harness import ROOT, Cluster, eventually, operator_env, upload_as_agent
 from kubernetes import client, config
 
 from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_dev.localcluster.audit import AuditEntry, start_audit_proxy
 from frwatch_dev.localcluster.rbac import check, grants_for
+from frwatch_dev.ports import free_port
+from frwatch_dev.testing.operator_process import OperatorProcess
 from frwatch_operator import constants as c
 from frwatch_operator.s3store import S3Store
 
@@ -147,7 +141,7 @@ def run(
         FRWATCH_OPERATOR_LEADER_ELECTION="true", FRWATCH_OPERATOR_LEASE_NAMESPACE=release_ns,
         FRWATCH_OPERATOR_IDENTITY="frwatch-5d8c7-x2x9q",
     )  # fmt: skip
-    op = OperatorProcess(env, workdir / "operator.log", int(env["FRWATCH_WEBHOOK_PORT"]))
+    op = OperatorProcess(env, workdir / "operator.log")
     try:
         op.start()
         cluster = Cluster(op_api, job_ns)

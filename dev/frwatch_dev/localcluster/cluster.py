@@ -61,6 +61,7 @@ from frwatch_dev.localcluster.objectstore import ObjectStore
 from frwatch_dev.localcluster.podsecurity import install_pod_security
 from frwatch_dev.localcluster.replicas import LOCAL_ELECTION, ExtraReplicas, WebhookService
 from frwatch_dev.localcluster.training_operator import TrainingOperator
+from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
 
 logger = logging.getLogger(__name__)
@@ -75,12 +76,6 @@ OPERATOR_NAMESPACE = "frwatch-system"
 S3_SECRET = "frwatch-s3"  # noqa: S105 - a Secret's name
 #: where the operator's /healthz and /metrics listen (its default, all interfaces, is for a pod)
 LISTEN_ADDR = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def operator_available() -> bool:

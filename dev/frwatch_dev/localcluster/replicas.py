@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from frwatch_dev.ports import free_port
+
 logger = logging.getLogger(__name__)
 
 #: The leader election of local replicas: shorter than the chart's 15/10/2 s so a takeover is quick.
@@ -36,12 +38,6 @@ LOCAL_ELECTION = {
     "FRWATCH_OPERATOR_RENEW_SECONDS": "4",
     "FRWATCH_OPERATOR_RETRY_SECONDS": "0.5",
 }
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _answers(port: int) -> bool:
@@ -55,9 +51,9 @@ class Replica:
     """One operator process (a pod of the Deployment) and its ports."""
 
     index: int
-    webhook_port: int = field(default_factory=_free_port)
-    health_port: int = field(default_factory=_free_port)
-    metrics_port: int = field(default_factory=_free_port)
+    webhook_port: int = field(default_factory=free_port)
+    health_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
 

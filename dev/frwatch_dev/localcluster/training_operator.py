@@ -38,10 +38,10 @@ import contextlib
 import copy
 import datetime
 import logging
-import socket
 from typing import Any
 
 from frwatch_dev.localcluster.client import Api, ApiStatusError, Informer, now, ns_path
+from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
 
 logger = logging.getLogger(__name__)
@@ -56,12 +56,6 @@ DEFAULT_CONTAINER = "pytorch"
 LOCAL_MASTER_ADDR = "127.0.0.1"
 REPLICA_ORDER = ("Master", "Worker")
 TERMINAL = ("Succeeded", "Failed")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def replica_specs(job: Obj) -> dict[str, Obj]:
@@ -250,7 +244,7 @@ class TrainingOperator:
     def _port(self, job: Obj) -> int:
         uid = job["metadata"]["uid"]
         if uid not in self._ports:
-            self._ports[uid] = declared_port(job) or _free_port()
+            self._ports[uid] = declared_port(job) or free_port()
         return self._ports[uid]
 
     async def reconcile(self, api: Api, job: Obj, pods: list[Obj]) -> None:

@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import IO
 
 import frwatch_dev
 import frwatch_operator
+from frwatch_dev.ports import free_port
 from frwatch_dev.workloads.scenarios import Scenario
 from frwatch_operator.constants import (
     DUMP_FILE_PREFIX,
@@ -113,13 +113,6 @@ class LocalJobResult:
         for r in self.ranks:
             lines.append(f"  rank {r.rank}: {r.ended:<18} dump={'yes' if r.dump else 'no '}  {r.summary}")
         return "\n".join(lines)
-
-
-def free_port() -> int:
-    """A TCP port free on loopback right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 def rank_environ(

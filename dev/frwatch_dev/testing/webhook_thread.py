@@ -1,24 +1,18 @@
-"""The frwatch webhook served standalone on its own event loop, for the capture tests."""
+"""The frwatch webhook served standalone on its own event loop in a thread, for the capture and TLS tests."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from frwatch_dev.ports import free_port
 from frwatch_operator.agentkeys import AgentKeys, KeyRing, new_key
 from frwatch_operator.config import AgentSettings, Config, WebhookSettings
 from frwatch_operator.webhook import AdmissionNote, JobIndex, serve
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class WebhookThread:

@@ -54,14 +54,15 @@ class AgentProcess:
 
 def start_agent(
     workdir: Path, store_env: Mapping[str, str], n: int = 0, *, data_limit_bytes: int | None = None,
-    **env_overrides: str,
+    dump_dir: Path | None = None, log: Path | None = None, **env_overrides: str,
 ) -> AgentProcess:  # fmt: skip
-    """``frwatch agent`` on ``workdir/dumps`` uploading to the store of ``store_env``, its log in
-    ``workdir/agent<n>.log``. ``data_limit_bytes``: RLIMIT_DATA of the process (its heap and every private
+    """``frwatch agent`` on ``dump_dir`` (``workdir/dumps``) uploading to the store of ``store_env``, its log
+    in ``log`` (``workdir/agent<n>.log``); ``env_overrides`` on top of a test pod's identity and fast
+    passes. ``data_limit_bytes``: RLIMIT_DATA of the process (its heap and every private
     writable mapping, thread stacks included: stricter than a container's memory limit, which counts
     only pages touched)."""
-    dump_dir = workdir / "dumps"
-    dump_dir.mkdir(exist_ok=True)
+    dump_dir = dump_dir or workdir / "dumps"
+    dump_dir.mkdir(parents=True, exist_ok=True)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))},
         **store_env,
@@ -80,7 +81,7 @@ def start_agent(
         if data_limit_bytes is not None:
             resource.setrlimit(resource.RLIMIT_DATA, (data_limit_bytes, data_limit_bytes))
 
-    log = workdir / f"agent{n}.log"
+    log = log or workdir / f"agent{n}.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "frwatch_operator.cli", "agent"],
         env=env, text=True, stdout=subprocess.PIPE, stderr=log.open("w"), preexec_fn=limit,

@@ -16,11 +16,12 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
-from tls_helpers import CRDS, chart_env, https_admit, patched, pod, render_chart, review
+from tls_helpers import CRDS, chart_env, https_admit, pod, render_chart
 
 from frwatch_dev.localcluster.audit import start_audit_proxy
 from frwatch_dev.localcluster.rbac import check, grants_for
 from frwatch_dev.ports import free_port
+from frwatch_dev.testing.admission import patched, review
 from frwatch_dev.testing.operator_process import OperatorProcess
 from frwatch_dev.testing.polling import any_error, wait_for
 from frwatch_operator import constants as c

@@ -15,7 +15,6 @@ import urllib3
 import yaml
 
 from frwatch_operator import constants as c
-from frwatch_operator.injection import apply_ops
 from frwatch_operator.webhook import HANDLER_ID
 
 SERVICE = "frwatch-webhook"
@@ -58,17 +57,6 @@ def pod(namespace: str, job_name: str = "llama") -> dict[str, Any]:
     }  # fmt: skip
 
 
-def review(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-            "namespace": namespace, "object": obj, "userInfo": {"username": "test"}, "dryRun": False,
-        },
-    }  # fmt: skip
-
-
 def https_admit(port: int, ca_bundle_b64: str, hostname: str, body: dict[str, Any]) -> dict[str, Any]:
     """POST an AdmissionReview over HTTPS to 127.0.0.1:``port`` as the API server would: trusting only the
     caBundle, with ``hostname`` as SNI and as the name the certificate must carry. Returns the response."""
@@ -85,13 +73,6 @@ def https_admit(port: int, ca_bundle_b64: str, hostname: str, body: dict[str, An
     assert resp.status == 200, resp.data
     answer: dict[str, Any] = json.loads(resp.data)["response"]
     return answer
-
-
-def patched(obj: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
-    assert answer["allowed"] is True
-    if "patch" not in answer:
-        return obj
-    return apply_ops(json.loads(json.dumps(obj)), json.loads(base64.b64decode(answer["patch"])))
 
 
 # --- the real operator, configured by the chart --------------------------------------------------------------

@@ -4,7 +4,6 @@ real HTTP, as the API server sends it."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -15,12 +14,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from frwatch_operator.injection import apply_ops
+from frwatch_dev.testing.admission import patched, review
 
 
 @dataclass
@@ -109,21 +107,11 @@ class OperatorProcess:
     def admit(self, pod: dict[str, Any], namespace: str) -> dict[str, Any]:
         """Send the pod through the operator's mutating webhook (a real AdmissionReview over HTTP, as the
         API server does on Pod CREATE) and return the pod with the patch applied."""
-        review = {
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-                "namespace": namespace, "object": pod, "userInfo": {"username": "test"}, "dryRun": False,
-            },
-        }  # fmt: skip
+        body = review(pod, namespace)
         req = urllib.request.Request(
-            f"http://127.0.0.1:{self.webhook_port}/frwatch-inject", data=json.dumps(review).encode(),
+            f"http://127.0.0.1:{self.webhook_port}/frwatch-inject", data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"}, method="POST",
         )  # fmt: skip
         with urllib.request.urlopen(req, timeout=10) as resp:
             answer = json.loads(resp.read())["response"]
-        assert answer["allowed"] is True
-        if "patch" not in answer:
-            return pod
-        return apply_ops(json.loads(json.dumps(pod)), json.loads(base64.b64decode(answer["patch"])))
+        return patched(pod, answer)

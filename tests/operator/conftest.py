@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, config
 
+from frwatch_dev.testing.crds import ensure_crds
 from frwatch_dev.testing.operator_process import OperatorProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -28,12 +28,7 @@ DEADLINE_SECONDS = 5
 @pytest.fixture(scope="session")
 def op_api(k8s_api: Any) -> client.ApiClient:
     api = config.new_client_from_config()
-    ext = client.ApiextensionsV1Api(api)
-    have = {crd.metadata.name for crd in ext.list_custom_resource_definition().items}
-    for path in CRD_FILES:
-        crd = yaml.safe_load(path.read_text())
-        if crd["metadata"]["name"] not in have:
-            ext.create_custom_resource_definition(crd)
+    ensure_crds(api, CRD_FILES)
     return api
 
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
 from harness import ROOT, Cluster, eventually, operator_env, upload_as_agent
 from kubernetes import client, config
 
@@ -33,6 +32,7 @@ from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_dev.localcluster.audit import AuditEntry, start_audit_proxy
 from frwatch_dev.localcluster.rbac import check, grants_for
 from frwatch_dev.ports import free_port
+from frwatch_dev.testing.crds import ensure_crds
 from frwatch_dev.testing.operator_process import OperatorProcess
 from frwatch_operator import constants as c
 from frwatch_operator.s3store import S3Store
@@ -101,8 +101,7 @@ def own_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, cli
     try:
         path = handle.write_kubeconfig(tmp_path_factory.mktemp("own-api") / "kubeconfig")
         api = config.new_client_from_config(str(path))
-        for crd in CRD_FILES:
-            client.ApiextensionsV1Api(api).create_custom_resource_definition(yaml.safe_load(crd.read_text()))
+        ensure_crds(api, CRD_FILES)
         yield handle, api
         api.close()
     finally:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
 from tls_helpers import CRDS, chart_env, https_admit, pod, render_chart
@@ -22,6 +21,7 @@ from frwatch_dev.localcluster.audit import start_audit_proxy
 from frwatch_dev.localcluster.rbac import check, grants_for
 from frwatch_dev.ports import free_port
 from frwatch_dev.testing.admission import patched, review
+from frwatch_dev.testing.crds import ensure_crds
 from frwatch_dev.testing.operator_process import OperatorProcess
 from frwatch_dev.testing.polling import any_error, wait_for
 from frwatch_operator import constants as c
@@ -35,12 +35,7 @@ def release(k8s_api: Any, k8s_namespace: str, tmp_path: Path) -> Iterator[dict[s
     """The chart in tls.mode=operator, rendered for the test's namespace; its MutatingWebhookConfiguration
     created as helm would (sent only this namespace's pods: the emulator is shared)."""
     api = kube_config.new_client_from_config()
-    ext = client.ApiextensionsV1Api(api)
-    have = {crd.metadata.name for crd in ext.list_custom_resource_definition().items}
-    for path in CRDS:
-        crd = yaml.safe_load(path.read_text())
-        if crd["metadata"]["name"] not in have:
-            ext.create_custom_resource_definition(crd)
+    ensure_crds(api, CRDS)
     # operator.namespaces: the operator leaves the other tests' objects in the shared emulator alone.
     values = {"fullnameOverride": f"fw-{k8s_namespace[-6:]}", "webhook": {"tls": {"mode": "operator"}},
               "operator": {"namespaces": [k8s_namespace]}}  # fmt: skip

@@ -1,3 +1,4 @@
-"""What the tests share: the poller (``polling``), ``frwatch operator`` as a subprocess
-(``operator_process``) and the webhook served on a thread (``webhook_thread``); the port finder is
-``frwatch_dev.ports``."""
+"""What the tests share, one home each: the poller (``polling``), ``frwatch operator`` and ``frwatch agent``
+as subprocesses (``operator_process``, ``agent_process``), AdmissionReviews (``admission``), CRDs in the
+emulator (``crds``) and the webhook served on a thread (``webhook_thread``). The port finder, which the local
+cluster and the workloads use too, is ``frwatch_dev.ports``."""

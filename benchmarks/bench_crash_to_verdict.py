@@ -28,10 +28,10 @@ from kubernetes import client, config
 
 from bench_jobs import submit
 from frwatch_dev.localcluster.cluster import LocalCluster
+from frwatch_dev.workloads import WORKLOAD
 from frwatch_operator import constants as c
 
 NAMESPACE = "bench"
-WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]
 CASES = {
     "all_exit": ["python", "-c", "import sys; print('bad learning rate: -1', file=sys.stderr); sys.exit(1)"],
     "one_crash": [*WORKLOAD, "--scenario", "crash"],

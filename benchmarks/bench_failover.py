@@ -23,11 +23,12 @@ from kubernetes import client, config
 
 from bench_jobs import submit
 from frwatch_dev.localcluster.cluster import OPERATOR_NAMESPACE, LocalCluster
+from frwatch_dev.workloads import WORKLOAD
 from frwatch_operator import constants as c
 
 NAMESPACE = "bench"
 LEASE = "frwatch-leader"
-SKIP = ["python", "-m", "frwatch_dev.workloads.faulty_training", "--scenario", "skip"]
+SKIP = [*WORKLOAD, "--scenario", "skip"]
 
 
 def holder(api: client.ApiClient) -> str:

@@ -14,11 +14,11 @@ from kubernetes import client, config
 
 from frwatch_dev.localcluster.cluster import LocalCluster
 from frwatch_dev.testing.polling import wait_for as wait_for  # the one poller of the test suite
+from frwatch_dev.workloads import GPU_HANG as GPU_HANG  # what the pods run
+from frwatch_dev.workloads import WORKLOAD as WORKLOAD
 from frwatch_operator import constants as c
 
 Obj = dict[str, Any]
-WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]
-GPU_HANG = ["python", "-m", "frwatch_dev.demo.gpu_hang"]
 CULPRIT_POD = "worker-0"  # rank 1: the workloads' default culprit
 
 

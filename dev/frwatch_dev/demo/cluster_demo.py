@@ -18,12 +18,11 @@ from typing import Any
 from frwatch_dev.localcluster.client import Api, ns_path
 from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 from frwatch_dev.localcluster.kubectl import KubectlNotFound, kubectl_path
+from frwatch_dev.workloads import GPU_HANG, WORKLOAD
 from frwatch_operator import constants as c
 
 NAMESPACE = "default"
 JOB = "llama"
-WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]
-GPU_HANG = ["python", "-m", "frwatch_dev.demo.gpu_hang"]
 TIMEOUT_SECONDS = 110.0
 
 

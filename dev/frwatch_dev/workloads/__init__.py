@@ -7,3 +7,10 @@
 
 Nothing here is imported by the operator: only `faulty_training` and `dump_on_failure` import torch.
 """
+
+#: A pod's command that runs the failing training script (``--scenario X`` and more after it).
+WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]
+#: A pod's command that trains, then dumps on demand when the agent asks (``on_demand``).
+ON_DEMAND = ["python", "-m", "frwatch_dev.workloads.on_demand"]
+#: A pod's command that fabricates the dump a hung GPU leaves (the demo's hardware scenario, example 03).
+GPU_HANG = ["python", "-m", "frwatch_dev.demo.gpu_hang"]

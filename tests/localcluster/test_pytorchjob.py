@@ -15,6 +15,20 @@ from frwatch_operator.webhook import JobIndex
 pytestmark = pytest.mark.slow
 
 
+def container_logs(cluster: LocalCluster, ns: str, pods: list[dict], tail: int = 1500) -> str:
+    """The end of every container log of ``pods`` (the kubelet's files), for a failure's message: which rank
+    wrote its dump, and what each agent uploaded or still had pending when it stopped."""
+    parts = []
+    for pod in pods:
+        meta = pod["metadata"]
+        folder = cluster.logs_dir / "pods" / f"{ns}_{meta['name']}_{meta['uid']}"
+        for log in sorted(folder.glob("*/*.log")):
+            parts.append(
+                f"--- {meta['name']} {log.parent.name}/{log.name}\n{log.read_text(errors='replace')[-tail:]}"
+            )
+    return "\n".join(parts)
+
+
 def finished(kube: Kube, ns: str, name: str) -> list[str] | None:
     conds = true_conditions(kube.get(jobs_path(ns, name)))
     return conds if {"Succeeded", "Failed"} & set(conds) else None
@@ -115,7 +129,9 @@ def test_skip_job_fails_and_the_agent_uploads_every_rank_s_dump(
     keys = [
         o["Key"] for o in s3.list_objects_v2(Bucket=cluster.store.bucket, Prefix=prefix).get("Contents", [])
     ]
-    assert sorted(k for k in keys if "/ranks/" in k) == [f"{prefix}ranks/{r}.pickle" for r in range(4)], keys
+    assert sorted(k for k in keys if "/ranks/" in k) == [f"{prefix}ranks/{r}.pickle" for r in range(4)], (
+        f"{keys}\n{container_logs(cluster, ns, pods)}"
+    )
     assert sorted(k for k in keys if "/pods/" in k) == sorted(
         f"{prefix}pods/{p['metadata']['name']}.json" for p in pods
     )

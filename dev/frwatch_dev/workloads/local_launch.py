@@ -120,7 +120,9 @@ def rank_environ(
 ) -> dict[str, str]:
     """The env of one rank's process: a PyTorchJob pod's Kubeflow variables, FR on, gloo on loopback."""
     env = dict(base)
-    package_roots = [str(Path(m.__file__ or "").resolve().parent.parent) for m in (frwatch_dev, frwatch_operator)]
+    package_roots = [
+        str(Path(m.__file__ or "").resolve().parent.parent) for m in (frwatch_dev, frwatch_operator)
+    ]
     env["PYTHONPATH"] = os.pathsep.join(p for p in (*package_roots, env.get("PYTHONPATH", "")) if p)
     env.update(
         {

@@ -17,6 +17,7 @@ RUN /opt/frwatch/bin/pip install --no-deps -r requirements/image.lock
 COPY pyproject.toml README.md ./
 COPY analyzers/ analyzers/
 COPY operator/ operator/
+# never dev/ (frwatch_dev: local cluster, workloads, demo, test helpers): not in the image, see .dockerignore
 RUN /opt/frwatch/bin/pip wheel --no-deps --wheel-dir /wheels . \
     && /opt/frwatch/bin/pip install --no-deps /wheels/frwatch-*.whl \
     && /opt/frwatch/bin/python -m compileall -q /opt/frwatch \

@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analyzers"))
 
-from frwatch_analyzers.testing import Dump, world  # noqa: E402
+from frwatch_dev.dumps import Dump, world  # noqa: E402
 
 PREFIX = "nccl_trace_rank_"
 BIN = Path(sys.executable).parent

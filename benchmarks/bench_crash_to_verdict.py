@@ -27,11 +27,11 @@ from typing import Any
 from kubernetes import client, config
 
 from bench_jobs import submit
+from frwatch_dev.localcluster.cluster import LocalCluster
+from frwatch_dev.workloads import WORKLOAD
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.cluster import LocalCluster
 
 NAMESPACE = "bench"
-WORKLOAD = ["python", "-m", "frwatch_operator.workloads.faulty_training"]
 CASES = {
     "all_exit": ["python", "-c", "import sys; print('bad learning rate: -1', file=sys.stderr); sys.exit(1)"],
     "one_crash": [*WORKLOAD, "--scenario", "crash"],

@@ -22,12 +22,13 @@ from typing import Any
 from kubernetes import client, config
 
 from bench_jobs import submit
+from frwatch_dev.localcluster.cluster import OPERATOR_NAMESPACE, LocalCluster
+from frwatch_dev.workloads import WORKLOAD
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.cluster import OPERATOR_NAMESPACE, LocalCluster
 
 NAMESPACE = "bench"
 LEASE = "frwatch-leader"
-SKIP = ["python", "-m", "frwatch_operator.workloads.faulty_training", "--scenario", "skip"]
+SKIP = [*WORKLOAD, "--scenario", "skip"]
 
 
 def holder(api: client.ApiClient) -> str:

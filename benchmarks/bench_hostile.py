@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO / "tests" / "hostile"))
 import payloads as p  # noqa: E402
 from hostile_run import analyze  # noqa: E402
 
-from frwatch_analyzers.testing import json_bytes, pickle_bytes, world  # noqa: E402
+from frwatch_dev.dumps import json_bytes, pickle_bytes, world  # noqa: E402
 
 Writer = Callable[[Path], None]
 

@@ -19,7 +19,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,14 +28,10 @@ import time
 import uuid
 from pathlib import Path
 
+from frwatch_dev.ports import free_port
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "capture"))
 from builders import job, pod, policy, review
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> int:

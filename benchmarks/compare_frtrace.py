@@ -1,6 +1,6 @@
 """frwatch and PyTorch's fr_trace on the same REAL dumps, scenario by scenario.
 
-For every fault gloo can produce, 4 real torch gloo ranks run (``frwatch_operator.workloads``), then:
+For every fault gloo can produce, 4 real torch gloo ranks run (``frwatch_dev.workloads``), then:
 - ``torchfrtrace DIR -p nccl_trace_rank_ --allow-incomplete-ranks`` on the dumps as written;
 - the same on a copy whose ``pg_config`` was repaired (gloo writes it broken: FACTS.md), so fr_trace gets
   a fair chance; membership of every group is taken from the entries, as frwatch infers it;
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.safe_load import decode
-from frwatch_operator.workloads.local_launch import run_local_job
-from frwatch_operator.workloads.scenarios import DEFAULTS, Scenario
+from frwatch_dev.workloads.local_launch import run_local_job
+from frwatch_dev.workloads.scenarios import DEFAULTS, Scenario
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -1,6 +1,6 @@
 """Score frwatch and PyTorch's fr_trace on the conformance corpus, per case class (and per collective type).
 
-For every case of ``frwatch_analyzers.testing.corpus`` (every collective type torch records crossed with
+For every case of ``frwatch_dev.dumps.corpus`` (every collective type torch records crossed with
 the ways a job goes wrong, each with its truth):
 
 - frwatch: ``analyze_dumps`` on the case's files; right when :func:`check` finds no difference from the
@@ -29,8 +29,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzers"))
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.testing.corpus import Case, Truth, cases, check
 from frwatch_analyzers.verdict import Status
+from frwatch_dev.dumps.corpus import Case, Truth, cases, check
 
 _NUM = re.compile(r"\d+")
 

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# The examples' training image: torch and frwatch's demo workloads (frwatch_operator.workloads,
-# frwatch_operator.demo.gpu_hang). No image is published; build and push it yourself, from the repository root:
+# The examples' training image: torch and frwatch's demo workloads (frwatch_dev.workloads,
+# frwatch_dev.demo.gpu_hang). No image is published; build and push it yourself, from the repository root:
 #   docker build -f examples/workload.Dockerfile -t REGISTRY/frwatch-workload:0.1.0 .
 #   docker push REGISTRY/frwatch-workload:0.1.0
 # then put REGISTRY/frwatch-workload:0.1.0 in the examples' `image:` fields.
@@ -18,6 +18,7 @@ RUN pip install --no-deps -r requirements/image.lock \
 COPY pyproject.toml README.md ./
 COPY analyzers/ analyzers/
 COPY operator/ operator/
-RUN pip install --no-deps . && python -c "import frwatch_operator.workloads.faulty_training, torch"
+COPY dev/ dev/
+RUN pip install --no-deps . && python -c "import frwatch_dev.workloads.faulty_training, torch"
 WORKDIR /tmp
 USER 65532:65532

@@ -25,8 +25,8 @@ atexit.register(shutil.rmtree, os.path.dirname(os.environ["KUBECONFIG"]), ignore
 
 if TYPE_CHECKING:
     from fixtures.seaweed import SeaweedFS
-    from frwatch_operator.localcluster.apiserver import ApiServerHandle
-    from frwatch_operator.localcluster.storage import Store
+    from frwatch_dev.localcluster.apiserver import ApiServerHandle
+    from frwatch_dev.localcluster.storage import Store
     from realdumps import RealDumps
 
 # --- capture: a real SeaweedFS S3 store (tests/fixtures/seaweed.py) --------------------------------------
@@ -44,13 +44,13 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
         store.stop()
 
 
-# --- emulator: the Kubernetes API emulator over real HTTP (frwatch_operator.localcluster) -------------
+# --- emulator: the Kubernetes API emulator over real HTTP (frwatch_dev.localcluster) -------------
 @pytest.fixture(scope="session")
 def k8s_api() -> Iterator[ApiServerHandle]:
     """The session's Kubernetes API emulator: ``.url``, ``.call(fn(store))``, ``.write_kubeconfig(path)``.
     Its kubeconfig is at ``$KUBECONFIG`` (set at import), so kubectl, the kubernetes client
     (``kubernetes.config.load_kube_config()``) and kopf all talk to it."""
-    from frwatch_operator.localcluster import start_apiserver
+    from frwatch_dev.localcluster import start_apiserver
 
     handle = start_apiserver()
     handle.write_kubeconfig(os.environ["KUBECONFIG"])
@@ -82,7 +82,7 @@ def k8s_namespace(k8s_api: ApiServerHandle, request: pytest.FixtureRequest) -> s
 @pytest.fixture(scope="session")
 def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealDumps]:
     """``real_dumps("skip") -> Path``: the dump folder of a scenario of
-    ``frwatch_operator.workloads`` (4 real gloo ranks), made once per session, two scenarios at a time at
+    ``frwatch_dev.workloads`` (4 real gloo ranks), made once per session, two scenarios at a time at
     most. ``.run(scenario)`` gives the whole LocalJobResult (exit codes, signals, logs); extra workload
     arguments make a variant (``real_dumps("skip", "--json-ranks", "3")``); ``.load(path)`` reads a dump
     without trusting it."""

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from frwatch_analyzers.safe_load import decode
-from frwatch_operator.workloads.local_launch import LocalJobResult, run_local_job
-from frwatch_operator.workloads.scenarios import Scenario
+from frwatch_dev.workloads.local_launch import LocalJobResult, run_local_job
+from frwatch_dev.workloads.scenarios import Scenario
 
 WORLD_SIZE = 4
 MAX_CONCURRENT = 2

@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "agent": ("frwatch_operator.agent.main", "the per-pod sidecar: upload dumps to S3, dump on demand"),
     "operator": ("frwatch_operator.main", "run the operator (kopf) and its admission webhook"),
-    "demo": ("frwatch_operator.demo.main", "run a real multi-rank torch job that hangs, and diagnose it"),
+    "demo": ("frwatch_dev.demo.main", "run a real multi-rank torch job that hangs, and diagnose it"),
 }
 
 
@@ -42,6 +42,11 @@ EXTRAS: dict[str, tuple[frozenset[str], str]] = {
     "torch": (
         frozenset({"torch"}),
         "pip install torch==2.13.0  (or 'frwatch[dev]': the demo's ranks run torch)",
+    ),
+    # development support (the demo, the local cluster): in a checkout, never in the image
+    "dev": (
+        frozenset({"frwatch_dev"}),
+        "bash scripts/setup in a checkout of frwatch (frwatch_dev, the development package, is not in the image)",
     ),
 }
 

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 from frwatch_analyzers.analyze import analyze, analyze_dumps
-from frwatch_analyzers.testing import world
 from frwatch_analyzers.verdict import Category
+from frwatch_dev.dumps import world
 
 
 def test_the_culprit_does_not_depend_on_which_file_comes_first(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from frwatch_analyzers.testing import world
 from frwatch_analyzers.verdict import Verdict
+from frwatch_dev.dumps import world
 
 ROOT = Path(__file__).resolve().parents[2]
 

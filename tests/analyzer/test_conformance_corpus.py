@@ -1,4 +1,4 @@
-"""The conformance corpus (frwatch_analyzers.testing.corpus): every collective type torch records crossed
+"""The conformance corpus (frwatch_dev.dumps.corpus): every collective type torch records crossed
 with the ways a job goes wrong, each case with its truth; frwatch must say the truth of every one."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.testing.corpus import TYPES, Case, cases, check
+from frwatch_dev.dumps.corpus import TYPES, Case, cases, check
 
 CASES = cases()
 

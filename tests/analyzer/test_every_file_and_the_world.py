@@ -7,8 +7,8 @@ from pathlib import Path
 
 from frwatch_analyzers.analyze import analyze, analyze_dumps
 from frwatch_analyzers.manifest import Manifest, RankRecord
-from frwatch_analyzers.testing import json_bytes, pickle_bytes, world
 from frwatch_analyzers.verdict import Category, CulpritKind, Status, StragglerKind
+from frwatch_dev.dumps import json_bytes, pickle_bytes, world
 
 
 def _manifest(n: int) -> Manifest:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from frwatch_analyzers.testing import world
+from frwatch_dev.dumps import world
 
 ROOT = Path(__file__).resolve().parents[2]
 

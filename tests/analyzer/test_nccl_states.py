@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.manifest import Manifest, RankRecord
-from frwatch_analyzers.testing import world
 from frwatch_analyzers.verdict import Category, Status
+from frwatch_dev.dumps import world
 
 
 def _manifest(n: int, per_node: int = 2) -> Manifest:

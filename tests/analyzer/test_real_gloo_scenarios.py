@@ -1,6 +1,6 @@
 """The analyzer on REAL Flight Recorder dumps from real torch gloo ranks (4 processes per scenario).
 
-The dumps are made once per session by ``frwatch_operator.workloads`` (the scenarios of issue 2); each test
+The dumps are made once per session by ``frwatch_dev.workloads`` (the scenarios of issue 2); each test
 pins what frwatch must say about one fault. fr_trace's answer on the same dumps is in the analyzer note:
 it crashes on every one of them (gloo's broken pg_config).
 """

@@ -7,7 +7,7 @@ import pickle
 from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.loading import ArrayPool
 from frwatch_analyzers.summarize import Summarizer
-from frwatch_analyzers.testing import world
+from frwatch_dev.dumps import world
 
 
 def test_a_rank_summary_does_not_grow_with_the_world_size() -> None:

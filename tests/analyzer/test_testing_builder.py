@@ -1,10 +1,9 @@
-"""The dump builder (frwatch_analyzers.testing): real schema, and faults land where they say."""
+"""The dump builder (frwatch_dev.dumps): real schema, and faults land where they say."""
 
 from __future__ import annotations
 
 import json
 import pickletools
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,8 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.safe_load import decode
-from frwatch_analyzers.testing import Dump, json_view, pickle_bytes, stack, world
+from frwatch_dev.dumps import Dump, json_view, pickle_bytes, stack, world
+from frwatch_dev.ports import free_port
 
 PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
 
@@ -67,19 +67,13 @@ _RANK_SCRIPT = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def real_gloo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two real gloo ranks (torch 2.13 CPU) dump their Flight Recorder: pickle and JSON of rank 1."""
     out = tmp_path_factory.mktemp("real_gloo")
     script = out / "rank.py"
     script.write_text(_RANK_SCRIPT)
-    port = str(_free_port())
+    port = str(free_port())
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), str(r), "2", port, str(out)],

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
-from frwatch_analyzers.testing import world
-from frwatch_analyzers.testing.corpus import cases
 from frwatch_analyzers.verdict import CulpritKind, Status
+from frwatch_dev.dumps import world
+from frwatch_dev.dumps.corpus import cases
 
 
 def test_every_verdict_of_the_corpus_has_a_kind_and_a_short_form() -> None:

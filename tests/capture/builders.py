@@ -80,26 +80,6 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def review(
-    obj: Any, ns: str = "team", *, operation: str = "CREATE", uid: str | None = None
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid or str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": ns,
-            "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
-            "object": obj,
-            "oldObject": None,
-            "dryRun": False,
-        },
-    }
-
-
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
     """name -> value (or the valueFrom dict)."""
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}

@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from agent_proc import AgentProcess
-from agent_proc import start_agent as start_agent_process
+
+from frwatch_dev.testing.agent_process import AgentProcess
+from frwatch_dev.testing.agent_process import start_agent as start_agent_process
 
 HERE = Path(__file__).parent
 

@@ -7,9 +7,10 @@ and ``_dump_fr_trace_json()`` to ``OUTDIR/rank<r>.json``.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
+
+from frwatch_dev.ports import free_port
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:
@@ -31,9 +32,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 def main() -> None:
     out, world = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     import torch.multiprocessing as mp
 
     mp.start_processes(_rank, args=(world, port, out), nprocs=world, start_method="spawn", join=True)

@@ -9,14 +9,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from agent_proc import TOKEN
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_dev.testing.agent_process import TOKEN
+from frwatch_dev.testing.polling import wait_for
 from frwatch_operator import constants as c
 from frwatch_operator.s3store import S3Store
 
@@ -25,16 +24,6 @@ PREFIX = c.DUMP_FILE_PREFIX
 
 def store_of(s3) -> S3Store:
     return S3Store(s3.settings())
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or cond}")
 
 
 def write_direct(path: Path, data: bytes) -> None:

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agent_proc import big_dump, start_agent
 
+from frwatch_dev.testing.agent_process import big_dump, start_agent
 from frwatch_operator import constants as c
 from frwatch_operator.s3store import S3Store
 

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_proc import TOKEN
 
-from frwatch_analyzers.testing import pickle_bytes, world
+from frwatch_dev.dumps import pickle_bytes, world
+from frwatch_dev.testing.agent_process import TOKEN
+from frwatch_dev.testing.polling import wait_for
 from frwatch_operator import constants as c
 from frwatch_operator.s3store import S3Store
-from polling import wait_for
 
 P = c.DUMP_FILE_PREFIX
 

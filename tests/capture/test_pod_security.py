@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 from builders import job, pod
-from webhook_server import KEYS, WebhookThread, webhook_config
 
-from frwatch_operator import constants as c
-from frwatch_operator.config import Config
-from frwatch_operator.injection import apply_ops, inject
-from frwatch_operator.localcluster import start_apiserver
-from frwatch_operator.localcluster.admission import install_webhook_admission
-from frwatch_operator.localcluster.podsecurity import (
+from frwatch_dev.localcluster import start_apiserver
+from frwatch_dev.localcluster.admission import install_webhook_admission
+from frwatch_dev.localcluster.podsecurity import (
     LABEL_ENFORCE,
     LABEL_WARN,
     install_pod_security,
     violations,
 )
+from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
+from frwatch_operator import constants as c
+from frwatch_operator.config import Config
+from frwatch_operator.injection import apply_ops, inject
 from frwatch_operator.optin import defaults
 from frwatch_operator.sidecar import JobContext
 from frwatch_operator.webhook import HANDLER_ID, JobIndex

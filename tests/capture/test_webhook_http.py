@@ -15,9 +15,10 @@ from typing import Any
 import jsonpatch
 import kopf
 import pytest
-from builders import env_of, job, pod, policy, review
-from webhook_server import KEYS, WebhookThread, webhook_config
+from builders import env_of, job, pod, policy
 
+from frwatch_dev.testing.admission import review
+from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
 from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config, env_name

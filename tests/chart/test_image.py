@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -92,3 +93,52 @@ def test_image_lock_is_the_operator_extras_closure_pinned_as_in_dev_lock() -> No
     dev = _lock(ROOT / "requirements" / "dev.lock")
     assert {k: dev.get(k) for k in image} == image, "image.lock pins differ from dev.lock"
     assert "torch" not in image and "pytest" not in image
+
+
+def _build_stage_copies(dockerfile: Path) -> list[str]:
+    """The context paths the (first) build stage of ``dockerfile`` COPYs (not ``COPY --from``)."""
+    stage = re.split(r"^FROM ", dockerfile.read_text(), flags=re.M)[1]
+    sources: list[str] = []
+    for line in re.findall(r"^COPY (?!--from)(.+)$", stage, re.M):
+        sources += line.split()[:-1]
+    return sources
+
+
+def _wheel_as_the_image_builds_it(dockerfile: Path, tmp_path: Path) -> set[str]:
+    """Copy what ``dockerfile`` copies into an empty folder, build frwatch's wheel there as the image does
+    (``pip wheel --no-deps``; the build backend from this venv, no network), and list its top-level names."""
+    src = tmp_path / "src"
+    for path in _build_stage_copies(dockerfile):
+        if (ROOT / path).is_dir():
+            shutil.copytree(ROOT / path, src / path, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            (src / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / path, src / path)
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir",
+         str(tmp_path / "wheels"), str(src)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    [wheel] = (tmp_path / "wheels").glob("frwatch-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        return {name.split("/", 1)[0] for name in whl.namelist()}
+
+
+def test_the_image_holds_no_development_support(tmp_path: Path) -> None:
+    """The product image's wheel has the analyzer and the operator, not frwatch_dev (the local cluster, the
+    workloads, the demo, the dump builder, the test helpers); its context never even receives dev/."""
+    assert "dev/" not in _build_stage_copies(DOCKERFILE)
+    assert not any(line.startswith("!dev") for line in (ROOT / ".dockerignore").read_text().splitlines())
+    top = _wheel_as_the_image_builds_it(DOCKERFILE, tmp_path)
+    assert {"frwatch_analyzers", "frwatch_operator"} <= top
+    assert "frwatch_dev" not in top, sorted(top)
+
+
+def test_the_examples_workload_image_holds_the_workloads(tmp_path: Path) -> None:
+    """The examples run ``python -m frwatch_dev.workloads.faulty_training`` and ``frwatch_dev.demo.gpu_hang``:
+    their image copies dev/, and its own ignore file (BuildKit's ``<Dockerfile>.dockerignore``) sends it."""
+    dockerfile = ROOT / "examples" / "workload.Dockerfile"
+    ignore = Path(f"{dockerfile}.dockerignore").read_text().splitlines()
+    assert ignore[ignore.index("*") :].count("!dev/") == 1
+    assert "frwatch_dev" in _wheel_as_the_image_builds_it(dockerfile, tmp_path)

@@ -3,18 +3,12 @@ scrape over HTTP sees them; docs/install.md lists every name."""
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 
 from chart_helpers import ROOT
 
+from frwatch_dev.ports import free_port
 from frwatch_operator.metrics import DOCS, Metrics, serve
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_every_documented_metric_is_exposed_with_help_and_type() -> None:
@@ -66,7 +60,7 @@ def test_two_operators_in_one_process_do_not_collide() -> None:
 def test_scrape_over_http() -> None:
     m = Metrics()
     m.breaker_state(True)
-    port = _free_port()
+    port = free_port()
     serve(m, port, addr="127.0.0.1")
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         body = response.read().decode()

@@ -3,13 +3,13 @@
 Calls are derived from the code: the kopf handlers the operator registers (their resources; watching
 handlers list+watch, timers also patch for their finalizer and progress), kopf's own calls (CRD scanning,
 Events), and every kubernetes-client call in the operator's modules (read from the source, not guessed).
-The checker (``frwatch_operator.localcluster.rbac``) is tested on hand-made audit logs, and the audit
+The checker (``frwatch_dev.localcluster.rbac``) is tested on hand-made audit logs, and the audit
 proxy (``localcluster.audit``) on real HTTP against the emulator. ``tests/operator/test_full_incident.py``
 records the real operator's calls through a whole incident (remediation on, dry-run off) with the proxy
 and checks them with the same function, both ways (nothing denied; every rule used, or justified)::
 
-    from frwatch_operator.localcluster.audit import start_audit_proxy
-    from frwatch_operator.localcluster.rbac import check, grants_for
+    from frwatch_dev.localcluster.audit import start_audit_proxy
+    from frwatch_dev.localcluster.rbac import check, grants_for
     coverage = check(proxy.entries_for("frwatch-operator"), grants_for(rendered_docs, "frwatch", "frwatch-system"))
     assert not coverage.denied, coverage.explain()
 """
@@ -25,10 +25,10 @@ import helm_python as helm
 import pytest
 from chart_helpers import CHART, NAMESPACE, ROOT, render
 
+from frwatch_dev.localcluster.audit import AuditEntry, audit_entry
+from frwatch_dev.localcluster.rbac import Coverage, check, grants_for
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, load_config
-from frwatch_operator.localcluster.audit import AuditEntry, audit_entry
-from frwatch_operator.localcluster.rbac import Coverage, check, grants_for
 from frwatch_operator.main import namespaces_of
 
 SA = "frwatch"
@@ -344,7 +344,7 @@ def test_audit_proxy_records_each_call_in_rbac_terms(
     from kubernetes import client
     from kubernetes import config as kube_config
 
-    from frwatch_operator.localcluster.audit import start_audit_proxy
+    from frwatch_dev.localcluster.audit import start_audit_proxy
 
     with start_audit_proxy(k8s_api.url) as proxy:
         path = proxy.write_kubeconfig(tmp_path / "kubeconfig", user="frwatch-operator")

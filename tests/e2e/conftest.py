@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from e2e_helpers import Target
 
-from frwatch_operator.localcluster.cluster import LocalCluster, operator_available
+from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 
 NODES = ("node-a", "node-b", "node-c", "node-d")
 NAMESPACE = "e2e"

@@ -12,13 +12,13 @@ from typing import Any
 
 from kubernetes import client, config
 
+from frwatch_dev.localcluster.cluster import LocalCluster
+from frwatch_dev.testing.polling import wait_for as wait_for  # the one poller of the test suite
+from frwatch_dev.workloads import GPU_HANG as GPU_HANG  # what the pods run
+from frwatch_dev.workloads import WORKLOAD as WORKLOAD
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.cluster import LocalCluster
-from polling import wait_for as wait_for  # the one poller of the test suite (tests/polling.py)
 
 Obj = dict[str, Any]
-WORKLOAD = ["python", "-m", "frwatch_operator.workloads.faulty_training"]
-GPU_HANG = ["python", "-m", "frwatch_operator.demo.gpu_hang"]
 CULPRIT_POD = "worker-0"  # rank 1: the workloads' default culprit
 
 

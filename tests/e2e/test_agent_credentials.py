@@ -3,7 +3,7 @@
 The operator runs with the environment the chart renders (its Deployment's values: the agents' key ring
 in the release namespace, RBAC without Secrets in training namespaces), beside what only the local
 cluster changes (loopback ports, plain-HTTP webhook). A namespace made for the test, labelled Pod Security
-"restricted", gets an opted-in 2-rank job (``frwatch_operator.workloads.on_demand``): rank 0 dumps and
+"restricted", gets an opted-in 2-rank job (``frwatch_dev.workloads.on_demand``): rank 0 dumps and
 crashes; rank 1 dumps only when something writes to its NCCL pipe. Its dump in the store means the
 operator asked its agent, with the token the webhook derived from the key ring. Nobody creates a
 Secret for the agent's token: the namespace holds none.
@@ -25,14 +25,10 @@ import pytest
 from e2e_helpers import Target, wait_for
 from kubernetes import client
 
+from frwatch_dev.localcluster.cluster import OPERATOR_NAMESPACE, S3_SECRET, LocalCluster, operator_available
+from frwatch_dev.ports import free_port
+from frwatch_dev.workloads import ON_DEMAND
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.cluster import (
-    OPERATOR_NAMESPACE,
-    S3_SECRET,
-    LocalCluster,
-    free_port,
-    operator_available,
-)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chart"))
 from chart_helpers import NAMESPACE as RELEASE_NAMESPACE
@@ -44,7 +40,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 #: the local cluster sets its own.
 POD_ONLY = ("FRWATCH_WEBHOOK_PORT", "FRWATCH_WEBHOOK_HOST", "FRWATCH_WEBHOOK_CERT_FILE",
             "FRWATCH_WEBHOOK_KEY_FILE", "FRWATCH_OPERATOR_HEALTH_PORT", "FRWATCH_OPERATOR_METRICS_PORT")  # fmt: skip
-ON_DEMAND = ["python", "-m", "frwatch_operator.workloads.on_demand", "--crash-rank", "0", "--max-runtime-s", "150"]
+ON_DEMAND_CRASHING = [*ON_DEMAND, "--crash-rank", "0", "--max-runtime-s", "150"]
 #: What a training container sets to run in a "restricted" namespace.
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
               "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
@@ -95,7 +91,7 @@ def test_an_on_demand_dump_in_a_new_namespace_needs_no_manual_secret(installed: 
     namespace = new_namespace(installed)
     target = Target(installed.kubeconfig, namespace, installed.image, installed.local)
     try:
-        name = target.submit(ON_DEMAND, prefix="ondemand", workers=1, security_context=RESTRICTED)
+        name = target.submit(ON_DEMAND_CRASHING, prefix="ondemand", workers=1, security_context=RESTRICTED)
         pods = wait_for(lambda: len(p := target.pods(name)) == 2 and p, 60, f"the 2 pods of {name}")
         for pod in pods:  # admitted in a restricted namespace, with the agent and its derived token
             agent = pod["spec"]["initContainers"][0]

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from e2e_helpers import Target, wait_for
 
+from frwatch_dev.localcluster.kubectl import kubectl_path
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.kubectl import kubectl_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

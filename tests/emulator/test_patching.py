@@ -7,8 +7,8 @@ from emulator_helpers import pod, pytorchjob
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from frwatch_operator.localcluster import patching
-from frwatch_operator.localcluster.errors import ApiError
+from frwatch_dev.localcluster import patching
+from frwatch_dev.localcluster.errors import ApiError
 
 
 def test_strategic_merge_merges_containers_env_and_volumes_by_name(

@@ -7,7 +7,7 @@ from emulator_helpers import pod
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from frwatch_operator.localcluster.selectors import labels_match, parse_label_selector
+from frwatch_dev.localcluster.selectors import labels_match, parse_label_selector
 
 
 @pytest.fixture

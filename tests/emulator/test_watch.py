@@ -12,7 +12,7 @@ import pytest
 from emulator_helpers import pod
 from kubernetes import client, config, watch
 
-from frwatch_operator.localcluster import ApiServerHandle, start_apiserver
+from frwatch_dev.localcluster import ApiServerHandle, start_apiserver
 
 
 def collect(stream: Iterator[dict[str, Any]], count: int) -> list[tuple[str, str, str]]:

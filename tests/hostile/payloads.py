@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from frwatch_analyzers.testing import json_view, pickle_bytes, world
+from frwatch_dev.dumps import json_view, pickle_bytes, world
 
 PROTO2 = b"\x80\x02"
 STOP = b"."

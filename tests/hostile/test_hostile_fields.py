@@ -12,8 +12,8 @@ import pytest
 from hostile_run import analyze, within_bounds
 from payloads import HOSTILE_RANK, WORLD, good_bytes, hostile_dump, one_seq_json, repeated_entries, with_value
 
-from frwatch_analyzers.testing import json_bytes, pickle_bytes, world
 from frwatch_analyzers.verdict import Status
+from frwatch_dev.dumps import json_bytes, pickle_bytes, world
 
 HOSTILE = f"nccl_trace_rank_{HOSTILE_RANK}"
 

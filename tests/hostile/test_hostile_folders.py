@@ -15,8 +15,8 @@ from botocore.config import Config
 from hostile_run import analyze, within_bounds
 from payloads import HOSTILE_RANK, WORLD, empty_files_and_two_good, good_bytes, memo_index
 
-from frwatch_analyzers.testing import pickle_bytes, world
 from frwatch_analyzers.verdict import Status
+from frwatch_dev.dumps import pickle_bytes, world
 
 HOSTILE = f"nccl_trace_rank_{HOSTILE_RANK}"
 

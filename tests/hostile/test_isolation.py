@@ -13,8 +13,8 @@ from payloads import deep_tuple, dict_with_key, good_bytes, laughs_tuple, memo_i
 
 from frwatch_analyzers.isolation import Budget, Lost, run
 from frwatch_analyzers.limits import MIB
-from frwatch_analyzers.testing import pickle_bytes, world
 from frwatch_analyzers.verdict import Status
+from frwatch_dev.dumps import pickle_bytes, world
 
 
 def _task(kind: str) -> str:

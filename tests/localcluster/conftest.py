@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from kube import Kube
 
+from frwatch_dev.localcluster.cluster import LocalCluster
 from frwatch_operator.config import load_config
-from frwatch_operator.localcluster.cluster import LocalCluster
 from frwatch_operator.webhook import JobIndex, serve
 
 

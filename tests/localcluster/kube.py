@@ -8,12 +8,11 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from frwatch_dev.testing.polling import wait_for as wait_for  # the one poller of the test suite
+from frwatch_dev.workloads import WORKLOAD as WORKLOAD  # what the pods run
 from frwatch_operator import constants as c
-from polling import wait_for as wait_for  # the one poller of the test suite (tests/polling.py)
 
 Obj = dict[str, Any]
-
-WORKLOAD = ["python", "-m", "frwatch_operator.workloads.faulty_training"]
 
 
 class Kube:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from kube import Kube, env_of, jobs_path, pytorchjob, wait_for
 
+from frwatch_dev.localcluster.cluster import LocalCluster
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.cluster import LocalCluster
 from frwatch_operator.webhook import JobIndex
 
 MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from frwatch_operator.localcluster.cluster import LocalCluster, operator_available
+from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 
 pytestmark = pytest.mark.skipif(not operator_available(), reason="`frwatch operator` is not in this checkout")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kube import Kube, wait_for
 
-from frwatch_operator.localcluster.cluster import LocalCluster
+from frwatch_dev.localcluster.cluster import LocalCluster
 
 PODS = "/api/v1/namespaces/{ns}/pods"
 # first run: prints, leaves a marker in its emptyDir and fails; the restarted one prints again and succeeds

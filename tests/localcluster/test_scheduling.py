@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from kube import Kube, wait_for
 
-from frwatch_operator.localcluster.cluster import LocalCluster
+from frwatch_dev.localcluster.cluster import LocalCluster
 
 
 def job(name: str, ns: str, n: int) -> dict[str, object]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kube import wait_for
 
-from frwatch_operator.localcluster.updown import choose_cluster
+from frwatch_dev.localcluster.updown import choose_cluster
 
 
 def _env(tmp: Path, kubeconfig: str | None = None) -> dict[str, str]:
@@ -27,7 +27,7 @@ def _up(workdir: Path, tmp: Path) -> subprocess.Popen[bytes]:
     workdir.mkdir()
     with open(workdir / "up.out", "wb") as out:  # a file, not a pipe: nobody has to keep reading it
         return subprocess.Popen(
-            [sys.executable, "-m", "frwatch_operator.localcluster.cluster", "up", "--no-operator",
+            [sys.executable, "-m", "frwatch_dev.localcluster.cluster", "up", "--no-operator",
              "--workdir", str(workdir)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env(tmp),
         )  # fmt: skip
@@ -48,7 +48,7 @@ def _wait_up(proc: subprocess.Popen[bytes], workdir: Path) -> str:
 
 def _down(tmp: Path, *args: str, kubeconfig: str | None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "frwatch_operator.localcluster.cluster", "down", *args],
+        [sys.executable, "-m", "frwatch_dev.localcluster.cluster", "down", *args],
         capture_output=True, text=True, env=_env(tmp, kubeconfig), timeout=90,
     )  # fmt: skip
 

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, config
+
+from frwatch_dev.testing.crds import ensure_crds
+from frwatch_dev.testing.operator_process import OperatorProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import ROOT, Cluster, OperatorProcess, operator_env
+from harness import ROOT, Cluster, operator_env
 
 from frwatch_operator.s3store import S3Store
 
@@ -26,12 +28,7 @@ DEADLINE_SECONDS = 5
 @pytest.fixture(scope="session")
 def op_api(k8s_api: Any) -> client.ApiClient:
     api = config.new_client_from_config()
-    ext = client.ApiextensionsV1Api(api)
-    have = {crd.metadata.name for crd in ext.list_custom_resource_definition().items}
-    for path in CRD_FILES:
-        crd = yaml.safe_load(path.read_text())
-        if crd["metadata"]["name"] not in have:
-            ext.create_custom_resource_definition(crd)
+    ensure_crds(api, CRD_FILES)
     return api
 
 
@@ -49,7 +46,7 @@ def store(s3: Any) -> S3Store:
 def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[int, bytes]:
     """Real Flight Recorder dumps of a real 3-rank torch gloo job whose rank 2 crashed (no dump from it):
     {0: bytes, 1: bytes}. The workloads module's local launcher, the same code the demo runs."""
-    from frwatch_operator.workloads.local_launch import run_local_job
+    from frwatch_dev.workloads.local_launch import run_local_job
 
     result = run_local_job(
         "crash", 3, tmp_path_factory.mktemp("crash-dumps"), culprit=2, timeout_s=3.0, deadline_s=90
@@ -69,7 +66,7 @@ def start_operator(s3: Any, cluster: Cluster, tmp_path: Path) -> Iterator[Operat
 
     def start(**env: str) -> OperatorProcess:
         full = operator_env(s3.env(), cluster.namespace, DEADLINE_SECONDS, **env)
-        op = OperatorProcess(full, tmp_path / f"operator{len(started)}.log", int(full["FRWATCH_WEBHOOK_PORT"]))
+        op = OperatorProcess(full, tmp_path / f"operator{len(started)}.log")
         started.append(op)
         return op.start()
 

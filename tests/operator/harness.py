@@ -4,61 +4,30 @@ kubelet played by the test (pod statuses patched through the API), and the agent
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.pod_record import StoredPodRecord
+from frwatch_dev.ports import free_port
+from frwatch_dev.testing.agent_process import AgentProcess
+from frwatch_dev.testing.agent_process import start_agent as start_agent_process
+from frwatch_dev.testing.operator_process import OperatorProcess
+from frwatch_dev.testing.polling import eventually as eventually  # the one poller (404: not yet)
 from frwatch_operator import constants as c
 from frwatch_operator.agent.dumpfiles import DumpWatcher
 from frwatch_operator.agent.uploader import Uploader
-from frwatch_operator.injection import apply_ops
 from frwatch_operator.s3store import S3Store
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = c.GROUP, c.VERSION
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0, every: float = 0.1) -> Any:
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
-        try:
-            last = check()
-        except ApiException as exc:
-            last = exc
-            if exc.status != 404:
-                raise
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 # --- the operator process ----------------------------------------------------------------------------------
@@ -79,108 +48,6 @@ def operator_env(s3_env: dict[str, str], namespace: str, deadline_seconds: int, 
         **({"FRWATCH_AGENT_KEY_NAMESPACE": namespace} if namespace else {}),  # its key ring beside the jobs
         **env,
     }  # fmt: skip
-
-
-@dataclass
-class OperatorProcess:
-    env: dict[str, str]
-    log_path: Path
-    webhook_port: int
-    proc: subprocess.Popen[bytes] | None = None
-    logs: list[str] = field(default_factory=list)
-
-    def start(self, timeout: float = 30.0) -> OperatorProcess:
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "frwatch_operator.cli", "operator"], env=self.env, stdout=log, stderr=log,
-            start_new_session=True,
-        )  # fmt: skip
-        log.close()
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.log()[-3000:]}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.webhook_port), 0.2),
-            ):
-                return self
-            time.sleep(0.1)
-        raise AssertionError(f"operator's webhook never listened:\n{self.log()[-3000:]}")
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no goodbye (a crash or an OOM kill)."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            return self.proc.wait(timeout=5)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def get(self, port_env: str, path: str) -> tuple[int, str]:
-        """GET ``path`` on the operator's port named by ``port_env`` (its env): (status, body)."""
-        url = f"http://127.0.0.1:{self.env[port_env]}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as err:
-            return err.code, err.read().decode()
-
-    def healthz(self) -> tuple[int, str]:
-        """kopf's liveness endpoint, as the kubelet's livenessProbe calls it."""
-        return self.get("FRWATCH_OPERATOR_HEALTH_PORT", "/healthz")
-
-    def metrics(self) -> dict[str, float]:
-        """One Prometheus scrape of ``/metrics``: ``'name{labels}'`` -> value (the text format's samples)."""
-        status, text = self.get("FRWATCH_OPERATOR_METRICS_PORT", "/metrics")
-        assert status == 200, text
-        samples: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                samples[name] = float(value)
-        return samples
-
-    def log_records(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log().splitlines():
-            with contextlib.suppress(ValueError):
-                obj = json.loads(line)
-                if isinstance(obj, dict):
-                    out.append(obj)
-        return out
-
-    def admit(self, pod: dict[str, Any], namespace: str) -> dict[str, Any]:
-        """Send the pod through the operator's mutating webhook (a real AdmissionReview over HTTP, as the
-        API server does on Pod CREATE) and return the pod with the patch applied."""
-        review = {
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-                "namespace": namespace, "object": pod, "userInfo": {"username": "test"}, "dryRun": False,
-            },
-        }  # fmt: skip
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.webhook_port}/frwatch-inject", data=json.dumps(review).encode(),
-            headers={"Content-Type": "application/json"}, method="POST",
-        )  # fmt: skip
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            answer = json.loads(resp.read())["response"]
-        assert answer["allowed"] is True
-        if "patch" not in answer:
-            return pod
-        return apply_ops(json.loads(json.dumps(pod)), json.loads(base64.b64decode(answer["patch"])))
 
 
 # --- jobs and pods, through the API ---------------------------------------------------------------------------
@@ -368,22 +235,6 @@ def upload_as_agent(
 
 
 # --- the real agent process ---------------------------------------------------------------------------------
-@dataclass
-class AgentProcess:
-    proc: subprocess.Popen[str]
-    dump_dir: Path
-    log_path: Path
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def agent_token(pod: dict[str, Any]) -> str:
     """The control token the webhook gave the pod's agent (derived from the operator's key ring)."""
     agent = next(x for x in pod["spec"]["initContainers"] if x["name"] == c.AGENT_CONTAINER)
@@ -394,23 +245,11 @@ def start_agent(s3_env: dict[str, str], job: dict[str, Any], pod: str, node: str
                 control_port: int, token: str, attempt: str = "0") -> AgentProcess:  # fmt: skip
     """`frwatch agent` for one pod, with the environment the webhook injects (identity, store, ``token``:
     the one injected into the admitted pod, :func:`agent_token`)."""
-    dump_dir = workdir / f"dumps-{pod}"
-    dump_dir.mkdir(parents=True, exist_ok=True)
     meta = job["metadata"]
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("FRWATCH_", "AWS_"))}, **s3_env,
-        "FRWATCH_S3_PREFIX": "frwatch", "FRWATCH_POD_NAME": pod, "FRWATCH_POD_NAMESPACE": meta["namespace"],
-        "FRWATCH_POD_NODE": node, "FRWATCH_POD_UID": "", "FRWATCH_JOB_NAME": meta["name"],
-        "FRWATCH_JOB_UID": meta["uid"], "FRWATCH_JOB_ATTEMPT": attempt, "FRWATCH_FR_DUMP_DIR": str(dump_dir),
-        "FRWATCH_AGENT_CONTROL_ADDR": "127.0.0.1", "FRWATCH_AGENT_CONTROL_PORT": str(control_port),
-        "FRWATCH_AGENT_TOKEN": token, "FRWATCH_AGENT_STABLE_SECONDS": "0.2",
-        "FRWATCH_AGENT_SCAN_INTERVAL_SECONDS": "0.1", "FRWATCH_AGENT_UPLOAD_BACKOFF_INITIAL_SECONDS": "0.2",
-        "FRWATCH_AGENT_UPLOAD_BACKOFF_MAX_SECONDS": "1", "FRWATCH_AGENT_DRAIN_SECONDS": "5",
-    }  # fmt: skip
-    log = workdir / f"agent-{pod}.log"
-    proc = subprocess.Popen([sys.executable, "-m", "frwatch_operator.cli", "agent"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=log.open("w"))  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line, f"agent exited before listening:\n{log.read_text()}"
-    return AgentProcess(proc, dump_dir, log)
+    return start_agent_process(
+        workdir, s3_env, dump_dir=workdir / f"dumps-{pod}", log=workdir / f"agent-{pod}.log",
+        FRWATCH_POD_NAME=pod, FRWATCH_POD_NAMESPACE=meta["namespace"], FRWATCH_POD_NODE=node, FRWATCH_POD_UID="",
+        FRWATCH_JOB_NAME=meta["name"], FRWATCH_JOB_UID=meta["uid"], FRWATCH_JOB_ATTEMPT=attempt,
+        FRWATCH_AGENT_CONTROL_PORT=str(control_port), FRWATCH_AGENT_TOKEN=token,
+        FRWATCH_AGENT_STABLE_SECONDS="0.2", FRWATCH_AGENT_DRAIN_SECONDS="5",
+    )  # fmt: skip

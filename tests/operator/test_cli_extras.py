@@ -40,3 +40,13 @@ def test_the_analyzer_needs_no_extra(tmp_path: Path) -> None:
     out = _frwatch_without_extra("analyze", str(tmp_path), "--format", "json")
     assert out.returncode == 0, out.stderr
     assert '"category": "no_dump"' in out.stdout
+
+
+def test_the_demo_without_the_development_package_says_where_it_is() -> None:
+    """The image has no frwatch_dev: `frwatch demo` there names it instead of a traceback."""
+    code = "import sys\nsys.modules['frwatch_dev'] = None\nfrom frwatch_operator.cli import main\nsys.exit(main(['demo']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert "frwatch demo: needs the 'dev' extra, which is not installed (no module named 'frwatch_dev" in out.stderr
+    assert "bash scripts/setup in a checkout of frwatch" in out.stderr

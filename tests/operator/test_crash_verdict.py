@@ -9,7 +9,7 @@ import json
 from harness import Cluster, eventually, upload_as_agent
 from test_collection import key_of, long_deadline_policy, manifest_of
 
-from frwatch_analyzers.testing import pickle_bytes, world
+from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_operator import constants as c
 from frwatch_operator.s3store import S3Store
 

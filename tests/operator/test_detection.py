@@ -7,8 +7,8 @@ import time
 
 from harness import Cluster, eventually
 
+from frwatch_dev.localcluster.kubectl import kubectl_path
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.kubectl import kubectl_path
 
 
 def test_a_container_exit_opens_an_incident_and_moves_the_job_to_the_next_attempt(

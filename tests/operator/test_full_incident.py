@@ -25,22 +25,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
-from harness import (
-    ROOT,
-    Cluster,
-    OperatorProcess,
-    eventually,
-    free_port,
-    operator_env,
-    upload_as_agent,
-)
+from harness import ROOT, Cluster, eventually, operator_env, upload_as_agent
 from kubernetes import client, config
 
-from frwatch_analyzers.testing import pickle_bytes, world
+from frwatch_dev.dumps import pickle_bytes, world
+from frwatch_dev.localcluster.audit import AuditEntry, start_audit_proxy
+from frwatch_dev.localcluster.rbac import check, grants_for
+from frwatch_dev.ports import free_port
+from frwatch_dev.testing.crds import ensure_crds
+from frwatch_dev.testing.operator_process import OperatorProcess
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.audit import AuditEntry, start_audit_proxy
-from frwatch_operator.localcluster.rbac import check, grants_for
 from frwatch_operator.s3store import S3Store
 
 sys.path.insert(0, str(ROOT / "tests" / "chart"))
@@ -101,14 +95,13 @@ def _secret(core: client.CoreV1Api, namespace: str, name: str, data: dict[str, s
 @pytest.fixture(scope="module")
 def own_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, client.ApiClient]]:
     """A fresh API emulator with the CRDs, and an admin client of it (the test's hands, not audited)."""
-    from frwatch_operator.localcluster import start_apiserver
+    from frwatch_dev.localcluster import start_apiserver
 
     handle = start_apiserver()
     try:
         path = handle.write_kubeconfig(tmp_path_factory.mktemp("own-api") / "kubeconfig")
         api = config.new_client_from_config(str(path))
-        for crd in CRD_FILES:
-            client.ApiextensionsV1Api(api).create_custom_resource_definition(yaml.safe_load(crd.read_text()))
+        ensure_crds(api, CRD_FILES)
         yield handle, api
         api.close()
     finally:
@@ -147,7 +140,7 @@ def run(
         FRWATCH_OPERATOR_LEADER_ELECTION="true", FRWATCH_OPERATOR_LEASE_NAMESPACE=release_ns,
         FRWATCH_OPERATOR_IDENTITY="frwatch-5d8c7-x2x9q",
     )  # fmt: skip
-    op = OperatorProcess(env, workdir / "operator.log", int(env["FRWATCH_WEBHOOK_PORT"]))
+    op = OperatorProcess(env, workdir / "operator.log")
     try:
         op.start()
         cluster = Cluster(op_api, job_ns)

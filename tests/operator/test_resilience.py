@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Cluster, agent_token, eventually, free_port, start_agent, upload_as_agent
+from harness import Cluster, agent_token, eventually, start_agent, upload_as_agent
 from test_collection import key_of, long_deadline_policy, manifest_of
 
+from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
 from frwatch_operator.s3store import S3Store
 

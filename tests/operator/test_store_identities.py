@@ -11,7 +11,7 @@ import boto3
 import botocore.config
 import pytest
 
-from frwatch_operator.localcluster.objectstore import ObjectStore
+from frwatch_dev.localcluster.objectstore import ObjectStore
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from frwatch_operator.localcluster.apiserver import ApiServerHandle
-from frwatch_operator.localcluster.kubectl import kubectl_path
+from frwatch_dev.localcluster.apiserver import ApiServerHandle
+from frwatch_dev.localcluster.kubectl import kubectl_path
 from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 HERE = Path(__file__).parent

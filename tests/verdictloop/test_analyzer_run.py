@@ -177,7 +177,7 @@ def test_a_gpu_hang_cordons_its_node(
     did), the analyzer Job's command really run, and remediation on: the suspect node is cordoned."""
     from kubernetes import client
 
-    from frwatch_analyzers.testing import pickle_bytes, world
+    from frwatch_dev.dumps import pickle_bytes, world
 
     ns = k8s_namespace
     nodes = [f"{ns[-6:]}-gpu-{r}" for r in range(8)]

@@ -7,8 +7,11 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from tls_helpers import WebhookThread, free_port, https_admit, job, patched, pod, render_chart, review
+from tls_helpers import https_admit, job, pod, render_chart
 
+from frwatch_dev.ports import free_port
+from frwatch_dev.testing.admission import patched, review
+from frwatch_dev.testing.webhook_thread import WebhookThread
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, WebhookSettings
 from frwatch_operator.webhook import JobIndex

@@ -13,25 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
-from tls_helpers import (
-    CRDS,
-    OperatorProcess,
-    chart_env,
-    eventually,
-    free_port,
-    https_admit,
-    patched,
-    pod,
-    render_chart,
-    review,
-)
+from tls_helpers import CRDS, chart_env, https_admit, pod, render_chart
 
+from frwatch_dev.localcluster.audit import start_audit_proxy
+from frwatch_dev.localcluster.rbac import check, grants_for
+from frwatch_dev.ports import free_port
+from frwatch_dev.testing.admission import patched, review
+from frwatch_dev.testing.crds import ensure_crds
+from frwatch_dev.testing.operator_process import OperatorProcess
+from frwatch_dev.testing.polling import any_error, wait_for
 from frwatch_operator import constants as c
-from frwatch_operator.localcluster.audit import start_audit_proxy
-from frwatch_operator.localcluster.rbac import check, grants_for
 from frwatch_operator.webhook_tls import CA_CRT, TLS_CRT, certificate_names
 
 USER = "frwatch-operator"
@@ -42,12 +35,7 @@ def release(k8s_api: Any, k8s_namespace: str, tmp_path: Path) -> Iterator[dict[s
     """The chart in tls.mode=operator, rendered for the test's namespace; its MutatingWebhookConfiguration
     created as helm would (sent only this namespace's pods: the emulator is shared)."""
     api = kube_config.new_client_from_config()
-    ext = client.ApiextensionsV1Api(api)
-    have = {crd.metadata.name for crd in ext.list_custom_resource_definition().items}
-    for path in CRDS:
-        crd = yaml.safe_load(path.read_text())
-        if crd["metadata"]["name"] not in have:
-            ext.create_custom_resource_definition(crd)
+    ensure_crds(api, CRDS)
     # operator.namespaces: the operator leaves the other tests' objects in the shared emulator alone.
     values = {"fullnameOverride": f"fw-{k8s_namespace[-6:]}", "webhook": {"tls": {"mode": "operator"}},
               "operator": {"namespaces": [k8s_namespace]}}  # fmt: skip
@@ -103,7 +91,7 @@ def test_the_operator_makes_its_certificate_patches_the_ca_bundle_and_serves_it_
             out = patched(obj, https_admit(op.webhook_port, bundle, hostname, review(obj, ns)))
             return out if c.ANN_INJECTED in (out["metadata"].get("annotations") or {}) else None
 
-        assert eventually(injected, "the injection patch over HTTPS", 20)
+        assert wait_for(injected, 20, "the injection patch over HTTPS", 0.1, not_yet=any_error)
         assert op.stop() == 0, op.log()[-3000:]
 
         # A restart: the same Secret (not even rewritten), the same caBundle, the same certificate served.
@@ -114,7 +102,7 @@ def test_the_operator_makes_its_certificate_patches_the_ca_bundle_and_serves_it_
         assert admission.read_mutating_webhook_configuration(release["mwc"]).metadata.resource_version == (
             mwc.metadata.resource_version
         )
-        assert eventually(injected, "the injection patch over HTTPS after the restart", 20)
+        assert wait_for(injected, 20, "the injection patch over HTTPS after the restart", 0.1, not_yet=any_error)
         assert op.stop() == 0, op.log()[-3000:]
     finally:
         op.stop()

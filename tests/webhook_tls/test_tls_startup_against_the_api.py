@@ -25,18 +25,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from kubernetes import client
 from kubernetes import config as kube_config
-from tls_helpers import (
-    SERVICE,
-    WebhookThread,
-    configuration,
-    free_port,
-    https_admit,
-    job,
-    patched,
-    pod,
-    review,
-)
+from tls_helpers import SERVICE, configuration, https_admit, job, pod
 
+from frwatch_dev.ports import free_port
+from frwatch_dev.testing.admission import patched, review
+from frwatch_dev.testing.webhook_thread import WebhookThread
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, WebhookSettings
 from frwatch_operator.webhook import JobIndex

@@ -5,18 +5,9 @@ the way the API server does (the caBundle as the only trust, the Service's DNS n
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
-import signal
-import socket
 import ssl
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +15,9 @@ import urllib3
 import yaml
 
 from frwatch_operator import constants as c
-from frwatch_operator.injection import apply_ops
 from frwatch_operator.webhook import HANDLER_ID
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "capture"))
-from webhook_server import WebhookThread as WebhookThread
-
 SERVICE = "frwatch-webhook"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def configuration(name: str, namespace: str) -> dict[str, Any]:
@@ -76,17 +57,6 @@ def pod(namespace: str, job_name: str = "llama") -> dict[str, Any]:
     }  # fmt: skip
 
 
-def review(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-            "namespace": namespace, "object": obj, "userInfo": {"username": "test"}, "dryRun": False,
-        },
-    }  # fmt: skip
-
-
 def https_admit(port: int, ca_bundle_b64: str, hostname: str, body: dict[str, Any]) -> dict[str, Any]:
     """POST an AdmissionReview over HTTPS to 127.0.0.1:``port`` as the API server would: trusting only the
     caBundle, with ``hostname`` as SNI and as the name the certificate must carry. Returns the response."""
@@ -103,13 +73,6 @@ def https_admit(port: int, ca_bundle_b64: str, hostname: str, body: dict[str, An
     assert resp.status == 200, resp.data
     answer: dict[str, Any] = json.loads(resp.data)["response"]
     return answer
-
-
-def patched(obj: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
-    assert answer["allowed"] is True
-    if "patch" not in answer:
-        return obj
-    return apply_ops(json.loads(json.dumps(obj)), json.loads(base64.b64decode(answer["patch"])))
 
 
 # --- the real operator, configured by the chart --------------------------------------------------------------
@@ -134,69 +97,3 @@ def chart_env(docs: list[dict[str, Any]]) -> dict[str, str]:
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     return {e["name"]: e["value"] for e in container["env"] if "value" in e}
-
-
-@dataclass
-class OperatorProcess:
-    """``frwatch operator`` as a subprocess (its own session, so a stop reaches its whole group)."""
-
-    env: dict[str, str]
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def webhook_port(self) -> int:
-        return int(self.env["FRWATCH_WEBHOOK_PORT"])
-
-    def start(self, timeout: float = 30.0) -> OperatorProcess:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "frwatch_operator.cli", "operator"],
-                                         env=self.env, stdout=log, stderr=log, start_new_session=True)  # fmt: skip
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.log()[-3000:]}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.webhook_port), 0.2),
-            ):
-                return self
-            time.sleep(0.1)
-        raise AssertionError(f"the operator's webhook never listened:\n{self.log()[-3000:]}")
-
-    def stop(self) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            return self.proc.wait(timeout=10)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def log_records(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log().splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    out.append(record)
-        return out
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
-        try:
-            last = check()
-        except Exception as exc:  # not yet (e.g. the job not in the index yet)
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

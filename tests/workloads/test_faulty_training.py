@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.safe_load import DumpError
+from frwatch_dev.workloads.local_launch import LocalJobResult, rank_environ, run_local_job
+from frwatch_dev.workloads.scenarios import Scenario
 from frwatch_operator.constants import WORKLOAD_DUMP_FLAG_FILE
-from frwatch_operator.workloads.local_launch import LocalJobResult, rank_environ, run_local_job
-from frwatch_operator.workloads.scenarios import Scenario
 from realdumps import RealDumps, load_dump
 
 Dump = dict[str, Any]
@@ -331,7 +331,7 @@ def test_the_launcher_kills_a_rank_that_would_hang_forever(tmp_path: Path) -> No
 
 # --- the rank's environment -----------------------------------------------------------------------------------
 def test_the_global_rank_is_rank_else_node_rank_times_nproc_plus_local_rank() -> None:
-    from frwatch_operator.workloads.faulty_training import RankEnv
+    from frwatch_dev.workloads.faulty_training import RankEnv
 
     base = {"WORLD_SIZE": "8", "MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456"}
     assert RankEnv.from_environ({**base, "RANK": "3", "PET_NODE_RANK": "1"}).rank == 3
@@ -346,7 +346,7 @@ def test_the_global_rank_is_rank_else_node_rank_times_nproc_plus_local_rank() ->
 
 
 def test_the_dump_prefix_prefers_the_new_variable_then_the_old_then_nccls_default() -> None:
-    from frwatch_operator.workloads.dump_on_failure import dump_prefix_from
+    from frwatch_dev.workloads.dump_on_failure import dump_prefix_from
 
     assert (
         dump_prefix_from({"TORCH_FR_DUMP_TEMP_FILE": "/a/", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/b/"})
@@ -357,7 +357,7 @@ def test_the_dump_prefix_prefers_the_new_variable_then_the_old_then_nccls_defaul
 
 
 def test_a_dump_appears_under_its_final_name_only_whole(tmp_path: Path) -> None:
-    from frwatch_operator.workloads.dump_on_failure import write_atomically
+    from frwatch_dev.workloads.dump_on_failure import write_atomically
 
     target = tmp_path / "sub" / "nccl_trace_rank_7"
     write_atomically(target, b"\x80\x02}q\x00.")

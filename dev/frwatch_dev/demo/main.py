@@ -1,0 +1,42 @@
+"""`frwatch demo`: the README's first command.
+
+Default: the whole chain on a local cluster (``cluster_demo``): an opted-in 4-rank PyTorchJob with a
+rank-dependent bug, captured, analysed, the verdict on the job (``--scenario skip|cpu_stuck|hardware``).
+``--local``: no cluster, the analyzer's half only: real rank processes, their dumps, the analysis.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from frwatch_dev.workloads.scenarios import Scenario
+
+from . import cluster_demo, local
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="frwatch demo", description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--scenario",
+        default="skip",
+        help=f"the fault; cluster: {', '.join(sorted(cluster_demo.SCENARIOS))}; "
+        f"--local: {', '.join(s.value for s in Scenario)} (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cordon", action="store_true", help="hardware scenario: really cordon (default: dry-run)"
+    )
+    p.add_argument(
+        "--local", action="store_true", help="no cluster: rank processes, dumps and the analysis only"
+    )
+    p.add_argument("--world-size", type=int, default=4, help="--local: rank processes (default: %(default)s)")
+    p.add_argument("--keep", type=Path, help="--local: keep the dumps in this folder")
+    p.add_argument("--keep-logs", action="store_true", help="cluster: keep the logs (default: only when it fails)")
+    args = p.parse_args(argv)
+    if args.local:
+        if args.scenario not in {s.value for s in Scenario}:
+            p.error(f"--local --scenario must be one of {', '.join(s.value for s in Scenario)}")
+        return local.run(args)
+    if args.scenario not in cluster_demo.SCENARIOS:
+        p.error(f"--scenario must be one of {', '.join(sorted(cluster_demo.SCENARIOS))} (or use --local)")
+    return cluster_demo.run(args)

@@ -1,0 +1,16 @@
+"""Real torch gloo training workloads that fail the way training jobs fail, producing real Flight Recorder dumps.
+
+- `scenarios`: the named faults (torch-free, so launchers and tests can list them cheaply).
+- `faulty_training`: the training script, one process per rank (`python -m ...faulty_training --scenario X`).
+- `dump_on_failure`: NCCL's "every rank dumps on a timeout" imitated for gloo (flag file + TCPStore key).
+- `local_launch`: run one job as local processes on loopback (`run_local_job`, and a CLI).
+
+Nothing here is imported by the operator: only `faulty_training` and `dump_on_failure` import torch.
+"""
+
+#: A pod's command that runs the failing training script (``--scenario X`` and more after it).
+WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]
+#: A pod's command that trains, then dumps on demand when the agent asks (``on_demand``).
+ON_DEMAND = ["python", "-m", "frwatch_dev.workloads.on_demand"]
+#: A pod's command that fabricates the dump a hung GPU leaves (the demo's hardware scenario, example 03).
+GPU_HANG = ["python", "-m", "frwatch_dev.demo.gpu_hang"]

@@ -8,6 +8,7 @@ shows them), the Lease. API errors become frwatch's vocabulary in :mod:`frwatch_
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from kubernetes import client
 from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
 from frwatch_operator.capture_gaps import gap_closed
-from frwatch_operator.errors import ConflictError, NotFoundError, RetryableError
+from frwatch_operator.errors import ConflictError, FrwatchError, NotFoundError, RetryableError
 from frwatch_operator.incident_naming import next_attempt
 from frwatch_operator.job_failure import start_to_record
 from frwatch_operator.jobkinds import JobKind
@@ -124,6 +125,36 @@ class Kube:
                 continue  # someone changed the job; read it again
             return new
         raise RetryableError(f"annotate {kind.kind} {namespace}/{name}: kept conflicting; will retry")
+
+    def served(self, kind: JobKind) -> bool | None:
+        """Whether the API server serves the kind (discovery of ``/apis/<group>/<version>``, which every
+        client may read); None when discovery could not be asked."""
+        try:
+            raw = api_call(f"discover {kind.group}/{kind.version}", lambda: self.api.call_api(
+                f"/apis/{kind.group}/{kind.version}", "GET", auth_settings=["BearerToken"],
+                _return_http_data_only=True, _preload_content=False))  # fmt: skip
+            found = json.loads(raw.data)
+        except NotFoundError:
+            return False
+        except (FrwatchError, ValueError, AttributeError):
+            return None
+        resources = found.get("resources") if isinstance(found, Mapping) else None
+        return any(isinstance(r, Mapping) and r.get("name") == kind.plural for r in resources or [])
+
+    def runtime_exists(self, namespace: str, kind: str, name: str) -> bool:
+        """Whether a Trainer runtime exists: a ``TrainingRuntime`` in ``namespace``, else (``kind``
+        ClusterTrainingRuntime) the cluster-scoped one."""
+        g, v = c.TRAINER_GROUP, c.TRAINER_VERSION
+        try:
+            if kind == c.TRAINING_RUNTIME_KIND:
+                api_call(f"get TrainingRuntime {namespace}/{name}", lambda: self.custom.get_namespaced_custom_object(
+                    g, v, namespace, c.TRAINING_RUNTIME_PLURAL, name))  # fmt: skip
+            else:
+                api_call(f"get ClusterTrainingRuntime {name}", lambda: self.custom.get_cluster_custom_object(
+                    g, v, c.CLUSTER_TRAINING_RUNTIME_PLURAL, name))  # fmt: skip
+        except NotFoundError:
+            return False
+        return True
 
     # --- incidents --------------------------------------------------------------------------------------
     def create_incident(self, body: Mapping[str, Any]) -> bool:

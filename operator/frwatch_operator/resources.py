@@ -226,6 +226,10 @@ class ConditionType(StrEnum):
     ANALYSIS_REQUESTED = "AnalysisRequested"
     ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
     REMEDIATED = "Remediated"  #: what the cordon policy did
+    #: False: pods of the attempt whose global ranks cannot be derived (named in the message; they got none)
+    RANKS_KNOWN = "RanksKnown"
+    #: False: the job's spec, status or pods say something that stops capture or ranks (named in the message)
+    JOB_INPUT_VALID = "JobInputValid"
 
 
 class Condition(_Wire):

@@ -63,7 +63,7 @@ def jobset(name: str = "llama", *, uid: str = "js-uid-1", owner: dict[str, Any] 
         "metadata": meta,
         "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
             "parallelism": 4, "completions": 4, "completionMode": "Indexed",
-            "template": {"spec": {"containers": [mnist_container()]}}}}}]},  # fmt: skip
+            "template": {"spec": {"containers": [mnist_container()]}}}}}]},
         "status": {"restarts": restarts},
     }
 
@@ -80,7 +80,7 @@ def mnist_container() -> dict[str, Any]:
             {"name": "PYTHONUNBUFFERED", "value": "0"},
         ],
         "command": ["bash", "-xc", "torchrun --rdzv_id=123 --nnodes=4 --nproc_per_node=1 --master_addr=$MASTER_ADDR "
-                    "--master_port=$MASTER_PORT --node_rank=$RANK mnist.py --epochs=1 --log-interval=1\n"],  # fmt: skip
+                    "--master_port=$MASTER_PORT --node_rank=$RANK mnist.py --epochs=1 --log-interval=1\n"],
     }
 
 
@@ -110,7 +110,7 @@ def pod(jobset_name: str, rjob: str, index: int, container: dict[str, Any], *, j
         c.LABEL_JOBSET_NAME: jobset_name, c.LABEL_JOBSET_UID: jobset_uid, c.LABEL_JOBSET_REPLICATED_JOB: rjob,
         c.LABEL_JOBSET_RESTART_ATTEMPT: str(restart), "jobset.sigs.k8s.io/replicatedjob-replicas": "1",
         "jobset.sigs.k8s.io/global-replicas": "1", c.LABEL_JOBSET_JOB_INDEX: str(job_index),
-        "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"ns/{job}".encode()).hexdigest(),  # noqa: S324 - as JobSet
+        "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"ns/{job}".encode()).hexdigest(),
         c.LABEL_JOBSET_JOB_GLOBAL_INDEX: str(job_index), "jobset.sigs.k8s.io/group-name": "default",
         "jobset.sigs.k8s.io/group-replicas": "1", "jobset.sigs.k8s.io/job-group-index": str(job_index),
     }  # fmt: skip
@@ -129,11 +129,11 @@ def pod(jobset_name: str, rjob: str, index: int, container: dict[str, Any], *, j
             "labels": labels,
             "annotations": {**jobset_meta, c.ANN_JOB_COMPLETION_INDEX: str(index)},
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": job_uid,
-                                 "controller": True, "blockOwnerDeletion": True}],  # fmt: skip
+                                 "controller": True, "blockOwnerDeletion": True}],
             "creationTimestamp": "2026-11-25T10:00:00Z",
         },
         "spec": {"containers": [body_container], "restartPolicy": "OnFailure", "subdomain": jobset_name,
-                 "hostname": f"{job}-{index}", "nodeName": node},  # fmt: skip
+                 "hostname": f"{job}-{index}", "nodeName": node},
         "status": {"phase": "Running"},
     }
 

@@ -1,6 +1,6 @@
 """Pydantic models of frwatch's custom resources (group ``frwatch.io``, version ``v1alpha1``).
 
-``CapturePolicy`` (namespaced): which PyTorchJobs of its namespace get Flight Recorder capture, and with
+``CapturePolicy`` (namespaced): which jobs (PyTorchJob, TrainJob, JobSet) of its namespace get Flight Recorder capture, and with
 which settings. ``Incident`` (namespaced, owned by the job): one captured failure of one job attempt.
 
 Every field is documented where it is declared: the CRD YAML in ``crds/`` is generated from / checked
@@ -74,7 +74,8 @@ class LabelSelectorRequirement(_Wire):
 
 
 class LabelSelector(_Wire):
-    """A Kubernetes label selector over the PyTorchJob's labels. Empty selects every job of the namespace."""
+    """A Kubernetes label selector over the job's labels (a PyTorchJob, TrainJob or JobSet: every kind frwatch
+    follows). Empty selects every job of the namespace."""
 
     match_labels: dict[str, str] = Field(
         default_factory=dict, description="Labels the job must carry with exactly these values."
@@ -119,7 +120,7 @@ class RemediationPolicy(_Wire):
 
 
 class CapturePolicySpec(_Wire):
-    """Opt the selected PyTorchJobs of this namespace into capture, with these settings.
+    """Opt the selected jobs of this namespace (any kind frwatch follows) into capture, with these settings.
 
     Unset fields take the operator's defaults. A job annotated ``frwatch.io/capture: disabled`` is never
     captured; when several policies select one job, the oldest (then by name) wins and the others are
@@ -127,7 +128,8 @@ class CapturePolicySpec(_Wire):
     """
 
     job_selector: LabelSelector = Field(
-        default_factory=LabelSelector, description="Which PyTorchJobs (by their labels) this policy opts in."
+        default_factory=LabelSelector,
+        description="Which jobs (PyTorchJobs, TrainJobs, JobSets: by their labels) this policy opts in.",
     )
     buffer_size: int | None = Field(
         default=None,
@@ -189,7 +191,7 @@ class JobRef(_Wire):
     """The training job an incident belongs to."""
 
     api_version: str = Field(default="kubeflow.org/v1", description="apiVersion of the job.")
-    kind: str = Field(default="PyTorchJob", description="Kind of the job.")
+    kind: str = Field(default="PyTorchJob", description="Kind of the job: PyTorchJob, TrainJob or JobSet.")
     name: str = Field(description="Name of the job (same namespace as the incident).")
     uid: str = Field(description="uid of the job: a recreated job with the same name is another job.")
 

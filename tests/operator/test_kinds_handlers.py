@@ -199,3 +199,20 @@ def test_a_jobset_pod_without_its_labels_is_named_and_a_restart_opens_the_next_a
     assert {f.name for f in deps.seen.pods("ns", "train", "1")} == {second["metadata"]["name"]}
     other_jobset = pod("train", "workers", 0, trainer_container(1, "1", "train"), jobset_uid="someone-else")
     assert on_pod(deps, _crashed(_injected(other_jobset, "JobSet", "train", "js-uid-1")), deleted=False) is None
+
+
+def test_a_capture_policy_selects_jobs_of_every_kind_by_their_labels() -> None:
+    labelled = {"team": "vision"}
+    tj, js = trainjob("llama"), jobset("mine", uid="js-uid-2")
+    for body in (tj, js):
+        body["metadata"]["labels"] = labelled
+    kube = FakeKube(tj, js)
+    deps = deps_of(kube)
+    deps.index.upsert_policy({"metadata": {"name": "vision", "namespace": "ns", "creationTimestamp": "2026-11-25T09:00:00Z"},
+                              "spec": {"jobSelector": {"matchLabels": labelled}}})  # fmt: skip
+    on_job(deps, "ADDED", copy.deepcopy(tj), TRAINJOB)
+    on_job(deps, "ADDED", copy.deepcopy(js), JOBSET)
+    for name in ("llama", "mine"):
+        decision = deps.index.decide("ns", name, deps.config)
+        assert decision is not None and decision.enabled and decision.policy == "vision"
+    assert reasons(kube, "TrainJob") == [Reason.CAPTURE_ENABLED] == reasons(kube, "JobSet")

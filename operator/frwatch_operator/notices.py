@@ -176,8 +176,8 @@ def ranks_unknown(pod: str, problem: str) -> Notice:
     return Notice(
         "Warning",
         Reason.RANKS_UNKNOWN,
-        f"pod {pod}: its global ranks cannot be derived ({problem}); frwatch gives it no rank: only the dumps "
-        "its agent uploads say which ranks it held",
+        f"pod {pod}: its global ranks cannot be derived ({problem}); frwatch gives it (and every pod of the job "
+        "with the same problem) no rank: only the dumps its agent uploads say which ranks it held",
     )
 
 

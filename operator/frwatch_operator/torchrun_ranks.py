@@ -77,10 +77,10 @@ class _Unreadable(Exception):
     """A value frwatch cannot read exactly (the message says which and why)."""
 
 
-def _env_value(pod: Mapping[str, Any], env: Mapping[str, Any], name: str) -> str | None:
+def _env_value(pod: Mapping[str, Any], env: list[Any], name: str) -> str | None:
     """The value the container's env var ``name`` will have (None: not set), from a literal or a
     ``fieldRef`` to the pod's own annotations/labels; _Unreadable for any other source."""
-    for var in reversed(_list(env.get("__vars__"))):  # the last definition wins, as in the kubelet
+    for var in reversed(env):  # the last definition wins, as in the kubelet
         if not isinstance(var, Mapping) or var.get("name") != name:
             continue
         if "value" in var:
@@ -98,7 +98,7 @@ def _env_value(pod: Mapping[str, Any], env: Mapping[str, Any], name: str) -> str
     return None
 
 
-def _expand(pod: Mapping[str, Any], env: Mapping[str, Any], text: str, what: str) -> str:
+def _expand(pod: Mapping[str, Any], env: list[Any], text: str, what: str) -> str:
     """``text`` with ``$(VAR)``/``${VAR}``/``$VAR`` replaced by the env's values (_Unreadable when unknown)."""
 
     def one(m: re.Match[str]) -> str:
@@ -135,7 +135,7 @@ def _setting(
     pod: Mapping[str, Any], container: Mapping[str, Any], args: tuple[str, ...], env_name: str
 ) -> tuple[str | None, str]:
     """(the raw value, where it came from) of a torchrun setting: the argument wins over ``PET_*``."""
-    env = {"__vars__": _list(container.get("env"))}
+    env = _list(container.get("env"))
     raw = _arg(_words(container), args)
     if raw is not None:
         return _expand(pod, env, raw, args[0]).strip("\"'"), args[0]

@@ -151,6 +151,10 @@ def test_a_pod_whose_rank_cannot_be_derived_is_named_on_the_trainjob_and_in_its_
     assert ranks == {good["metadata"]["name"]: (0, 1), bad["metadata"]["name"]: ()}  # none, never a guess
     named = [(ref.kind, ref.name, n.message) for ref, n in kube.events if n.reason == Reason.RANKS_UNKNOWN]
     assert len(named) == 1 and named[0][:2] == ("TrainJob", "llama") and bad["metadata"]["name"] in named[0][2]
+    twin = copy.deepcopy(bad)  # the same problem on another pod: in the conditions, not in another Event
+    twin["metadata"]["name"] += "-twin"
+    on_pod(deps, _injected(twin, "TrainJob", "llama", "tj-uid-1"), deleted=False)
+    assert [n.reason for _, n in kube.events].count(Reason.RANKS_UNKNOWN) == 1
 
     incident = on_pod(deps, _crashed(_injected(bad, "TrainJob", "llama", "tj-uid-1")), deleted=False)
     assert incident is not None
@@ -163,7 +167,8 @@ def test_a_pod_whose_rank_cannot_be_derived_is_named_on_the_trainjob_and_in_its_
     assert kube.objects[("TrainJob", "llama")]["metadata"]["annotations"][c.ANN_ATTEMPT] == "1"
     now = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
     (cond,) = input_conditions(deps.seen.problems("ns", "llama"), [], now)
-    assert (cond.type, cond.status) == (ConditionType.RANKS_KNOWN, "False") and bad["metadata"]["name"] in cond.message
+    assert (cond.type, cond.status) == (ConditionType.RANKS_KNOWN, "False")
+    assert bad["metadata"]["name"] in cond.message and twin["metadata"]["name"] in cond.message
 
 
 def test_a_trainjob_whose_runtime_is_missing_is_named_in_an_event_and_in_its_incidents() -> None:

@@ -103,8 +103,9 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind | No
         return None  # not injected by frwatch: no dumps to collect, no attempt to name
     deps.seen.record_pod(facts)
     if not deleted:
-        bad_input(deps, kind, entry, facts.name, [notices.ranks_unknown(facts.name, ranks.problem)] * bool(ranks.problem)
-                  + [notices.pod_labels_missing(facts.name, p) for p in kind.pod_problems(pod)])  # fmt: skip
+        said = [(notices.ranks_unknown(facts.name, ranks.problem), ranks.problem)] if ranks.problem else []
+        bad_input(deps, kind, entry, facts.name, said + [(notices.pod_labels_missing(facts.name, p), p)
+                                                         for p in kind.pod_problems(pod)])  # fmt: skip
     created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
     if not deleted and start_to_record(entry.as_body(), facts.attempt, created) is not None:
         try:  # best effort: it must never stand between a failure and its Incident
@@ -116,13 +117,16 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind | No
     return open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
 
 
-def bad_input(deps: Deps, kind: JobKind, entry: JobEntry, pod: str, said: list[notices.Notice]) -> None:
-    """Name a pod's bad input once: an Event on the job, and kept for its Incidents' conditions. Best
-    effort: saying it must never stand between a failure and its Incident."""
+def bad_input(
+    deps: Deps, kind: JobKind, entry: JobEntry, pod: str, said: list[tuple[notices.Notice, str]]
+) -> None:
+    """Name a pod's bad input (``(notice, problem)`` pairs): kept for its Incidents' conditions, and one Event
+    on the job per distinct problem (the first pod that shows it: a 1000-pod job with the same problem posts
+    one). Best effort: saying it must never stand between a failure and its Incident."""
     ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, entry.namespace, entry.name, entry.uid)
-    for notice in said:
+    for notice, problem in said:
         deps.seen.note_problem(entry.namespace, entry.name, f"pod {pod}/{notice.reason}", notice.message)
-        if not deps.seen.first_time(f"{entry.uid}/{notice.reason}/{notice.message}"):
+        if not deps.seen.first_time(f"{entry.uid}/{notice.reason}/{problem}"):
             continue
         logger.warning("%s %s/%s: %s", kind.kind, entry.namespace, entry.name, notice.message)
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,28 +24,10 @@ from frwatch_operator.job_failure import start_to_record
 from frwatch_operator.jobkinds import JobKind
 from frwatch_operator.kube_errors import api_call
 from frwatch_operator.notices import Notice
+from frwatch_operator.notices import ObjectRef as ObjectRef  # kube.ObjectRef, as before
 from frwatch_operator.times import now_rfc3339
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """The object an Event is about."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-
-    @classmethod
-    def of(cls, body: Mapping[str, Any]) -> ObjectRef:
-        meta = body.get("metadata") or {}
-        return cls(
-            str(body.get("apiVersion") or ""), str(body.get("kind") or ""), str(meta.get("namespace") or ""),
-            str(meta.get("name") or ""), str(meta.get("uid") or ""),
-        )  # fmt: skip
 
 
 class Kube:

@@ -10,9 +10,9 @@ from vl_builders import create_node, events_about, hardware_verdict
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
+from frwatch_operator.incident import IncidentIdentity
 from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.cordoning import remediate
-from frwatch_operator.verdictloop.incident import IncidentIdentity
 from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 from frwatch_operator.verdictloop.remediation import effective_rules
 

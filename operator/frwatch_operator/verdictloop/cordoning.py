@@ -25,11 +25,11 @@ from datetime import datetime
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.config import RemediationSettings
 from frwatch_operator.errors import ConflictError, FatalError, NamespaceMissingError
+from frwatch_operator.incident import IncidentIdentity
 from frwatch_operator.notices import Notice, Reason
-from frwatch_operator.resources import Condition
+from frwatch_operator.resources import Condition, ConditionReason
 from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.events import event_object
-from frwatch_operator.verdictloop.incident import IncidentIdentity
 from frwatch_operator.verdictloop.job_report import one_line, remediated_condition
 from frwatch_operator.verdictloop.ports import KubeActions
 from frwatch_operator.verdictloop.remediation import (
@@ -219,7 +219,7 @@ def _without_breaker(
     for about in (job_object, incident.reference()):
         if about is not None:
             kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
-    condition = remediated_condition(rules.mode.value, summary, cordoned=False, now=now, reason=reason.value)
+    condition = remediated_condition(rules.mode.value, summary, cordoned=False, now=now, reason=ConditionReason.BREAKER_STATE_UNAVAILABLE)
     return RemediationResult(plan, condition=condition)
 
 

@@ -46,7 +46,6 @@ from frwatch_operator.resources import (
 from frwatch_operator.times import parse_rfc3339
 from frwatch_operator.verdictloop import AnalysisRequest, KubeActions, advance_analysis, start_analysis
 from frwatch_operator.verdictloop.handler import record
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 
 def handed_over(status: IncidentStatus) -> bool:
@@ -127,7 +126,7 @@ def active(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    actions = KubernetesActions(deps.kube.api)
+    actions = deps.kube  # the one adapter, as the verdict loop's port
 
     @kopf.on.event(c.GROUP, c.VERSION, c.INCIDENT_PLURAL, id="frwatch-incident-phases", registry=registry)
     def incident_event(type: str | None, body: kopf.Body, **_: Any) -> None:

@@ -162,7 +162,7 @@ def start_analysis(
                 "Warning", Reason.ANALYSIS_FAILED, f"no verdict ({ConditionReason.API_REFUSED}): {message}"[:1024]
             )
             try:
-                kube.post_event(
+                kube.create_event(
                     event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now)
                 )
             except FatalError as post:
@@ -204,7 +204,7 @@ def _create_analyzer_job(
         )
     where = name if ns == incident.namespace else f"{ns}/{name}"
     spec = Notice("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
-    kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
+    kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
     status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
     return Step(status, done=False, retry_after=POLL_SECONDS)
 
@@ -271,7 +271,7 @@ def _advance(
         {} if view.status.analyzer_job
         else {**analyzing_status(name, now=now, conditions=view.status.conditions), "analyzerNamespace": ns}
     )  # fmt: skip
-    job = kube.get_job(ns, name)
+    job = kube.get_batch_job(ns, name)
     note = ""
     ended = Observed()
     if job is None:
@@ -355,7 +355,7 @@ def _report(
             "nodes that ran this attempt's pods (status.observed) and cordons nothing else", 1024))  # fmt: skip
         for about in (job_ref, view.identity.reference()):
             if about is not None:
-                kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+                kube.create_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
         evidence = Condition(
             type=ConditionType.EVIDENCE_CONSISTENT, status="False", reason=ConditionReason.EVIDENCE_INCONSISTENT, message=spec.message,
             last_transition_time=rfc3339(now),
@@ -370,12 +370,12 @@ def _report(
             job_annotations(verdict, incident=view.name, report=report, observed=seen, attempt=view.spec.attempt),
         )
         for spec in said:
-            kube.post_event(event_object(spec, about=job_ref, incident_uid=view.uid, now=now))
+            kube.create_event(event_object(spec, about=job_ref, incident_uid=view.uid, now=now))
     else:
         gone = f"the {view.spec.job_ref.kind} was deleted while it was analysed: nothing annotated, no node touched"
         note = f"{note}; {gone}" if note else gone
     diagnosed = said[0]
-    kube.post_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
+    kube.create_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
     remediated = None
     detected = parse_rfc3339(view.status.detected_at)
     observed = Observed(
@@ -437,7 +437,7 @@ def _fail(
         targets.append(_job_involved(view, training))
     for about in targets:
         try:
-            kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+            kube.create_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
         except FatalError as exc:
             if not best_effort:
                 raise

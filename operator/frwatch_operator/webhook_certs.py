@@ -27,6 +27,14 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+def _key_usage(*, signs: bool) -> x509.KeyUsage:
+    """Digital signatures; and, for a CA (``signs``), signing certificates and CRLs. Nothing else."""
+    return x509.KeyUsage(
+        digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+        key_agreement=False, key_cert_sign=signs, crl_sign=signs, encipher_only=False, decipher_only=False,
+    )  # fmt: skip
+
+
 def issue_ca(service_name: str, now: datetime, validity: timedelta) -> tuple[bytes, bytes]:
     """A self-signed CA for the webhook (certificate PEM, key PEM); it can sign leaf certificates only."""
     key = _new_key()
@@ -44,20 +52,7 @@ def issue_ca(service_name: str, now: datetime, validity: timedelta) -> tuple[byt
         .not_valid_before(now - BACKDATE)
         .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(signs=True), critical=True)
         .add_extension(ski, critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -82,20 +77,7 @@ def issue_certificate(
         .not_valid_after(not_after)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(signs=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(

@@ -30,6 +30,8 @@ from frwatch_operator.times import parse_rfc3339, rfc3339
 
 #: The job conditions that mean "this attempt's training failed" (Kubeflow's JobConditionType values).
 FAILURE_CONDITIONS = ("Failed", "Restarting")
+#: The job conditions that mean "the job is over" (Kubeflow's JobConditionType values).
+END_CONDITIONS = ("Succeeded", "Failed")
 
 
 def attempt_started_value(attempt: str, started: datetime) -> str:
@@ -96,6 +98,22 @@ class JobFailure:
             f" ({self.reason or self.message})" if self.reason or self.message else ""
         )
         return f"job {self.job} {self.condition}{why}"
+
+
+def job_end(job: Mapping[str, Any], succeeded: str = "Succeeded") -> str | None:
+    """``Succeeded`` or ``Failed`` when the job's condition of that type is True (the job is over), else None.
+    ``succeeded``: the kind's own name of its success condition (Kubeflow's ``Succeeded``, TrainJob's
+    ``Complete``, JobSet's ``Completed``), read as ``Succeeded``."""
+    status = job.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for cond in conditions if isinstance(conditions, list) else []:
+        if not isinstance(cond, Mapping) or cond.get("status") != "True":
+            continue
+        if cond.get("type") == succeeded:
+            return "Succeeded"
+        if cond.get("type") in END_CONDITIONS:
+            return str(cond["type"])
+    return None
 
 
 def job_failure(job: Mapping[str, Any], conditions: tuple[str, ...] = FAILURE_CONDITIONS) -> JobFailure | None:

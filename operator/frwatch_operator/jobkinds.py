@@ -42,6 +42,8 @@ class JobKind(Protocol):
     plural: str
     #: The pod label whose value is the job's name (the operator watches pods carrying it).
     pod_job_label: str
+    #: The condition type that says the job succeeded (it ended with no failure).
+    succeeded_condition: str
 
     def layout(self, job: Mapping[str, Any]) -> RankLayout: ...
 
@@ -88,6 +90,7 @@ class PyTorchJobKind:
     version = c.KF_VERSION
     plural = c.KF_PLURAL
     pod_job_label = c.KF_LABEL_JOB_NAME
+    succeeded_condition = "Succeeded"  # Kubeflow's JobConditionType
 
     def layout(self, job: Mapping[str, Any]) -> RankLayout:
         spec = job.get("spec")

@@ -131,6 +131,7 @@ class JobSetKind:
     version = c.JOBSET_VERSION
     plural = c.JOBSET_PLURAL
     pod_job_label = c.LABEL_JOBSET_NAME
+    succeeded_condition = "Completed"  # JobSetCompleted
 
     def layout(self, job: Mapping[str, Any]) -> RankLayout:
         """The world size when exactly one replicated Job runs torchrun with literal ``--nnodes`` (or
@@ -225,6 +226,7 @@ class TrainJobKind:
     version = c.TRAINER_VERSION
     plural = c.TRAINJOB_PLURAL
     pod_job_label = c.LABEL_JOBSET_NAME  # the JobSet has the TrainJob's name; no TrainJob pod label exists
+    succeeded_condition = "Complete"  # TrainJobComplete
 
     def layout(self, job: Mapping[str, Any]) -> RankLayout:
         """``spec.trainer.numNodes x numProcPerNode`` when both are set as numbers; else unknown (the

@@ -248,3 +248,15 @@ def test_a_jobset_pod_without_the_jobset_labels_is_named() -> None:
     assert c.LABEL_JOBSET_RESTART_ATTEMPT in problem and "frwatch's count" in problem
     assert attempt_of(p) is None  # not injected and no label: no attempt is guessed
     assert "empty" in JOBSET.spec_problems({"spec": {"replicatedJobs": []}})[0]
+
+
+def test_each_kind_says_when_the_job_ended_in_its_own_words() -> None:
+    from frwatch_operator.job_failure import job_end
+
+    def ended(kind: Any, condition: str) -> str | None:
+        return job_end({"status": {"conditions": [{"type": condition, "status": "True"}]}}, kind.succeeded_condition)
+
+    assert ended(TRAINJOB, "Complete") == "Succeeded" and ended(JOBSET, "Completed") == "Succeeded"
+    assert ended(PYTORCHJOB, "Succeeded") == "Succeeded"
+    assert ended(TRAINJOB, "Failed") == ended(JOBSET, "Failed") == "Failed"
+    assert ended(JOBSET, "Suspended") is None and ended(TRAINJOB, "Completed") is None

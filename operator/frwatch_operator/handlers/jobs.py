@@ -5,7 +5,9 @@ Restarting condition opens its current attempt's Incident when it is about that 
 (``frwatch_operator.job_failure`` says when). A JobSet run by a TrainJob is not indexed: the TrainJob is
 the user's object. What the job's spec gets wrong (a TrainJob whose runtime is missing) is named in an
 Event and kept for its Incidents' conditions. A kind whose CRD is absent is said at start
-(``frwatch_operator.main``); kopf watches it once it is installed. No finalizers."""
+(``frwatch_operator.main``); kopf watches it once it is installed. A job that ends with no Incident to open
+(a captured job succeeded, a job not captured failed) gets a Normal ``NoIncident`` Event saying so: frwatch
+has looked and decided. No finalizers."""
 
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ from frwatch_operator import notices
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps, retrying, translate_errors
 from frwatch_operator.handlers.pods import not_captured, open_incident
+from frwatch_operator.job_failure import job_end
 from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, api_version, enabled_kinds
 from frwatch_operator.jobset_kinds import TRAINJOB, runtime_ref
 from frwatch_operator.kube import ObjectRef
-from frwatch_operator.optin import OptIn
+from frwatch_operator.optin import CaptureDecision, OptIn
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +49,14 @@ def on_job(deps: Deps, event_type: str | None, body: dict[str, Any], kind: JobKi
     layout = kind.layout(body)
     deps.seen.set_layout(ns, name, layout)
     decision = deps.index.decide(ns, name, deps.config)
-    if decision is None or decision.outcome is OptIn.DISABLED:
+    if decision is None:
         return
     ref = ObjectRef.of(body)
+    end = job_end(body, kind.succeeded_condition)
+    if end is not None:
+        say_no_incident(deps, ref, end, decision)
+    if decision.outcome is OptIn.DISABLED:
+        return
     if decision.enabled:
         for problem in kind.spec_problems(body) + _missing_runtime(deps, kind, body):
             deps.seen.note_problem(ns, name, f"spec/{problem[:48]}", problem)
@@ -95,6 +103,19 @@ def _missing_runtime(deps: Deps, kind: JobKind, body: dict[str, Any]) -> list[st
     return [
         f"spec.runtimeRef names {ref[1]} {ref[2]!r}, which does not exist: the trainer makes no pods until it does"
     ]
+
+
+def say_no_incident(deps: Deps, ref: ObjectRef, end: str, decision: CaptureDecision) -> None:
+    """The job ended: when frwatch opens no Incident for it, say so once (a Normal ``NoIncident`` Event)."""
+    if end == "Succeeded" and decision.enabled:
+        why = "it is captured, and a job that succeeds leaves nothing to capture"
+    elif end == "Failed" and not decision.enabled:
+        why = f"it is not captured: {decision.reason}"
+    else:
+        return  # a captured job that failed: its attempt's Incident says the rest
+    if deps.seen.first_time(f"{ref.uid}/{notices.Reason.NO_INCIDENT}"):
+        logger.info("job %s/%s %s: no Incident (%s)", ref.namespace, ref.name, end.lower(), why)
+        deps.kube.post_event(ref, notices.no_incident(end.lower(), why))
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:

@@ -221,3 +221,23 @@ def test_a_capture_policy_selects_jobs_of_every_kind_by_their_labels() -> None:
         decision = deps.index.decide("ns", name, deps.config)
         assert decision is not None and decision.enabled and decision.policy == "vision"
     assert reasons(kube, "TrainJob") == [Reason.CAPTURE_ENABLED] == reasons(kube, "JobSet")
+
+
+def test_a_jobset_named_like_a_followed_pytorchjob_is_ignored_not_mixed_with_it() -> None:
+    from frwatch_operator.jobkinds import PYTORCHJOB
+
+    ptj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "train", "namespace": "ns", "uid": "ptj-uid", "annotations": dict(ENABLED)},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}}}}  # fmt: skip
+    js = jobset("train", uid="js-uid-9", annotations=ENABLED)
+    kube = FakeKube(ptj, js)
+    deps = deps_of(kube)
+    on_job(deps, "ADDED", copy.deepcopy(ptj), PYTORCHJOB)
+    on_job(deps, "ADDED", copy.deepcopy(js), JOBSET)
+    on_job(deps, "DELETED", copy.deepcopy(js), JOBSET)
+    entry = deps.index.job("ns", "train")
+    assert entry is not None and (entry.kind, entry.uid) == ("PyTorchJob", "ptj-uid")
+    assert not reasons(kube, "JobSet")
+    jobset_pod = _crashed(_injected(pod("train", "workers", 0, mnist_container(), jobset_uid="js-uid-9"),
+                                    "JobSet", "train", "js-uid-9"))  # fmt: skip
+    assert on_pod(deps, jobset_pod, deleted=False) is None and not kube.incidents

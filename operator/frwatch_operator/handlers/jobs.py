@@ -33,10 +33,9 @@ def on_job(deps: Deps, event_type: str | None, body: dict[str, Any], kind: JobKi
     meta = body.get("metadata") or {}
     ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     known = deps.index.job(ns, name)
-    if known is not None and known.kind != kind.kind:
-        logger.warning(
-            "%s %s/%s ignored: frwatch follows the %s of that name", kind.kind, ns, name, known.kind
-        )
+    if known is not None and known.kind != kind.kind:  # the index and the pods' labels know a name only
+        if deps.seen.first_time(f"{meta.get('uid')}/ignored-kind"):
+            logger.warning("%s %s/%s ignored: frwatch follows the %s of that name", kind.kind, ns, name, known.kind)
         return
     if event_type == "DELETED":
         deps.index.delete_job(ns, name)

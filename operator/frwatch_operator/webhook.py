@@ -77,7 +77,7 @@ class JobEntry:
 class JobIndex:
     """The operator's in-memory view of jobs and CapturePolicies, read by the webhook.
 
-    Feed it from watch handlers (kopf ``on.event``/``on.resume`` for PyTorchJobs and CapturePolicies).
+    Feed it from watch handlers (kopf ``on.event`` for the jobs of each enabled kind and CapturePolicies).
     Writes replace whole entries (atomic under the GIL), so a handler thread and the webhook's event
     loop can share it without locks.
     """
@@ -340,7 +340,7 @@ def register(
 def main(argv: list[str] | None = None) -> int:
     """Serve the webhook standalone with an index loaded from a JSON file of job/policy bodies."""
     parser = argparse.ArgumentParser(prog="python -m frwatch_operator.webhook")
-    parser.add_argument("--objects", help="JSON file: a list of PyTorchJob and CapturePolicy bodies")
+    parser.add_argument("--objects", help="JSON file: a list of job (any kind) and CapturePolicy bodies")
     args = parser.parse_args(argv)
     config = load_config(os.environ)
     logging.basicConfig(level=config.log_level)

@@ -219,13 +219,13 @@ NODE_BYTES = b"""{
 def test_the_node_record_keeps_its_bytes_and_reads_back() -> None:
     record = NodeRecord(
         node="gpu-7",
-        conditions=[NodeCondition(type="GpuUnhealthy", status="True", reason="XidCriticalError",
-                                  message="GPU 3 reported Xid 79", last_transition_time="2026-11-25T10:00:00Z")],
-        events=[NodeEvent(type="Warning", reason="XidError", count=2, last_timestamp="2026-11-25T10:00:01Z",
+        conditions=(NodeCondition(type="GpuUnhealthy", status="True", reason="XidCriticalError",
+                                  message="GPU 3 reported Xid 79", last_transition_time="2026-11-25T10:00:00Z"),),
+        events=(NodeEvent(type="Warning", reason="XidError", count=2, last_timestamp="2026-11-25T10:00:01Z",
                           message="NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
-                          source_component="nvsentinel")],
+                          source_component="nvsentinel"),),
         read_at="2026-11-25T10:05:00Z",
-        unavailable=["events: partial"],
+        unavailable=("events: partial",),
     )  # fmt: skip
     assert record.to_json() == NODE_BYTES
     assert parse_node_record(NODE_BYTES) == record

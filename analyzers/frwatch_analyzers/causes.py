@@ -193,9 +193,10 @@ def _ordered(timed: list[tuple[Cause, float | None]], per_rank: dict[int, tuple[
     return [c.model_copy(update={"first": True}) if c.rank == first and id(c) in chosen else c for c, _ in keep]
 
 
-def _what(c: Cause) -> str:
+def _what(c: Cause, *, full: bool = False) -> str:
+    """The cause in a few words (the exception type and where), or ``full``: with its message."""
     if c.kind in (CauseKind.exception, CauseKind.cuda_oom, CauseKind.cuda_illegal_address, CauseKind.cuda_ecc) and c.exception:
-        what = c.exception + (f" at {c.location}" if c.location else "")
+        what = (c.message if full else c.exception) + (f" at {c.location}" if c.location else "")
     else:
         what = c.message
     return what + (f" (step {c.step})" if c.step is not None else "")
@@ -211,7 +212,8 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
         later = [tt for tt in after.values() if tt is not None]
         gap = f"{min(later) - t:.1f} s before " if t is not None and later and min(later) >= t else "; then "
         text += f", {gap}{ranks_text(after)} lost their peer" if gap.endswith("before ") else f"{gap}{ranks_text(after)} only lost their peer"
-    sentence = f"Logs: {text} (from {cause.source}{f', line {cause.line}' if cause.line else ''})."
+    said = f"rank {first} {verb}: {_what(cause, full=True)}"
+    sentence = f"Logs: {text}. {said} (from {cause.source}{f', line {cause.line}' if cause.line else ''})."
     update: dict[str, object] = {"summary": f"{verdict.summary} {sentence}".strip()}
     explains = verdict.category in _UNEXPLAINED or first in verdict.missing_dumps or first in verdict.culprit_ranks
     if explains and verdict.category not in HARDWARE_CATEGORIES:

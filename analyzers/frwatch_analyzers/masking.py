@@ -44,7 +44,7 @@ _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,20}://[^\s:/@]{1,256}:
 _ASSIGNED = re.compile(
     r"(?i)(\b[A-Za-z0-9_.-]{0,64}(?:passw(?:or)?d|passwd|pwd|secret|token|api[_-]?key|access[_-]?key"
     r"|private[_-]?key|credentials?|auth)[A-Za-z0-9_.-]{0,64}[\"']?\s{0,4}[:=]\s{0,4}[\"']?)"
-    r"([^\s\"',;&]{1,4096})"
+    r"(?!(?:bearer|basic|token)\s|\[masked\])([^\s\"',;&]{1,4096})"
 )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .layout import LOGS_DIR, NCCL_DIR, NODES_DIR, REPORT, parse_key, rank_from_name
+from .layout import LOGS_DIR, NCCL_DIR, NODES_DIR, REPORT, parse_key, rank_from_name, s3_url
 from .limits import MAX_WORLD_SIZE
 from .logtext import MAX_LOG_BYTES, LogText, NotText, decode_tail
 from .manifest import Manifest
@@ -83,7 +83,7 @@ def gather(location: str, manifest: Manifest | None, *, bucket: str | None = Non
     except Exception as exc:  # OSError, botocore: the dumps were listed, the evidence is extra
         out.problems.append(FileProblem(file=printable(location, 300), reason=f"evidence not listed: {printable(str(exc), 200)}"))
         return out
-    refs = _refs(listing, manifest, out.problems)
+    refs = _refs(listing, manifest, out.problems, bucket)
     budget = MAX_EVIDENCE_BYTES
     for i, ref in enumerate(refs):
         if i >= MAX_EVIDENCE_FILES or budget <= 0:
@@ -126,12 +126,14 @@ def _add_node(ref: _Ref, data: bytes, out: Gathered) -> None:
     out.nodes[ref.pod or record.node] = record
 
 
-def _refs(listing: list[tuple[str, str, int]], manifest: Manifest | None, problems: list[FileProblem]) -> list[_Ref]:
+def _refs(
+    listing: list[tuple[str, str, int]], manifest: Manifest | None, problems: list[FileProblem], bucket: str | None
+) -> list[_Ref]:
     """What each listed ``(relative path, location, size)`` is, in a stable order."""
     pods = {p.pod: tuple(sorted(set(p.ranks))) for p in manifest.pods} if manifest is not None else {}
     refs: list[_Ref] = []
     for rel, where, size in sorted(listing):
-        shown = _shown(where)
+        shown = _shown(s3_url(bucket, where) if bucket is not None else where)
         top = rel.split("/", 1)[0]
         if top in (LOGS_DIR, NCCL_DIR, NODES_DIR):
             key = parse_key("r", f"r/{rel}")

@@ -123,7 +123,7 @@ torch.distributed.DistBackendError: [../third_party/gloo/gloo/transport/tcp/pair
 )
 def test_times_of_the_common_log_prefixes(line: str, expected: tuple[int, ...]) -> None:
     *date, frac = expected
-    want = calendar.timegm((*date, 0, 0, 0)) + frac  # type: ignore[arg-type]
+    want = calendar.timegm((*date, 0, 0, 0)) + frac
     got = line_time(line, 2026)
     assert got is not None and abs(got - want) < 1e-6
 

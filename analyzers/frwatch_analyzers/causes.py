@@ -29,7 +29,7 @@ from .masking import mask
 from .node_record import NodeRecord
 from .safe_text import printable
 from .textfmt import ranks_text
-from .verdict import HARDWARE_CATEGORIES, Category, Cause, CauseKind, CulpritKind, Status, Verdict
+from .verdict import Category, Cause, CauseKind, CulpritKind, Status, Verdict
 
 #: Causes kept in a verdict (the first to fail come first).
 MAX_CAUSES = 64
@@ -215,8 +215,12 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
     said = f"rank {first} {verb}: {_what(cause, full=True)}"
     sentence = f"Logs: {text}. {said} (from {cause.source}{f', line {cause.line}' if cause.line else ''})."
     update: dict[str, object] = {"summary": f"{verdict.summary} {sentence}".strip()}
-    explains = verdict.category in _UNEXPLAINED or first in verdict.missing_dumps or first in verdict.culprit_ranks
-    if explains and verdict.category not in HARDWARE_CATEGORIES:
+    # Flight Recorder's own finding (a mismatch, a desync, a hang) keeps the headline: a rank that aborted on
+    # it (gloo's receiver of a larger send) is its consequence. Where it could not say why, the logs can.
+    explains = verdict.category in _UNEXPLAINED and (
+        verdict.category != Category.missing_rank or first in verdict.missing_dumps or first in verdict.culprit_ranks
+    )
+    if explains:
         update["headline"] = printable(text, 400)
         update["short"] = printable(f"rank {first} {verb}: {_what(cause)}", 120)[:120]
         if verdict.status == Status.healthy:

@@ -135,7 +135,8 @@ def node_signals(node: str, record: NodeRecord, source: str) -> list[Cause]:
 
 def with_causes(verdict: Verdict, gathered: Gathered, manifest: Manifest | None, *, year: int | None = None) -> Verdict:
     """``verdict`` with the evidence beyond Flight Recorder: causes, the first to fail, hardware signals."""
-    year = year or datetime.now(UTC).year
+    started = manifest.collection_started[:4] if manifest is not None else ""
+    year = year or (int(started) if started.isdigit() else datetime.now(UTC).year)  # for glog's times
     timed: list[tuple[Cause, float | None]] = []
     for log in gathered.logs:
         timed.extend(log_causes(log, manifest, year))

@@ -101,8 +101,8 @@ _CONSEQUENCE = re.compile(
 
 
 def _message(text: str) -> str:
-    text = text.strip()
-    return printable(mask(text[: MAX_MESSAGE * 2]), MAX_MESSAGE)
+    """A message as found (masked and made printable once kept: :func:`_finished`)."""
+    return text.strip()[: MAX_MESSAGE * 2]
 
 
 def line_time(body: str, year: int) -> float | None:
@@ -149,35 +149,69 @@ def _strip(line: str) -> tuple[str, int | None]:
 
 
 def scan(lines: Sequence[str], *, year: int = 1970) -> list[Signal]:
-    """Every failure the lines show, in the order they appear (at most :data:`MAX_SIGNALS`: the last ones)."""
+    """Every failure the lines show, in the order they appear (at most :data:`MAX_SIGNALS`: the last ones).
+    A signal's time and step are looked up backwards from its line (at most :data:`LOOK_BACK` lines), so
+    the lines without a signal cost one pass of cheap checks."""
     signals: list[Signal] = []
-    times: list[float | None] = []
-    steps: list[int | None] = []
-    now: float | None = None
-    step: int | None = None
-    bodies: list[tuple[str, int | None]] = []
-    for line in lines:
-        body, rank = _strip(line)
-        bodies.append((body, rank))
-        t = line_time(line, year)
-        now = t if t is not None else now
-        found = _STEP.findall(body[:1024])
-        step = int(found[-1]) if found else step
-        times.append(now)
-        steps.append(step)
+    bodies = [_strip(line) for line in lines]
     i = 0
     while i < len(bodies):
         body, rank = bodies[i]
         if body.startswith(_TRACEBACK):
             sig, i = _traceback(bodies, i)
             if sig is not None:
-                signals.append(replace(sig, time=times[sig.line], step=sig.step or steps[sig.line]))
+                signals.append(sig)
             continue
-        sig = _line_signal(body, i, rank)
+        sig = _root_cause(bodies, i) if body.startswith(_ROOT_CAUSE) else _line_signal(body, i, rank)
         if sig is not None:
-            signals.append(replace(sig, time=times[i], step=steps[i]))
+            signals.append(sig)
         i += 1
-    return signals[-MAX_SIGNALS:]
+    return [_finished(sig, lines, bodies, year) for sig in signals[-MAX_SIGNALS:]]
+
+
+#: Lines looked back from a signal for its time and its step.
+LOOK_BACK = 500
+
+
+def _finished(sig: Signal, lines: Sequence[str], bodies: Sequence[tuple[str, int | None]], year: int) -> Signal:
+    """A kept signal with its message masked and made printable, and its time and step."""
+    time, step = sig.time, None
+    for j in range(sig.line, max(-1, sig.line - LOOK_BACK), -1):
+        if time is None:
+            time = line_time(lines[j], year)
+        if step is None and sig.step is None:
+            found = _STEP.findall(bodies[j][0][:1024])
+            step = int(found[-1]) if found else None
+        if time is not None and (step is not None or sig.step is not None):
+            break
+    return replace(sig, message=printable(mask(sig.message), MAX_MESSAGE), time=time, step=sig.step or step)
+
+
+_ROOT_CAUSE = "Root Cause (first observed failure):"
+_FIELD = re.compile(r"^\s{1,8}(time|rank|exitcode|traceback)\s{0,16}:\s?(.{0,512})$")
+_EXIT_KINDS = {-9: "killed", -11: "segfault", -15: "terminated"}
+
+
+def _root_cause(bodies: Sequence[tuple[str, int | None]], start: int) -> Signal | None:
+    """torchrun's error summary (``ChildFailedError``: ``Root Cause (first observed failure):``, then
+    ``time : 2023-08-01_01:06:47``, ``rank : 4 (local_rank: 4)``, ``exitcode : -9 (pid: 208585)``,
+    ``traceback : Signal 9 (SIGKILL) received by PID 208585``): the rank torchrun saw fail first."""
+    fields: dict[str, str] = {}
+    for body, _ in bodies[start + 1 : start + 10]:
+        m = _FIELD.match(body)
+        if m:
+            fields.setdefault(m.group(1), m.group(2).strip())
+    rank_m = re.match(r"(\d{1,7})", fields.get("rank", ""))
+    code_m = re.match(r"(-?\d{1,4})", fields.get("exitcode", ""))
+    if rank_m is None or code_m is None:
+        return None
+    code = int(code_m.group(1))
+    kind = _EXIT_KINDS.get(code, "exit_code")
+    trace = fields.get("traceback", "")
+    text = f"torchrun: rank {rank_m.group(1)} failed first with exit code {code}" + (
+        f" ({trace})" if trace and not trace.startswith("To enable traceback") else "")
+    return Signal(kind, _message(text), start, kind in ("killed", "segfault"), rank=int(rank_m.group(1)),
+                  time=line_time(fields.get("time", ""), 1970))  # fmt: skip
 
 
 def _traceback(bodies: Sequence[tuple[str, int | None]], start: int) -> tuple[Signal | None, int]:
@@ -251,14 +285,14 @@ def _line_signal(body: str, i: int, rank: int | None) -> Signal | None:
         if m:
             text = f"Xid {m.group(2)} on {m.group(1)}" + (f": {m.group(3)}" if m.group(3) else "")
             return Signal("xid", _message(text), i, True, rank=rank)
-    if _WATCHDOG.search(body):
+    if ("before timing out" in body or "Watchdog caught" in body) and _WATCHDOG.search(body):
         return Signal("watchdog_timeout", _message(body), i, False, rank=rank)
     for kind, pattern in _CUDA:
         if ("CUDA" in body or "ECC" in body or "illegal" in body) and pattern.search(body):
             return Signal(kind, _message(body), i, True, rank=rank)
     if "Fatal Python error: Segmentation fault" in body:
         return Signal("segfault", _message(body), i, True, rank=rank)
-    lost = _PEER_LOST.search(body)
+    lost = _PEER_LOST.search(body) if ("by peer" in body or "Broken pipe" in body or "refused" in body) else None
     if lost:
         return Signal("peer_lost", _message(body[max(0, lost.start() - 120) :]), i, False, rank=rank)
     return None

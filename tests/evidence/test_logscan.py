@@ -142,3 +142,27 @@ def test_a_hostile_long_line_costs_linear_time() -> None:
     # A line the reader already cut to MAX_LINE_CHARS; patterns are anchored or bounded.
     line = "Traceback (most recent call last):" + " File \"" * 600
     assert scan([line, "  File \"" + "a" * 4000, "x" * 4096]) == []
+
+
+def test_torchruns_root_cause_names_the_rank_it_saw_fail_first() -> None:
+    # torch.distributed.elastic's ChildFailedError summary, as printed by torchrun (its format, quoted in
+    # public issue threads).
+    text = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2023-08-01_01:06:47
+  host      : r1n2a6000
+  rank      : 4 (local_rank: 4)
+  exitcode  : -9 (pid: 208585)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 208585
+============================================================
+"""
+    s = _one(text)
+    assert (s.kind, s.rank, s.primary) == ("killed", 4, True)
+    assert s.message == "torchrun: rank 4 failed first with exit code -9 (Signal 9 (SIGKILL) received by PID 208585)"
+    assert s.time == calendar.timegm((2023, 8, 1, 1, 6, 47, 0, 0, 0))

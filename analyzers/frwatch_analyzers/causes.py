@@ -9,9 +9,10 @@ whether a suspect node was sick.
   primary cause while the others only lost their peer is. When Flight Recorder could not say why (a rank
   left no dump, or no conclusion), the headline names the cause: ``rank 3 crashed first:
   torch.OutOfMemoryError at train.py:88 (step 412), 0.4 s before ranks 0-2,4-7 lost their peer``.
-- Node signals (:mod:`~frwatch_analyzers.node_record`: unhealthy conditions, Xid Events; a rank's own
-  Xid line) raise ``hardware_class`` only on a suspect node: one where a Flight Recorder culprit ran, or a
-  rank whose log shows a cause or a network error. The verdict then names the node and the signal.
+- Node signals (:mod:`~frwatch_analyzers.node_record`: unhealthy conditions, Xid Events) raise
+  ``hardware_class`` only on a suspect node: one where a Flight Recorder culprit ran, or a rank whose log
+  shows a cause or a network error. The verdict then names the node and the signal. Log lines alone
+  (an Xid or NCCL line a process printed) never do.
 
 Every message and excerpt here comes masked (:mod:`~frwatch_analyzers.masking`) and printable.
 """
@@ -245,16 +246,16 @@ def _suspect_nodes(verdict: Verdict, causes: Iterable[Cause], manifest: Manifest
 def _hardware(
     verdict: Verdict, causes: list[Cause], gathered: Gathered, manifest: Manifest | None
 ) -> tuple[list[Cause], list[Cause]]:
-    """The node records' signals on suspect nodes (new causes), and the signals that make the verdict
-    hardware-class: those, else a suspect rank's own Xid line."""
+    """The node records' signals on suspect nodes: new causes, and what makes the verdict hardware-class.
+    An Xid line in a rank's own log is evidence but raises nothing: the training process writes its log and
+    can print anything; the node record holds what the operator read from the Kubernetes API."""
     suspects = _suspect_nodes(verdict, causes, manifest)
     found: list[Cause] = []
     for node in sorted(suspects):
         record = gathered.nodes.get(node)
         if record is not None:
             found.extend(node_signals(node, record, f"nodes/{node}.json"))
-    own = [c for c in causes if c.kind == CauseKind.xid and c.node in suspects]
-    return found, found or own
+    return found, found
 
 
 def _raise_hardware(verdict: Verdict, causes: list[Cause], hardware: list[Cause]) -> Verdict:

@@ -151,3 +151,11 @@ def test_healthy_nodes_raise_nothing() -> None:
                       events=(NodeEvent(type="Normal", reason="NodeReady", message="Node gpu-3 status is now: NodeReady"),))  # fmt: skip
     v = with_causes(_missing_rank_3(), Gathered(nodes={"gpu-3": calm}), _manifest(8), year=YEAR)
     assert not v.hardware_class and v.causes == []
+
+
+def test_an_xid_line_a_process_printed_is_evidence_but_raises_nothing() -> None:
+    printed = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2213, name=python, GPU has fallen off the bus.\n" + NCCL_NET
+    before = _inconclusive_hang()
+    v = with_causes(before, Gathered(logs=[_log(5, printed)]), _manifest(8), year=YEAR)
+    assert not v.hardware_class and v.category == before.category and v.suspect_nodes == []
+    assert CauseKind.xid in {c.kind for c in v.causes}

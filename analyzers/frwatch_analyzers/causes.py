@@ -44,7 +44,9 @@ _RANKING = [CauseKind.gloo_abort, CauseKind.cuda_oom, CauseKind.cuda_illegal_add
 _NETWORK = {CauseKind.nccl_network_error, CauseKind.gloo_connect}
 _GPU = {CauseKind.xid, CauseKind.cuda_ecc, CauseKind.cuda_illegal_address}
 #: Categories where Flight Recorder could not say why: the logs' cause takes the headline.
-_UNEXPLAINED = {Category.missing_rank, Category.inconclusive, Category.no_dump, Category.healthy}
+#: Not ``healthy``: a job whose every rank agrees may still log a caught exception; the causes say so, the
+#: verdict stays.
+_UNEXPLAINED = {Category.missing_rank, Category.inconclusive, Category.no_dump}
 _VERB = {CauseKind.gloo_abort: "aborted", CauseKind.oom_killed: "was OOM-killed", CauseKind.killed: "was killed",
          CauseKind.segfault: "crashed (SIGSEGV)", CauseKind.xid: "hit a GPU error"}  # fmt: skip
 _HW_CONDITION = re.compile(r"(?i)gpu|xid|nvlink|ecc|infiniband|\bib|nic\b|hardware|pcie|kernel.?deadlock|fabric")
@@ -225,9 +227,6 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
     if explains:
         update["headline"] = printable(text, 400)
         update["short"] = printable(f"rank {first} {verb}: {_what(cause)}", 120)[:120]
-        if verdict.status == Status.healthy:
-            update["status"] = Status.problem
-            update["category"] = Category.missing_rank
         if not verdict.culprit_ranks:
             update["culprit_ranks"] = [first]
             update["culprit_kind"] = CulpritKind.crashed

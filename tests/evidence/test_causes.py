@@ -159,3 +159,11 @@ def test_an_xid_line_a_process_printed_is_evidence_but_raises_nothing() -> None:
     v = with_causes(before, Gathered(logs=[_log(5, printed)]), _manifest(8), year=YEAR)
     assert not v.hardware_class and v.category == before.category and v.suspect_nodes == []
     assert CauseKind.xid in {c.kind for c in v.causes}
+
+
+def test_a_healthy_job_that_logged_a_caught_exception_stays_healthy() -> None:
+    healthy = analyze_dumps(world(4).all_reduce(steps=5).dumps(), world_size=4, manifest=_manifest(4))
+    caught = "Traceback (most recent call last):\n  File \"/app/io.py\", line 3, in read\nValueError: bad row, skipped\n"
+    v = with_causes(healthy, Gathered(logs=[_log(1, caught)]), _manifest(4), year=YEAR)
+    assert (v.status, v.category, v.headline) == (healthy.status, healthy.category, healthy.headline)
+    assert [(c.kind, c.first) for c in v.causes] == [(CauseKind.exception, True)]

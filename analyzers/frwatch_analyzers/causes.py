@@ -71,11 +71,21 @@ def _cause(log: LogFile, sig: Signal, rank: int | None, manifest: Manifest | Non
                  pod=pod, node=node, primary=sig.primary, excerpt=_excerpt(log.text.lines, sig.line))  # fmt: skip
 
 
+def _rank_of(sig: Signal, ranks: tuple[int, ...]) -> int | None:
+    """The global rank of a signal: its line's ``[rankN]:`` prefix, its ``[defaultN]:`` local rank (the
+    pod's ranks in order: torchrun numbers a node's ranks from its first), or the file's one rank."""
+    if sig.rank is not None and sig.rank in ranks:
+        return sig.rank
+    if sig.local_rank is not None and sig.local_rank < len(ranks):
+        return sorted(ranks)[sig.local_rank]
+    return ranks[0] if len(ranks) == 1 else None
+
+
 def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple[Cause, float | None]]:
     """A log's causes, one a rank (its best signal) plus its first network or GPU signal, with times."""
     by_rank: dict[int | None, list[Signal]] = {}
     for sig in scan(log.text.lines, year=year):
-        rank = sig.rank if sig.rank is not None and sig.rank in log.ranks else (log.ranks[0] if len(log.ranks) == 1 else None)
+        rank = _rank_of(sig, log.ranks)
         by_rank.setdefault(rank, []).append(sig)
     out: list[tuple[Cause, float | None]] = []
     for rank, sigs in by_rank.items():
@@ -215,7 +225,8 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
     if after:
         later = [tt for tt in after.values() if tt is not None]
         gap = f"{min(later) - t:.1f} s before " if t is not None and later and min(later) >= t else "; then "
-        text += f", {gap}{ranks_text(after)} lost their peer" if gap.endswith("before ") else f"{gap}{ranks_text(after)} only lost their peer"
+        lost = "lost its peer" if len(after) == 1 else "lost their peer"
+        text += f", {gap}{ranks_text(after)} {lost}" if gap.endswith("before ") else f"{gap}{ranks_text(after)} only {lost}"
     said = f"rank {first} {verb}: {_what(cause, full=True)}"
     sentence = f"Logs: {text}. {said} (from {cause.source}{f', line {cause.line}' if cause.line else ''})."
     update: dict[str, object] = {"summary": f"{verdict.summary} {sentence}".strip()}

@@ -25,7 +25,7 @@ Shapes recognised (each pattern below names where its format comes from):
 Times: an ISO 8601 / RFC 3339 time (Kubernetes' ``timestamps=true`` prefix, Python logging's
 ``%(asctime)s``) or a glog/c10d prefix (``[E1125 14:39:37.123456 ...]``, the year taken from ``year``)
 near the start of a line; a signal takes the latest time at or before its line. torchrun's per-rank line
-prefix ``[rank3]:`` names the global rank of the line.
+prefix ``[rank3]:`` names the global rank of the line (older torchrun's ``[default3]:``, the local rank).
 
 Every line is at most ``logtext.MAX_LINE_CHARS`` long and every pattern is anchored or bounded, so a
 hostile line costs linear time.
@@ -61,6 +61,7 @@ class Signal:
     time: float | None = None
     step: int | None = None
     rank: int | None = None
+    local_rank: int | None = None
 
 
 _PREFIX = re.compile(r"^\[(rank|default)(\d{1,7})\]:\s?")
@@ -131,21 +132,23 @@ def _epoch(y: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | None) -
     return calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)) + (float(f"0.{frac}") if frac else 0.0)
 
 
-def _strip(line: str) -> tuple[str, int | None]:
-    """A line without torchrun's ``[rankN]:`` prefix (and a leading RFC 3339 time), and the rank it names."""
-    rank = None
-    m = _PREFIX.match(line)
-    if m:
-        rank = int(m.group(2)) if m.group(1) == "rank" else None
-        line = line[m.end() :]
-    t = _ISO.match(line)
-    if t and line[t.end() : t.end() + 1] == " ":
-        line = line[t.end() + 1 :]
+def _strip(line: str) -> tuple[str, int | None, int | None]:
+    """A line without torchrun's per-rank prefix (``[rank3]:``, a global rank; ``[default3]:``, a local
+    one, from older torchrun's ``--tee``) and a leading RFC 3339 time; and the global and local ranks."""
+    rank = local = None
+    for _ in range(2):  # the prefix, then (Kubernetes' timestamps=true) a time and the prefix
         m = _PREFIX.match(line)
         if m:
-            rank = int(m.group(2)) if m.group(1) == "rank" else rank
+            if m.group(1) == "rank":
+                rank = int(m.group(2))
+            else:
+                local = int(m.group(2))
             line = line[m.end() :]
-    return line, rank
+        t = _ISO.match(line)
+        if t is None or line[t.end() : t.end() + 1] != " ":
+            break
+        line = line[t.end() + 1 :]
+    return line, rank, local
 
 
 def scan(lines: Sequence[str], *, year: int = 1970) -> list[Signal]:
@@ -156,13 +159,14 @@ def scan(lines: Sequence[str], *, year: int = 1970) -> list[Signal]:
     bodies = [_strip(line) for line in lines]
     i = 0
     while i < len(bodies):
-        body, rank = bodies[i]
+        body, rank, local = bodies[i]
         if body.startswith(_TRACEBACK):
             sig, i = _traceback(bodies, i)
             if sig is not None:
                 signals.append(sig)
             continue
         sig = _root_cause(bodies, i) if body.startswith(_ROOT_CAUSE) else _line_signal(body, i, rank)
+        sig = replace(sig, local_rank=local) if sig is not None and local is not None else sig
         if sig is not None:
             signals.append(sig)
         i += 1
@@ -173,7 +177,7 @@ def scan(lines: Sequence[str], *, year: int = 1970) -> list[Signal]:
 LOOK_BACK = 500
 
 
-def _finished(sig: Signal, lines: Sequence[str], bodies: Sequence[tuple[str, int | None]], year: int) -> Signal:
+def _finished(sig: Signal, lines: Sequence[str], bodies: Sequence[tuple[str, int | None, int | None]], year: int) -> Signal:
     """A kept signal with its message masked and made printable, and its time and step."""
     time, step = sig.time, None
     for j in range(sig.line, max(-1, sig.line - LOOK_BACK), -1):
@@ -192,12 +196,12 @@ _FIELD = re.compile(r"^\s{1,8}(time|rank|exitcode|traceback)\s{0,16}:\s?(.{0,512
 _EXIT_KINDS = {-9: "killed", -11: "segfault", -15: "terminated"}
 
 
-def _root_cause(bodies: Sequence[tuple[str, int | None]], start: int) -> Signal | None:
+def _root_cause(bodies: Sequence[tuple[str, int | None, int | None]], start: int) -> Signal | None:
     """torchrun's error summary (``ChildFailedError``: ``Root Cause (first observed failure):``, then
     ``time : 2023-08-01_01:06:47``, ``rank : 4 (local_rank: 4)``, ``exitcode : -9 (pid: 208585)``,
     ``traceback : Signal 9 (SIGKILL) received by PID 208585``): the rank torchrun saw fail first."""
     fields: dict[str, str] = {}
-    for body, _ in bodies[start + 1 : start + 10]:
+    for body, _, _ in bodies[start + 1 : start + 10]:
         m = _FIELD.match(body)
         if m:
             fields.setdefault(m.group(1), m.group(2).strip())
@@ -214,11 +218,11 @@ def _root_cause(bodies: Sequence[tuple[str, int | None]], start: int) -> Signal 
                   time=line_time(fields.get("time", ""), 1970))  # fmt: skip
 
 
-def _traceback(bodies: Sequence[tuple[str, int | None]], start: int) -> tuple[Signal | None, int]:
+def _traceback(bodies: Sequence[tuple[str, int | None, int | None]], start: int) -> tuple[Signal | None, int]:
     """The traceback starting at ``start``: its signal (at its exception line) and the index after it."""
     frames: list[tuple[str, int]] = []
     i = start + 1
-    rank = bodies[start][1]
+    rank, local = bodies[start][1], bodies[start][2]
     while i < len(bodies):
         body = bodies[i][0]
         m = _FRAME.match(body)
@@ -241,7 +245,8 @@ def _traceback(bodies: Sequence[tuple[str, int | None]], start: int) -> tuple[Si
     step_m = _STEP.findall(text[:1024])
     kind, primary = _exception_kind(name, text)
     sig = Signal(kind, _message(f"{name}: {text}" if text else name), i, primary, printable(name, 200),
-                 printable(location, 300), step=int(step_m[-1]) if step_m else None, rank=rank)  # fmt: skip
+                 printable(location, 300), step=int(step_m[-1]) if step_m else None, rank=rank,
+                 local_rank=local)  # fmt: skip
     return sig, i + 1
 
 

@@ -167,3 +167,22 @@ def test_a_healthy_job_that_logged_a_caught_exception_stays_healthy() -> None:
     v = with_causes(healthy, Gathered(logs=[_log(1, caught)]), _manifest(4), year=YEAR)
     assert (v.status, v.category, v.headline) == (healthy.status, healthy.category, healthy.headline)
     assert [(c.kind, c.first) for c in v.causes] == [(CauseKind.exception, True)]
+
+
+def test_a_pod_log_of_several_ranks_is_split_by_torchruns_line_prefixes() -> None:
+    pods = [PodRecord(pod="job-worker-0", node="gpu-0", ranks=[0, 1, 2, 3]),
+            PodRecord(pod="job-worker-1", node="gpu-1", ranks=[4, 5, 6, 7])]  # fmt: skip
+    m = Manifest(world_size=8, pods=pods)
+    text = (
+        "[default2]:Traceback (most recent call last):\n"
+        '[default2]:  File "/app/train.py", line 7, in step\n'
+        "[default2]:AssertionError: loss is nan\n"
+        "[default0]:RuntimeError: Connection reset by peer\n"
+    )
+    log = LogFile("logs/job-worker-1/trainer.txt", (4, 5, 6, 7), decode_tail(text.encode()), "job-worker-1", "trainer")
+    dumps = world(8).all_reduce(steps=5).rank(6).stops_at(5).dumps()
+    dumps.pop(6)
+    v = with_causes(analyze_dumps(dumps, world_size=8, manifest=m), Gathered(logs=[log]), m, year=YEAR)
+    assert [(c.rank, c.kind, c.node) for c in v.causes] == [(6, CauseKind.exception, "gpu-1"),
+                                                           (4, CauseKind.peer_lost, "gpu-1")]  # fmt: skip
+    assert v.headline == "rank 6 crashed first: AssertionError at train.py:7; then rank 4 only lost its peer"

@@ -86,11 +86,13 @@ def _with_evidence(
     verdict: Verdict, location: str, inputs: Inputs, manifest: Manifest | None, s3: S3Config | None
 ) -> Verdict:
     """The verdict with the logs, NCCL debug files and node records found next to the dumps."""
-    if inputs.bucket is None:
-        gathered = gather(location, manifest)  # a single dump file has no evidence beside it: nothing found
+    suspects = {*verdict.culprit_ranks, *verdict.missing_dumps}
+    if inputs.bucket is None:  # a single dump file has no evidence beside it: nothing found
+        gathered = gather(location, manifest, suspects=suspects)
     else:
         prefix = split_s3_url(location)[1]
-        gathered = gather(prefix, manifest, bucket=inputs.bucket, client=s3_client(s3 or S3Config()))
+        client = s3_client(s3 or S3Config())
+        gathered = gather(prefix, manifest, bucket=inputs.bucket, client=client, suspects=suspects)
     return with_causes(verdict, gathered, manifest)
 
 

@@ -138,3 +138,19 @@ def test_a_single_dump_file_has_no_evidence_beside_it(tmp_path: Path) -> None:
     (tmp_path / "rank0.log").write_text(LOST)
     v = analyze(str(tmp_path / "nccl_trace_rank_0"))
     assert v.causes == [] and json.loads(v.model_dump_json())["causes"] == []
+
+
+def test_past_the_budget_the_suspects_logs_were_read_first_and_the_rest_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from frwatch_analyzers import evidence_read
+
+    monkeypatch.setattr(evidence_read, "MAX_EVIDENCE_FILES", 2)
+    for rank, dump in _dumps_without_rank_3().items():
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle_bytes(dump))
+        (tmp_path / f"rank{rank}.log").write_text(LOST)
+    (tmp_path / "rank3.log").write_text(CRASH)  # sorts last by name, read first: rank 3 left no dump
+    v = analyze(str(tmp_path), world_size=4)
+    assert v.causes[0].rank == 3 and v.headline.startswith("rank 3 crashed")
+    [over] = [p for p in v.bad_files if "budget" in p.reason]
+    assert over.reason.startswith("2 evidence file(s) from here on not read: over the budget of 2 files")

@@ -68,7 +68,7 @@ _PREFIX = re.compile(r"^\[(rank|default)(\d{1,7})\]:\s?")
 _ISO = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[T _](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?"
 )
-_GLOG = re.compile(r"\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b")
+_GLOG = re.compile(r"\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,9})\b")
 _STEP = re.compile(r"(?i)\b(?:step|iteration|iter)[\s=:#]{0,3}(\d{1,9})\b")
 
 _TRACEBACK = "Traceback (most recent call last):"

@@ -119,6 +119,8 @@ torch.distributed.DistBackendError: [../third_party/gloo/gloo/transport/tcp/pair
         ("2026-11-25 15:39:37,500 INFO train: step 3", (2026, 11, 25, 15, 39, 37, 0.5)),
         ("2026-11-25T16:39:37+02:00 local time", (2026, 11, 25, 14, 39, 37, 0.0)),
         ("[E1125 14:39:37.500000 81 ProcessGroupNCCL.cpp:616] x", (2026, 11, 25, 14, 39, 37, 0.5)),
+        # torch 2.13's c10 logging prints nanoseconds (observed: the size workload's peers)
+        ("[rank1]:[W1125 14:57:15.411173114 TCPStore.cpp:125] [c10d] recvValue failed", (2026, 11, 25, 14, 57, 15, 0.411173114)),
     ],
 )
 def test_times_of_the_common_log_prefixes(line: str, expected: tuple[int, ...]) -> None:

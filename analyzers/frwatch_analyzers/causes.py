@@ -288,6 +288,6 @@ def _raise_hardware(verdict: Verdict, causes: list[Cause], hardware: list[Cause]
         category = Category.network_hang if network else Category.gpu_hang
         update.update(status=Status.problem, category=category, culprit_ranks=ranks or verdict.culprit_ranks,
                       culprit_nodes=nodes, culprit_kind=CulpritKind.network_hang if network else CulpritKind.gpu_hang,
-                      headline=printable(f"hardware suspected on {text}", 400),
+                      headline=printable(f"hardware suspected: {text}", 400),
                       short=printable(f"hardware suspected: node {', '.join(nodes)}: {signal.message}", 120)[:120])  # fmt: skip
     return verdict.model_copy(update=update)

@@ -117,7 +117,11 @@ def test_an_nccl_network_error_and_an_xid_event_on_its_node_make_an_inconclusive
     )
     signal = next(c for c in v.causes if c.kind == CauseKind.node_event)
     assert signal.node == "gpu-5" and signal.source == "nodes/gpu-5.json" and "Xid" in signal.message
-    assert "gpu-5" in v.headline and "XidError" in v.headline and "NET/IB" in v.headline
+    assert v.headline.startswith("hardware suspected: node gpu-5 reports Event XidError x3")
+    assert "while rank 5 there logged NCCL WARN NET/IB" in v.headline
+    report = render(v)
+    assert "  - node gpu-5 node_event: Event XidError x3: NVRM: Xid (PCI:0000:3b:00): 79" in report
+    assert "  - rank 5 nccl_network_error: NCCL WARN NET/IB : Got completion from peer" in report
     assert "(from nodes/gpu-5.json)" in v.summary and v.next_steps[0].startswith("Check node gpu-5")
 
 

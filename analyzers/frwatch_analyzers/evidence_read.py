@@ -15,6 +15,7 @@ of them (:data:`MAX_EVIDENCE_BYTES`, :data:`MAX_EVIDENCE_FILES`); what is refuse
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -37,6 +38,8 @@ MAX_EVIDENCE_FILES = 4 * 4096
 #: costs about 0.25 s for a 2 MiB tail of ordinary lines and 0.7 s for one of NCCL WARN lines (measured on
 #: the 2-core dev machine): about a minute for the whole budget at worst.
 MAX_EVIDENCE_BYTES = 256 << 20
+#: Entries listed while looking for evidence (a folder of millions of files is not walked to its end).
+MAX_LISTED = 4 * MAX_EVIDENCE_FILES
 #: Suffixes of the text files of a flat folder read as logs.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 _FLAT_RANK = re.compile(r"([0-9]{1,12})$")
@@ -86,10 +89,15 @@ def gather(
     finds; an unlistable location gives one problem."""
     out = Gathered()
     try:
-        listing = list(_list_s3(client, bucket, location) if bucket is not None else _list_dir(location))
+        found = _list_s3(client, bucket, location) if bucket is not None else _list_dir(location)
+        listing = list(itertools.islice(found, MAX_LISTED + 1))
     except Exception as exc:  # OSError, botocore: the dumps were listed, the evidence is extra
         out.problems.append(FileProblem(file=printable(location, 300), reason=f"evidence not listed: {printable(str(exc), 200)}"))
         return out
+    if len(listing) > MAX_LISTED:
+        listing.pop()
+        out.problems.append(FileProblem(file=printable(location, 300), reason=f"evidence listing stopped at "
+                                        f"{MAX_LISTED} entries: the rest was not looked at"))  # fmt: skip
     first = set(suspects)
     refs = sorted(_refs(listing, manifest, out.problems, bucket),
                   key=lambda r: (r.what != "node", not first.intersection(r.ranks)))  # stable: names within
@@ -143,6 +151,11 @@ def _refs(
     refs: list[_Ref] = []
     for rel, where, size in sorted(listing):
         shown = _shown(s3_url(bucket, where) if bucket is not None else where)
+        if size < 0:
+            if rel.split("/", 1)[0] in (LOGS_DIR, NCCL_DIR, NODES_DIR) or rel.endswith(LOG_SUFFIXES):
+                problems.append(FileProblem(file=shown, reason="not read: not a regular file (a link, a FIFO or "
+                                            "a device is never followed or opened)"))  # fmt: skip
+            continue
         top = rel.split("/", 1)[0]
         if top in (LOGS_DIR, NCCL_DIR, NODES_DIR):
             key = parse_key("r", f"r/{rel}")
@@ -200,8 +213,8 @@ def _list_dir(location: str) -> Iterator[tuple[str, str, int]]:
                     st = os.lstat(path)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode):
-                    yield os.path.relpath(path, root), path, st.st_size
+                # a link, a FIFO or a device is listed with size -1: named, never opened
+                yield os.path.relpath(path, root), path, st.st_size if stat.S_ISREG(st.st_mode) else -1
 
 
 def _list_s3(client: Any, bucket: str, prefix: str) -> Iterator[tuple[str, str, int]]:

@@ -46,6 +46,8 @@ def test_a_flat_folder_with_logs_named_by_rank_tells_the_same_story(tmp_path: Pa
     (tmp_path / "rank2.log").write_bytes(os.urandom(200_000))
     (tmp_path / "notes.txt").write_text("nothing to see")
     (tmp_path / "rank0.err").write_bytes(b"x" * (1 << 20) + b"\n" + LOST.encode())
+    (tmp_path / "rank4.log").symlink_to("/etc/passwd")
+    os.mkfifo(tmp_path / "rank5.log")  # opening it would block: never opened
     v = analyze(str(tmp_path), world_size=4)
     assert v.headline == "rank 3 crashed first: ValueError at train.py:88 (step 7); then ranks 0-1 only lost their peer"
     first = v.causes[0]
@@ -55,6 +57,9 @@ def test_a_flat_folder_with_logs_named_by_rank_tells_the_same_story(tmp_path: Pa
     reasons = {Path(p.file).name: p.reason for p in v.bad_files}
     assert reasons["rank2.log"].startswith("log not read: binary data, not a text log")
     assert reasons["notes.txt"].startswith("log not read: its name names no rank")
+    assert reasons["rank4.log"] == reasons["rank5.log"] == (
+        "not read: not a regular file (a link, a FIFO or a device is never followed or opened)"
+    )
     assert "rank1.log" not in reasons and os.path.getsize(tmp_path / "rank1.log") > 2 * MAX_LOG_BYTES
     text = v.model_dump_json() + render(v)
     assert "ghp_a1B2" not in text and "token=[masked]" in text and "\x1b" not in text

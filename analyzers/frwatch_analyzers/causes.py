@@ -2,7 +2,8 @@
 whether a suspect node was sick.
 
 - Each log gives its rank's signals (:mod:`~frwatch_analyzers.logscan`); each container end in the
-  manifest gives one (exit 137 with OOMKilled, 137/SIGKILL, 139/SIGSEGV, 143/SIGTERM, other non-zero).
+  manifest gives one (exit 137 with OOMKilled, 137/SIGKILL, 139/SIGSEGV, 134/SIGABRT, 143/SIGTERM, other
+  non-zero).
   A rank's cause is its last *primary* signal (an exception, a CUDA error, a gloo abort, a kill); a rank
   with only consequences (a lost peer, a watchdog timeout) keeps its first one.
 - The first rank to fail in time is the prime suspect (``first``); without times, the only rank with a
@@ -39,8 +40,8 @@ EXCERPT_BEFORE, EXCERPT_AFTER = 6, 2
 _EXCERPT_CHARS = 240
 #: Primary kinds, the most telling first (a rank's cause when its evidence holds several).
 _RANKING = [CauseKind.gloo_abort, CauseKind.cuda_oom, CauseKind.cuda_illegal_address, CauseKind.cuda_ecc,
-            CauseKind.exception, CauseKind.segfault, CauseKind.oom_killed, CauseKind.killed, CauseKind.xid,
-            CauseKind.gloo_connect, CauseKind.nccl_internal_error]  # fmt: skip
+            CauseKind.exception, CauseKind.segfault, CauseKind.aborted, CauseKind.oom_killed, CauseKind.killed,
+            CauseKind.xid, CauseKind.gloo_connect, CauseKind.nccl_internal_error]  # fmt: skip
 _NETWORK = {CauseKind.nccl_network_error, CauseKind.gloo_connect}
 _GPU = {CauseKind.xid, CauseKind.cuda_ecc, CauseKind.cuda_illegal_address}
 #: Categories where Flight Recorder could not say why: the logs' cause takes the headline.
@@ -48,7 +49,7 @@ _GPU = {CauseKind.xid, CauseKind.cuda_ecc, CauseKind.cuda_illegal_address}
 #: verdict stays.
 _UNEXPLAINED = {Category.missing_rank, Category.inconclusive, Category.no_dump}
 _VERB = {CauseKind.gloo_abort: "aborted", CauseKind.oom_killed: "was OOM-killed", CauseKind.killed: "was killed",
-         CauseKind.segfault: "crashed (SIGSEGV)", CauseKind.xid: "hit a GPU error"}  # fmt: skip
+         CauseKind.segfault: "crashed (SIGSEGV)", CauseKind.aborted: "aborted", CauseKind.xid: "hit a GPU error"}  # fmt: skip
 _HW_CONDITION = re.compile(r"(?i)gpu|xid|nvlink|ecc|infiniband|\bib|nic\b|hardware|pcie|kernel.?deadlock|fabric")
 _XID = re.compile(r"(?i)\bxid\b")
 _HW_EVENT = re.compile(r"(?i)\bxid\b|gpu.{0,20}(?:error|fail|lost|unhealthy|fallen)|ecc|nvlink|hardware")
@@ -112,6 +113,8 @@ def end_causes(manifest: Manifest | None) -> list[Cause]:
                 kind = CauseKind.killed
             elif code == 139 or sig == 11:
                 kind = CauseKind.segfault
+            elif code == 134 or sig == 6:
+                kind = CauseKind.aborted
             elif code == 143 or sig == 15:
                 kind = CauseKind.terminated
             elif code not in (None, 0):
@@ -120,7 +123,7 @@ def end_causes(manifest: Manifest | None) -> list[Cause]:
                 continue
             text = f"container {end.container} ended with exit code {code}" + (f" ({reason})" if reason else "")
             text += f", signal {sig}" if sig else ""
-            primary = kind in (CauseKind.oom_killed, CauseKind.killed, CauseKind.segfault)
+            primary = kind in (CauseKind.oom_killed, CauseKind.killed, CauseKind.segfault, CauseKind.aborted)
             for rank in sorted(set(pod.ranks))[:MAX_CAUSES]:
                 out.append(Cause(rank=rank, kind=kind, message=printable(text, 300), source="manifest.json",
                                  pod=pod.pod, node=pod.node, primary=primary))  # fmt: skip

@@ -190,3 +190,15 @@ def test_a_pod_log_of_several_ranks_is_split_by_torchruns_line_prefixes() -> Non
     assert [(c.rank, c.kind, c.node) for c in v.causes] == [(6, CauseKind.exception, "gpu-1"),
                                                            (4, CauseKind.peer_lost, "gpu-1")]  # fmt: skip
     assert v.headline == "rank 6 crashed first: AssertionError at train.py:7; then rank 4 only lost its peer"
+
+
+def test_a_sigabrt_container_end_is_an_abort_and_the_log_says_more_when_it_has_it() -> None:
+    m = _manifest(8, {3: ContainerEnd(container="pytorch", exit_code=134, reason="Error")})
+    alone = with_causes(_missing_rank_3(), Gathered(), m, year=YEAR)
+    assert alone.causes[0].kind == CauseKind.aborted and alone.headline.startswith("rank 3 aborted: container pytorch")
+    abort = ("terminate called after throwing an instance of 'gloo::EnforceNotMet'\n  what():  [enforce fail at "
+             "/x/gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. 116 vs 108. Received data size "
+             "doesn't match expected size.\n")  # fmt: skip
+    told = with_causes(_missing_rank_3(), Gathered(logs=[_log(3, abort)]), m, year=YEAR)
+    assert told.causes[0].kind == CauseKind.gloo_abort and told.causes[0].first
+    assert told.headline.startswith("rank 3 aborted: gloo aborted the process: received 116 bytes where 108")

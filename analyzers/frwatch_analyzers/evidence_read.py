@@ -80,9 +80,13 @@ class _Ref:
 
 
 def gather(
-    location: str, manifest: Manifest | None, *, bucket: str | None = None, client: Any = None,
+    location: str,
+    manifest: Manifest | None,
+    *,
+    bucket: str | None = None,
+    client: Any = None,
     suspects: Iterable[int] = (),
-) -> Gathered:  # fmt: skip
+) -> Gathered:
     """The evidence at a local folder, or (``bucket`` and an S3 ``client`` given) under the key prefix
     ``location``. Node records are read first, then the logs of the ``suspects`` (Flight Recorder's
     culprits and the ranks without a dump), then the rest while the budget lasts. Never raises for what it
@@ -92,21 +96,35 @@ def gather(
         found = _list_s3(client, bucket, location) if bucket is not None else _list_dir(location)
         listing = list(itertools.islice(found, MAX_LISTED + 1))
     except Exception as exc:  # OSError, botocore: the dumps were listed, the evidence is extra
-        out.problems.append(FileProblem(file=printable(location, 300), reason=f"evidence not listed: {printable(str(exc), 200)}"))
+        out.problems.append(
+            FileProblem(
+                file=printable(location, 300), reason=f"evidence not listed: {printable(str(exc), 200)}"
+            )
+        )
         return out
     if len(listing) > MAX_LISTED:
         listing.pop()
-        out.problems.append(FileProblem(file=printable(location, 300), reason=f"evidence listing stopped at "
-                                        f"{MAX_LISTED} entries: the rest was not looked at"))  # fmt: skip
+        out.problems.append(
+            FileProblem(
+                file=printable(location, 300),
+                reason=f"evidence listing stopped at {MAX_LISTED} entries: the rest was not looked at",
+            )
+        )
     first = set(suspects)
-    refs = sorted(_refs(listing, manifest, out.problems, bucket),
-                  key=lambda r: (r.what != "node", not first.intersection(r.ranks)))  # stable: names within
+    refs = sorted(
+        _refs(listing, manifest, out.problems, bucket),
+        key=lambda r: (r.what != "node", not first.intersection(r.ranks)),
+    )  # stable: names within
     budget = MAX_EVIDENCE_BYTES
     for i, ref in enumerate(refs):
         if i >= MAX_EVIDENCE_FILES or budget <= 0:
-            out.problems.append(FileProblem(
-                file=ref.name, reason=f"{len(refs) - i} evidence file(s) from here on not read: over the budget of "
-                f"{MAX_EVIDENCE_FILES} files and {MAX_EVIDENCE_BYTES} bytes an attempt"))  # fmt: skip
+            out.problems.append(
+                FileProblem(
+                    file=ref.name,
+                    reason=f"{len(refs) - i} evidence file(s) from here on not read: over the budget of "
+                    f"{MAX_EVIDENCE_FILES} files and {MAX_EVIDENCE_BYTES} bytes an attempt",
+                )
+            )
             break
         cap = MAX_NODE_RECORD_BYTES if ref.what == "node" else MAX_LOG_BYTES
         try:
@@ -121,7 +139,9 @@ def gather(
         try:
             text = decode_tail(data, size=ref.size)
         except NotText as exc:
-            out.problems.append(FileProblem(file=ref.name, reason=f"log not read: {exc}", rank=_one(ref.ranks)))
+            out.problems.append(
+                FileProblem(file=ref.name, reason=f"log not read: {exc}", rank=_one(ref.ranks))
+            )
             continue
         out.logs.append(LogFile(ref.name, ref.ranks, text, ref.pod, ref.container, ref.variant))
     return out
@@ -133,8 +153,13 @@ def _one(ranks: tuple[int, ...]) -> int | None:
 
 def _add_node(ref: _Ref, data: bytes, out: Gathered) -> None:
     if ref.size > MAX_NODE_RECORD_BYTES:
-        out.problems.append(FileProblem(file=ref.name, reason=f"node record not read: {ref.size} bytes is over "
-                                        f"the limit of {MAX_NODE_RECORD_BYTES} bytes"))  # fmt: skip
+        out.problems.append(
+            FileProblem(
+                file=ref.name,
+                reason=f"node record not read: {ref.size} bytes is over "
+                f"the limit of {MAX_NODE_RECORD_BYTES} bytes",
+            )
+        )
         return
     record = parse_node_record(data)
     if record is None:
@@ -144,7 +169,10 @@ def _add_node(ref: _Ref, data: bytes, out: Gathered) -> None:
 
 
 def _refs(
-    listing: list[tuple[str, str, int]], manifest: Manifest | None, problems: list[FileProblem], bucket: str | None
+    listing: list[tuple[str, str, int]],
+    manifest: Manifest | None,
+    problems: list[FileProblem],
+    bucket: str | None,
 ) -> list[_Ref]:
     """What each listed ``(relative path, location, size)`` is, in a stable order."""
     pods = {p.pod: tuple(sorted(set(p.ranks))) for p in manifest.pods} if manifest is not None else {}
@@ -153,20 +181,43 @@ def _refs(
         shown = _shown(s3_url(bucket, where) if bucket is not None else where)
         if size < 0:
             if rel.split("/", 1)[0] in (LOGS_DIR, NCCL_DIR, NODES_DIR) or rel.endswith(LOG_SUFFIXES):
-                problems.append(FileProblem(file=shown, reason="not read: not a regular file (a link, a FIFO or "
-                                            "a device is never followed or opened)"))  # fmt: skip
+                problems.append(
+                    FileProblem(
+                        file=shown,
+                        reason="not read: not a regular file (a link, a FIFO or "
+                        "a device is never followed or opened)",
+                    )
+                )
             continue
         top = rel.split("/", 1)[0]
         if top in (LOGS_DIR, NCCL_DIR, NODES_DIR):
             key = parse_key("r", f"r/{rel}")
             if key is None or key.kind == "other":
-                problems.append(FileProblem(file=shown, reason="not read: not a log, NCCL or node key of the layout"))
+                problems.append(
+                    FileProblem(file=shown, reason="not read: not a log, NCCL or node key of the layout")
+                )
             elif key.kind == "log":
                 if key.name not in pods:
-                    problems.append(FileProblem(file=shown, reason=f"log not read: pod {printable(key.name, 80)} is "
-                                                "not in the manifest, so its ranks are unknown"))  # fmt: skip
+                    problems.append(
+                        FileProblem(
+                            file=shown,
+                            reason=f"log not read: pod {printable(key.name, 80)} is "
+                            "not in the manifest, so its ranks are unknown",
+                        )
+                    )
                     continue
-                refs.append(_Ref(shown, where, size, "log", pods[key.name], key.name, key.container, key.variant or "tail"))
+                refs.append(
+                    _Ref(
+                        shown,
+                        where,
+                        size,
+                        "log",
+                        pods[key.name],
+                        key.name,
+                        key.container,
+                        key.variant or "tail",
+                    )
+                )
             elif key.kind == "nccl" and key.rank is not None:
                 refs.append(_Ref(shown, where, size, "log", (key.rank,), variant="nccl"))
             elif key.kind == "node":
@@ -181,8 +232,13 @@ def _refs(
         m = _FLAT_RANK.search(stem)
         rank = rank_from_name(m.group(1)) if m else None
         if rank is None or rank >= MAX_WORLD_SIZE:
-            problems.append(FileProblem(file=shown, reason="log not read: its name names no rank (rank3.log, "
-                                        "worker_3.log) and no pod of the manifest"))  # fmt: skip
+            problems.append(
+                FileProblem(
+                    file=shown,
+                    reason="log not read: its name names no rank (rank3.log, "
+                    "worker_3.log) and no pod of the manifest",
+                )
+            )
             continue
         refs.append(_Ref(shown, where, size, "log", (rank,)))
     return refs

@@ -24,7 +24,7 @@ from datetime import datetime
 
 from frwatch_analyzers.layout import AttemptKey, parse_key
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
+from frwatch_analyzers.manifest import ContainerEnd, ContainerLog, Manifest, PodRecord, RankRecord
 from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator.detection import FailureKind, PodFacts
 
@@ -203,9 +203,14 @@ def why_missing(rank: int, pod: PodFacts | None, record: StoredPodRecord | None,
     return "; ".join(parts)
 
 
-def merged_pods(pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]) -> list[PodRecord]:
+def merged_pods(
+    pods: Iterable[PodFacts],
+    records: Mapping[str, StoredPodRecord],
+    logs: Mapping[str, list[ContainerLog]] | None = None,
+) -> list[PodRecord]:
     """The manifest's pod list: the pods the operator saw (node and exits from the API), with the ranks
-    their agents recorded when there is a record (``records`` already checked: :func:`check_records`)."""
+    their agents recorded when there is a record (``records`` already checked: :func:`check_records`), and
+    their containers' log evidence (``logs``: pod -> ``container_logs.notes``)."""
     out: list[PodRecord] = []
     for facts in sorted(pods, key=lambda p: p.name):
         record = records.get(facts.name)
@@ -217,6 +222,7 @@ def merged_pods(pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]
                 phase=facts.phase,
                 deleted=facts.deleted,
                 ended=list(facts.ended),
+                logs=list((logs or {}).get(facts.name, [])),
             )
         )
     return out
@@ -233,6 +239,7 @@ def build_manifest(
     started: str,
     ended: str,
     deadline_reached: bool,
+    logs: Mapping[str, list[ContainerLog]] | None = None,
 ) -> Manifest:
     """The manifest of the attempt: every rank -> pod -> node, who dumped, and why the others did not.
     ``asked``: pod -> what became of asking its agent (goes into why_missing). ``pods`` are the pods the
@@ -242,7 +249,7 @@ def build_manifest(
     owners = rank_owners(pod_list, records)
     all_ranks = set(range(min(world_size, MAX_WORLD_SIZE))) if world_size is not None else set(owners)
     all_ranks |= set(listing.rank_keys)
-    manifest_pods = merged_pods(pod_list, records)
+    manifest_pods = merged_pods(pod_list, records, logs)
     node_of = {p.pod: p.node for p in manifest_pods}
     ranks: list[RankRecord] = []
     for rank in sorted(all_ranks):

@@ -221,6 +221,9 @@ class ConditionType(StrEnum):
     WORLD_SIZE = "WorldSize"  #: False: the job's spec claims a world size frwatch does not take
     COLLECTED = "Collected"  #: collection ended; the reason says how (every rank dumped, the deadline, ...)
     EVIDENCE_CONSISTENT = "EvidenceConsistent"  #: whether the store's evidence agreed with the cluster
+    #: Whether every training container's log reached the store (False: which were unavailable, and why:
+    #: a pod deleted before its log was read, pods/log forbidden); never a failed Incident.
+    LOGS_COLLECTED = "LogsCollected"
     #: The hand-off from collection to analysis: True once the analyzer Job was asked for (or, reason
     #: NothingToAlign, the exits the cluster showed are the verdict).
     ANALYSIS_REQUESTED = "AnalysisRequested"

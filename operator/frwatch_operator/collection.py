@@ -49,15 +49,18 @@ class StoreListing:
     manifest_key: str | None  #: the manifest, when already written
     #: dumps whose rank is past MAX_WORLD_SIZE (their keys): never a rank of any job
     absurd_ranks: tuple[str, ...] = ()
+    #: (pod, container, variant, key) of each container log in the store (``logs/``)
+    log_keys: tuple[tuple[str, str, str, str], ...] = ()
 
 
 def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
-    """Sort the keys under ``key.root`` into dumps, pod records and the manifest (``ranks-later/`` and
-    anything else are not collection's business)."""
+    """Sort the keys under ``key.root`` into dumps, pod records, container logs and the manifest
+    (``ranks-later/`` and anything else are not collection's business)."""
     ranks: dict[int, str] = {}
     pods: dict[str, str] = {}
     manifest: str | None = None
     absurd: list[str] = []
+    logs: list[tuple[str, str, str, str]] = []
     for k in keys:
         parsed = parse_key(key.root, k)
         if parsed is None:
@@ -70,7 +73,11 @@ def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
             absurd.append(k)
         elif parsed.kind == "pod":
             pods[parsed.name] = k
-    return StoreListing(dict(sorted(ranks.items())), dict(sorted(pods.items())), manifest, tuple(absurd))
+        elif parsed.kind == "log" and parsed.variant is not None:
+            logs.append((parsed.name, parsed.container, parsed.variant, k))
+    return StoreListing(
+        dict(sorted(ranks.items())), dict(sorted(pods.items())), manifest, tuple(absurd), tuple(logs)
+    )
 
 
 def check_records(

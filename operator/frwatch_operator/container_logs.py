@@ -12,8 +12,10 @@ Per training container of a pod (every regular container but the frwatch agent):
 - ``termination``: the termination message from the pod's status (current instance, else the previous
   one), ``logs/<pod>/<container>.termination.txt``: no API call.
 
-A log is bytes as the API gave them (binary, ANSI colour codes, lines of a megabyte: all kept as they are);
-only its size is bounded (:func:`narrow`: the tail is kept). The analyzer decodes, sanitises and masks.
+A log is bytes as the API gave them (binary, ANSI colour codes: kept as they are); only its size is
+bounded (:func:`narrow`: the last lines that fit, cut to ``evidence.log_max_bytes``; the API can only give
+the head of a window, so a line longer than the window is dropped when later lines follow it, and its
+head is kept when it is the last line). The analyzer decodes, sanitises and masks.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from frwatch_operator.detection import ContainerRun, PodFacts
 Variant = Literal["tail", "previous", "termination"]
 #: The API is asked for at most this many times the cap of a log per request (limitBytes).
 READ_FACTOR = 4
+#: Requests at most to narrow one log to the lines that fit (a log with lines of a megabyte).
+MAX_READS = 12
 #: Why a log is missing, as the manifest and the condition say it.
 POD_DELETED = "unavailable: the pod was deleted before its log was read"
 FORBIDDEN = "unavailable: the operator may not read pods/log (RBAC)"
@@ -75,7 +79,9 @@ def _of_run(pod: PodFacts, run: ContainerRun, *, ending: bool) -> list[LogTarget
     message = run.message if ended else run.last_message
     if message.strip():
         instance = run.restart_count if ended else run.restart_count - 1
-        out.append(LogTarget(pod.name, pod.uid, run.name, "termination", instance, final=True, message=message))
+        out.append(
+            LogTarget(pod.name, pod.uid, run.name, "termination", instance, final=True, message=message)
+        )
     return out
 
 
@@ -92,19 +98,31 @@ def narrow(fetch: Callable[[int, int], bytes], tail_lines: int, max_bytes: int) 
     """The tail of a log within ``max_bytes``. ``fetch(lines, limit)`` returns the first ``limit`` bytes of
     the log's last ``lines`` lines (what pods/log with ``tailLines`` and ``limitBytes`` answers). When the
     answer fills ``limit`` it is the head of that window, not its end: ask for fewer lines (at most the
-    whole lines that fitted, halved) until the window fits, or one line is left (a line longer than the
-    window: its head is what the API gives). Then the last ``max_bytes`` bytes are kept."""
+    whole lines that fitted, halved), then for as many as still fit (bisection, at most :data:`MAX_READS`
+    requests in all). A line longer than the window on its own: its head is what the API gives. Then the
+    last ``max_bytes`` bytes are kept."""
     window = READ_FACTOR * max_bytes
-    lines = tail_lines
-    reads = 0
+    lines, reads = tail_lines, 0
+    best: tuple[int, bytes] | None = None  #: the most lines seen to fit, and their bytes
+    over: int | None = None  #: the fewest lines seen not to fit
     while True:
         data = fetch(lines, window)
         reads += 1
-        full = len(data) >= window
-        if not full or lines == 1:
+        if len(data) < window:
+            best = (lines, data)
+        else:
+            over = lines
+            if lines == 1:
+                best = (1, data)
+        if over is None or (best is not None and (over - best[0] <= 1 or reads >= MAX_READS)) or lines == 1:
             break
-        lines = max(1, min(lines // 2, data.count(b"\n")))
-    cut = full or len(data) > max_bytes or lines < tail_lines
+        if best is None:
+            lines = max(1, min(lines // 2, data.count(b"\n")))
+        else:
+            lines = (best[0] + over) // 2
+    assert best is not None
+    data = best[1]
+    cut = len(data) >= window or len(data) > max_bytes or best[0] < tail_lines
     return Tail(data[-max_bytes:], cut, reads)
 
 
@@ -129,12 +147,16 @@ def notes(
     out: dict[str, list[ContainerLog]] = {}
     for pod in pods:
         names = [r.name for r in pod.runs] or [e.container for e in pod.ended]
-        mine = sorted((v for k, v in stored.items() if k[0] == pod.name), key=lambda x: (x.container, x.variant))
+        mine = sorted(
+            (v for k, v in stored.items() if k[0] == pod.name), key=lambda x: (x.container, x.variant)
+        )
         have = {x.container for x in mine}
         for name in dict.fromkeys(names):
             if name in have:
                 continue
-            reason = (FORBIDDEN if forbidden else why.get((pod.name, name))) or (POD_DELETED if pod.deleted else "")
+            reason = (FORBIDDEN if forbidden else why.get((pod.name, name))) or (
+                POD_DELETED if pod.deleted else ""
+            )
             if reason:
                 mine.append(ContainerLog(container=name, variant="tail", unavailable=reason))
         if not names and pod.deleted and not mine:

@@ -34,7 +34,7 @@ from frwatch_analyzers.layout import AttemptKey, segment_problem
 from frwatch_analyzers.manifest import ContainerLog, Manifest
 from frwatch_operator import notices
 from frwatch_operator.config import EvidenceSettings
-from frwatch_operator.container_logs import FORBIDDEN, LogTarget, capped, key_of, narrow, targets
+from frwatch_operator.container_logs import LogTarget, capped, key_of, narrow, notes, targets
 from frwatch_operator.detection import PodFacts
 from frwatch_operator.errors import ApiRefusedError, FrwatchError, NotFoundError
 from frwatch_operator.kube import Kube, ObjectRef
@@ -89,7 +89,13 @@ class Where:
 
 
 def read_logs(
-    kube: Kube, s3: S3Store, settings: EvidenceSettings, where: Where, pods: Iterable[PodFacts], *, ending: bool
+    kube: Kube,
+    s3: S3Store,
+    settings: EvidenceSettings,
+    where: Where,
+    pods: Iterable[PodFacts],
+    *,
+    ending: bool,
 ) -> int:
     """Read and store every log of ``pods`` due now (``ending``: collection ends, the running ones too).
     Returns how many were stored. Never raises a store or API error: what failed is tried again next pass."""
@@ -163,7 +169,9 @@ def _forbidden(kube: Kube, where: Where, state: _Attempt, exc: ApiRefusedError) 
         return
     logger.warning("incident %s: %s", where.incident, exc)
     try:
-        kube.post_event(where.job_ref, notices.evidence_forbidden(where.incident, "the pods' logs (pods/log)", exc.fix))
+        kube.post_event(
+            where.job_ref, notices.evidence_forbidden(where.incident, "the pods' logs (pods/log)", exc.fix)
+        )
     except FrwatchError as err:
         logger.warning("incident %s: the EvidenceForbidden Event was not posted: %s", where.incident, err)
 
@@ -179,8 +187,19 @@ def log_notes(where: Where, listed: Iterable[tuple[str, str, str, str]]) -> tupl
         stored, why, forbidden = dict(state.stored), dict(state.why), state.forbidden
     for pod, container, variant, key in listed:
         if variant in ("tail", "previous", "termination") and (pod, container, variant) not in stored:
-            stored[(pod, container, variant)] = ContainerLog(container=container, variant=variant, key=key)  # type: ignore[arg-type]
+            stored[(pod, container, variant)] = ContainerLog(container=container, variant=variant, key=key)
     return stored, why, forbidden
+
+
+def final_logs(
+    kube: Kube, s3: S3Store, settings: EvidenceSettings, where: Where, pods: list[PodFacts],
+    listed: Iterable[tuple[str, str, str, str]],
+) -> dict[str, list[ContainerLog]]:  # fmt: skip
+    """When collection ends: read what is still due (the running containers too), then pod -> its logs'
+    records for the manifest (stored, or why not: ``container_logs.notes``)."""
+    read_logs(kube, s3, settings, where, pods, ending=True)
+    stored, why, forbidden = log_notes(where, listed)
+    return notes(pods, stored, why, forbidden)
 
 
 def write_node_records(
@@ -211,9 +230,13 @@ def write_node_records(
                 unavailable.append(f"events: {_short(exc)}")
         if events_refused is not None:
             unavailable.append("events: forbidden")
-        record = node_record(node, body, events, rfc3339(now, "seconds"), unavailable, settings.node_events_max)
+        record = node_record(
+            node, body, events, rfc3339(now, "seconds"), unavailable, settings.node_events_max
+        )
         try:
-            s3.put(where.key.node(node), record.to_json(), bucket=where.bucket, content_type="application/json")
+            s3.put(
+                where.key.node(node), record.to_json(), bucket=where.bucket, content_type="application/json"
+            )
         except FrwatchError as exc:
             logger.warning("incident %s: node record of %s not stored: %s", where.incident, node, exc)
             continue
@@ -222,7 +245,9 @@ def write_node_records(
         try:
             kube.post_event(
                 where.job_ref,
-                notices.evidence_forbidden(where.incident, "the Events that name its nodes", events_refused.fix),
+                notices.evidence_forbidden(
+                    where.incident, "the Events that name its nodes", events_refused.fix
+                ),
             )
         except FrwatchError as err:
             logger.warning("incident %s: the EvidenceForbidden Event was not posted: %s", where.incident, err)

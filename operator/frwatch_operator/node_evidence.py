@@ -19,7 +19,11 @@ from frwatch_analyzers.node_record import NodeCondition, NodeEvent, NodeRecord
 
 def _failed(manifest: Manifest) -> set[str]:
     """Pods that ended with a failed exit, or were deleted, or held a rank without a dump."""
-    pods = {p.pod for p in manifest.pods if p.deleted or any(e.exit_code not in (None, 0) or e.reason == "OOMKilled" for e in p.ended)}
+    pods = {
+        p.pod
+        for p in manifest.pods
+        if p.deleted or any(e.exit_code not in (None, 0) or e.reason == "OOMKilled" for e in p.ended)
+    }
     pods |= {r.pod for r in manifest.ranks if not r.dumped and r.pod}
     return pods
 

@@ -116,10 +116,8 @@ def narrow(fetch: Callable[[int, int], bytes], tail_lines: int, max_bytes: int) 
                 best = (1, data)
         if over is None or (best is not None and (over - best[0] <= 1 or reads >= MAX_READS)) or lines == 1:
             break
-        if best is None:
-            lines = max(1, min(lines // 2, data.count(b"\n")))
-        else:
-            lines = (best[0] + over) // 2
+        # none fitted yet: at most the whole lines that did, halved; else bisect between fit and overflow
+        lines = max(1, min(lines // 2, data.count(b"\n"))) if best is None else (best[0] + over) // 2
     assert best is not None
     data = best[1]
     cut = len(data) >= window or len(data) > max_bytes or best[0] < tail_lines

@@ -152,9 +152,7 @@ def notes(
         for name in dict.fromkeys(names):
             if name in have:
                 continue
-            reason = (FORBIDDEN if forbidden else why.get((pod.name, name))) or (
-                POD_DELETED if pod.deleted else ""
-            )
+            reason = FORBIDDEN if forbidden else POD_DELETED if pod.deleted else why.get((pod.name, name), "")
             if reason:
                 mine.append(ContainerLog(container=name, variant="tail", unavailable=reason))
         if not names and pod.deleted and not mine:

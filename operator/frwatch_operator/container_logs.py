@@ -27,6 +27,7 @@ from typing import Literal
 from frwatch_analyzers.layout import AttemptKey, segment_problem
 from frwatch_analyzers.manifest import ContainerLog
 from frwatch_operator.detection import ContainerRun, PodFacts
+from frwatch_operator.resources import ConditionReason
 
 Variant = Literal["tail", "previous", "termination"]
 #: The API is asked for at most this many times the cap of a log per request (limitBytes).
@@ -162,15 +163,16 @@ def notes(
     return out
 
 
-def summary(by_pod: Mapping[str, list[ContainerLog]], shown: int = 4) -> tuple[bool, str, str]:
+def summary(by_pod: Mapping[str, list[ContainerLog]], shown: int = 4) -> tuple[bool, ConditionReason, str]:
     """(every log there, reason, message) of the Incident's ``LogsCollected`` condition."""
     kept = [x for xs in by_pod.values() for x in xs if not x.unavailable]
     missing = [(pod, x) for pod, xs in by_pod.items() for x in xs if x.unavailable]
     cut = sum(1 for x in kept if x.cut)
     message = f"{len(kept)} log(s) stored" + (f" ({cut} cut to their tail)" if cut else "")
     if not missing:
-        return True, "LogsStored", message
+        return True, ConditionReason.LOGS_STORED, message
     words = [f"{pod}/{x.container or '*'}: {x.unavailable}" for pod, x in missing[:shown]]
     more = f" (+{len(missing) - shown} more)" if len(missing) > shown else ""
-    reason = "LogsForbidden" if any(x.unavailable == FORBIDDEN for _, x in missing) else "LogsUnavailable"
+    forbidden = any(x.unavailable == FORBIDDEN for _, x in missing)
+    reason = ConditionReason.LOGS_FORBIDDEN if forbidden else ConditionReason.LOGS_UNAVAILABLE
     return False, reason, f"{message}; {len(missing)} unavailable: " + "; ".join(words) + more

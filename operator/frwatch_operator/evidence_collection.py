@@ -215,7 +215,7 @@ def write_node_records(
         unavailable: list[str] = []
         body = None
         try:
-            body = kube.read_node(node)
+            body = kube.get_node(node)
             if body is None:
                 unavailable.append("node: not found (deleted since)")
         except FrwatchError as exc:

@@ -1,7 +1,9 @@
 """Evidence beyond Flight Recorder, end to end with real torch ranks (issue 14): a rank that raises a Python
 exception mid-step, a rank killed by SIGKILL, and gloo aborting the receiver of an oversize send. Each
 time the store holds every training container's log (the operator read pods/log before the pods were
-gone) and the Incident says so; the manifest ties each log to its pod.
+gone) and the Incident says so; the manifest ties each log to its pod; and the verdict, read from those
+logs by the analyzer, names what happened first: the exception with its message and line, the kill
+(exit 137), gloo's abort of the receiver.
 
 Reading the store needs its endpoint and keys that may read the job's prefix: on the local cluster, the
 namespace's ``frwatch-s3`` Secret and the local store; against a real cluster ``FRWATCH_E2E_S3_ENDPOINT``
@@ -15,6 +17,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -24,6 +28,7 @@ from e2e_helpers import WORKLOAD, Target
 
 from frwatch_analyzers.layout import RootUrl
 from frwatch_analyzers.manifest import Manifest
+from frwatch_dev import workloads
 from frwatch_operator import constants as c
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -67,6 +72,20 @@ def _exits(incident: dict[str, Any]) -> dict[str, int | None]:
             for p in incident["status"]["observed"]["pods"]}  # fmt: skip
 
 
+def _first_cause(store: Store) -> dict[str, Any]:
+    """The verdict's cause marked as the first rank to fail."""
+    verdict = json.loads(store.get("verdict.json"))
+    firsts = [x for x in verdict["causes"] if x["first"]]
+    assert len(firsts) == 1, verdict["causes"]
+    return firsts[0]  # type: ignore[no-any-return]
+
+
+def _line_of(module: str, text: str) -> int:
+    """The line of the workload's source that holds ``text`` (the image runs the same source)."""
+    lines = (Path(workloads.__file__).parent / module).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
 def _every_log_stored(store: Store, incident: dict[str, Any], pods: int) -> Manifest:
     logs = _condition(incident, "LogsCollected")
     assert logs["status"] == "True", logs
@@ -80,7 +99,7 @@ def _every_log_stored(store: Store, incident: dict[str, Any], pods: int) -> Mani
 
 def test_a_rank_raising_an_exception_mid_step_has_its_traceback_in_the_store(target: Target) -> None:
     name = target.submit([*WORKLOAD, "--scenario", "crash"])  # rank 2 (worker-1) raises at step 3
-    target.wait_verdict(name)
+    ann = target.wait_verdict(name)
     incident = target.reported_incident(name)
     store = Store(target, incident)
     _every_log_stored(store, incident, 4)
@@ -91,11 +110,20 @@ def test_a_rank_raising_an_exception_mid_step_has_its_traceback_in_the_store(tar
     assert _exits(incident)[f"{name}-worker-1"] == 1
     peer = store.log(f"{name}-master-0")  # the others only saw their peer go
     assert "Connection closed by peer" in peer or "Connection reset" in peer
+    # the verdict names the exception, its message and line, and the rank that failed first
+    first = _first_cause(store)
+    line = _line_of("faulty_training.py", 'raise ValueError(f"corrupt sample')
+    assert (first["rank"], first["kind"], first["exception"]) == (2, "exception", "ValueError"), first
+    assert first["message"] == "ValueError: corrupt sample in shard 2 at step 3: cannot decode record"
+    assert first["location"] == f"faulty_training.py:{line}" and first["step"] == 3
+    assert first["pod"] == f"{name}-worker-1" and first["source"].endswith(f"/logs/{name}-worker-1/pytorch.txt")
+    assert ann[c.ANN_VERDICT].startswith(f"rank 2 crashed: ValueError at faulty_training.py:{line}"), ann
+    assert ann[c.ANN_SUSPECT_RANKS] == "2"
 
 
 def test_a_rank_killed_by_sigkill_is_seen_as_killed_with_what_it_printed(target: Target) -> None:
     name = target.submit([*WORKLOAD, "--scenario", "killed"])  # rank 2 (worker-1) SIGKILLs itself at step 3
-    target.wait_verdict(name)
+    ann = target.wait_verdict(name)
     incident = target.reported_incident(name)
     assert _exits(incident)[f"{name}-worker-1"] == 137
     store = Store(target, incident)
@@ -103,6 +131,10 @@ def test_a_rank_killed_by_sigkill_is_seen_as_killed_with_what_it_printed(target:
     assert store.log(f"{name}-worker-1").endswith("rank 2: step 3: loading a batch\n")  # nothing after the kill
     (rank2,) = [r for r in manifest.ranks if r.rank == 2]
     assert not rank2.dumped and rank2.pod == f"{name}-worker-1"
+    first = _first_cause(store)  # named as killed, exit 137, the first to fail
+    assert (first["rank"], first["kind"], first["pod"]) == (2, "killed", f"{name}-worker-1"), first
+    assert "exit code 137" in first["message"]
+    assert ann[c.ANN_VERDICT].startswith("rank 2 was killed"), ann
 
 
 def test_gloo_aborting_the_receiver_of_an_oversize_send_is_in_its_log(target: Target) -> None:
@@ -117,4 +149,8 @@ def test_gloo_aborting_the_receiver_of_an_oversize_send_is_in_its_log(target: Ta
     assert "terminate called after throwing an instance of 'gloo::EnforceNotMet'" in log
     assert "Received data size doesn't match expected size" in log and "op.preamble.length <= op.nbytes" in log
     verdict = json.loads(store.get("verdict.json"))
-    assert verdict["category"] in ("size_mismatch", "missing_rank"), verdict["category"]
+    assert verdict["category"] == "size_mismatch" and verdict["culprit_ranks"] == [1], verdict["headline"]
+    # the receiver's abort says what the sender's oversize send did to it
+    (abort,) = [x for x in verdict["causes"] if x["kind"] == "gloo_abort"]
+    assert abort["pod"] == aborted[0] and abort["primary"], abort
+    assert re.search(r"received \d+ bytes where \d+ were expected", abort["message"]), abort["message"]

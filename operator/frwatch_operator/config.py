@@ -200,6 +200,11 @@ class EvidenceSettings(_Section):
         "message's too): a log of many MB is cut to its last log_max_bytes. The API is asked for at most "
         "4x this (limitBytes) per request.",
     )
+    log_readers: int = Field(
+        default=8, ge=1, le=64,
+        description="Container logs read at once (threads): when collection ends every running container's "
+        "log is read, and pods/log goes through each node's kubelet.",
+    )
     nccl_debug: bool = Field(
         default=True,
         description="The webhook sets NCCL_DEBUG=WARN and NCCL_DEBUG_FILE into the dump folder in training "

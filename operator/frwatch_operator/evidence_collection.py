@@ -27,6 +27,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -89,18 +90,13 @@ class Where:
 
 
 def read_logs(
-    kube: Kube,
-    s3: S3Store,
-    settings: EvidenceSettings,
-    where: Where,
-    pods: Iterable[PodFacts],
-    *,
-    ending: bool,
+    kube: Kube, s3: S3Store, settings: EvidenceSettings, where: Where, pods: Iterable[PodFacts], *, ending: bool
 ) -> int:
-    """Read and store every log of ``pods`` due now (``ending``: collection ends, the running ones too).
-    Returns how many were stored. Never raises a store or API error: what failed is tried again next pass."""
+    """Read and store every log of ``pods`` due now (``ending``: collection ends, the running ones too),
+    ``evidence.log_readers`` at a time. Returns how many were stored. Never raises a store or API error:
+    what failed is tried again next pass."""
     state = _attempt(where.key.root)
-    stored = 0
+    due: list[tuple[str, LogTarget]] = []
     for pod in pods:
         for target in targets(pod, ending=ending):
             with state.lock:
@@ -108,9 +104,12 @@ def read_logs(
                     continue
                 if target.final and target.memo in state.done:
                     continue
-            if _read_one(kube, s3, settings, where, state, pod.namespace, target):
-                stored += 1
-    return stored
+            due.append((pod.namespace, target))
+    if len(due) <= 1 or settings.log_readers <= 1:
+        return sum(_read_one(kube, s3, settings, where, state, ns, target) for ns, target in due)
+    with ThreadPoolExecutor(max_workers=settings.log_readers, thread_name_prefix="frwatch-logs") as pool:
+        done = pool.map(lambda item: _read_one(kube, s3, settings, where, state, item[0], item[1]), due)
+        return sum(done)
 
 
 def _read_one(

@@ -121,7 +121,8 @@ def narrow(fetch: Callable[[int, int], bytes], tail_lines: int, max_bytes: int) 
         lines = max(1, min(lines // 2, data.count(b"\n"))) if best is None else (best[0] + over) // 2
     assert best is not None
     data = best[1]
-    cut = len(data) >= window or len(data) > max_bytes or best[0] < tail_lines
+    # cut: bytes dropped here, or fewer lines than asked fitted, or as many lines came as asked (more before)
+    cut = len(data) >= window or len(data) > max_bytes or best[0] < tail_lines or data.count(b"\n") >= tail_lines
     return Tail(data[-max_bytes:], cut, reads)
 
 

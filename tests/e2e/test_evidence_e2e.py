@@ -28,6 +28,7 @@ from e2e_helpers import WORKLOAD, Target
 
 from frwatch_analyzers.layout import RootUrl
 from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.node_record import parse_node_record
 from frwatch_dev import workloads
 from frwatch_operator import constants as c
 
@@ -135,6 +136,13 @@ def test_a_rank_killed_by_sigkill_is_seen_as_killed_with_what_it_printed(target:
     assert (first["rank"], first["kind"], first["pod"]) == (2, "killed", f"{name}-worker-1"), first
     assert "exit code 137" in first["message"]
     assert ann[c.ANN_VERDICT].startswith("rank 2 was killed"), ann
+    # the node it ran on, as the API showed it when collection ended: its conditions (and Events naming it)
+    node = first["node"]
+    assert node == next(p["spec"]["nodeName"] for p in target.pods(name) if p["metadata"]["name"] == f"{name}-worker-1")
+    record = parse_node_record(store.get(f"nodes/{node}.json"))
+    assert record is not None and record.node == node and not record.unavailable, record
+    conditions = {x["type"] for x in target.node(node)["status"]["conditions"]}
+    assert conditions and {x.type for x in record.conditions} == conditions
 
 
 def test_gloo_aborting_the_receiver_of_an_oversize_send_is_in_its_log(target: Target) -> None:

@@ -2,14 +2,15 @@
 whether a suspect node was sick.
 
 - Each log gives its rank's signals (:mod:`~frwatch_analyzers.logscan`); each container end in the
-  manifest gives one (exit 137 with OOMKilled, 137/SIGKILL, 139/SIGSEGV, 143/SIGTERM, other non-zero).
+  manifest gives one (exit 137 with OOMKilled, 137/SIGKILL, 139/SIGSEGV, 134/SIGABRT, 143/SIGTERM, other
+  non-zero).
   A rank's cause is its last *primary* signal (an exception, a CUDA error, a gloo abort, a kill); a rank
   with only consequences (a lost peer, a watchdog timeout) keeps its first one.
 - The first rank to fail in time is the prime suspect (``first``); without times, the only rank with a
   primary cause while the others only lost their peer is. When Flight Recorder could not say why (a rank
   left no dump, or no conclusion), the headline names the cause: ``rank 3 crashed first:
   torch.OutOfMemoryError at train.py:88 (step 412), 0.4 s before ranks 0-2,4-7 lost their peer``.
-- Node signals (:mod:`~frwatch_analyzers.node_record`: unhealthy conditions, Xid Events) raise
+- Node signals (:mod:`~frwatch_analyzers.node_signals`: unhealthy conditions, Xid Events) raise
   ``hardware_class`` only on a suspect node: one where a Flight Recorder culprit ran, or a rank whose log
   shows a cause or a network error. The verdict then names the node and the signal. Log lines alone
   (an Xid or NCCL line a process printed) never do.
@@ -19,18 +20,16 @@ Every message and excerpt here comes masked (:mod:`~frwatch_analyzers.masking`) 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from .evidence_read import Gathered, LogFile
-from .logscan import Signal, scan
+from .logscan import Signal, last_step, scan
 from .manifest import Manifest
 from .masking import mask
-from .node_record import NodeRecord
+from .node_signals import NETWORK_KINDS, hardware_signals, raise_hardware
 from .safe_text import printable
 from .textfmt import ranks_text
-from .verdict import Category, Cause, CauseKind, CulpritKind, Status, Verdict
+from .verdict import Category, Cause, CauseKind, CulpritKind, Verdict
 
 #: Causes kept in a verdict (the first to fail come first).
 MAX_CAUSES = 64
@@ -38,20 +37,34 @@ MAX_CAUSES = 64
 EXCERPT_BEFORE, EXCERPT_AFTER = 6, 2
 _EXCERPT_CHARS = 240
 #: Primary kinds, the most telling first (a rank's cause when its evidence holds several).
-_RANKING = [CauseKind.gloo_abort, CauseKind.cuda_oom, CauseKind.cuda_illegal_address, CauseKind.cuda_ecc,
-            CauseKind.exception, CauseKind.segfault, CauseKind.oom_killed, CauseKind.killed, CauseKind.xid,
-            CauseKind.gloo_connect, CauseKind.nccl_internal_error]  # fmt: skip
-_NETWORK = {CauseKind.nccl_network_error, CauseKind.gloo_connect}
+_RANKING = [
+    CauseKind.gloo_abort,
+    CauseKind.cuda_oom,
+    CauseKind.cuda_illegal_address,
+    CauseKind.cuda_ecc,
+    CauseKind.exception,
+    CauseKind.segfault,
+    CauseKind.aborted,
+    CauseKind.oom_killed,
+    CauseKind.killed,
+    CauseKind.xid,
+    CauseKind.gloo_connect,
+    CauseKind.nccl_internal_error,
+]
+_NETWORK = NETWORK_KINDS
 _GPU = {CauseKind.xid, CauseKind.cuda_ecc, CauseKind.cuda_illegal_address}
 #: Categories where Flight Recorder could not say why: the logs' cause takes the headline.
 #: Not ``healthy``: a job whose every rank agrees may still log a caught exception; the causes say so, the
 #: verdict stays.
 _UNEXPLAINED = {Category.missing_rank, Category.inconclusive, Category.no_dump}
-_VERB = {CauseKind.gloo_abort: "aborted", CauseKind.oom_killed: "was OOM-killed", CauseKind.killed: "was killed",
-         CauseKind.segfault: "crashed (SIGSEGV)", CauseKind.xid: "hit a GPU error"}  # fmt: skip
-_HW_CONDITION = re.compile(r"(?i)gpu|xid|nvlink|ecc|infiniband|\bib|nic\b|hardware|pcie|kernel.?deadlock|fabric")
-_XID = re.compile(r"(?i)\bxid\b")
-_HW_EVENT = re.compile(r"(?i)\bxid\b|gpu.{0,20}(?:error|fail|lost|unhealthy|fallen)|ecc|nvlink|hardware")
+_VERB = {
+    CauseKind.gloo_abort: "aborted",
+    CauseKind.oom_killed: "was OOM-killed",
+    CauseKind.killed: "was killed",
+    CauseKind.segfault: "crashed (SIGSEGV)",
+    CauseKind.aborted: "aborted",
+    CauseKind.xid: "hit a GPU error",
+}
 
 
 def _iso(t: float | None) -> str:
@@ -66,9 +79,21 @@ def _excerpt(lines: list[str], at: int) -> list[str]:
 def _cause(log: LogFile, sig: Signal, rank: int | None, manifest: Manifest | None) -> Cause:
     pod = log.pod or (manifest.pod_of(rank) if manifest is not None and rank is not None else "")
     node = manifest.node_of(rank) if manifest is not None and rank is not None else ""
-    return Cause(rank=rank, kind=CauseKind(sig.kind), message=sig.message, exception=sig.exception,
-                 location=sig.location, time=_iso(sig.time), step=sig.step, source=log.name, line=sig.line + 1,
-                 pod=pod, node=node, primary=sig.primary, excerpt=_excerpt(log.text.lines, sig.line))  # fmt: skip
+    return Cause(
+        rank=rank,
+        kind=CauseKind(sig.kind),
+        message=sig.message,
+        exception=sig.exception,
+        location=sig.location,
+        time=_iso(sig.time),
+        step=sig.step,
+        source=log.name,
+        line=sig.line + 1,
+        pod=pod,
+        node=node,
+        primary=sig.primary,
+        excerpt=_excerpt(log.text.lines, sig.line),
+    )
 
 
 def _rank_of(sig: Signal, ranks: tuple[int, ...]) -> int | None:
@@ -90,7 +115,14 @@ def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple
     out: list[tuple[Cause, float | None]] = []
     for rank, sigs in by_rank.items():
         primary = [s for s in sigs if s.primary]
-        best = max(primary, key=lambda s: (-_RANKING.index(CauseKind(s.kind)) if s.kind in _RANKING else -99, s.line)) if primary else sigs[0]
+        best = (
+            max(
+                primary,
+                key=lambda s: (-_RANKING.index(CauseKind(s.kind)) if s.kind in _RANKING else -99, s.line),
+            )
+            if primary
+            else sigs[0]
+        )
         out.append((_cause(log, best, rank, manifest), best.time))
         extra = next((s for s in sigs if s is not best and CauseKind(s.kind) in _NETWORK | _GPU), None)
         if extra is not None:
@@ -112,61 +144,65 @@ def end_causes(manifest: Manifest | None) -> list[Cause]:
                 kind = CauseKind.killed
             elif code == 139 or sig == 11:
                 kind = CauseKind.segfault
+            elif code == 134 or sig == 6:
+                kind = CauseKind.aborted
             elif code == 143 or sig == 15:
                 kind = CauseKind.terminated
             elif code not in (None, 0):
                 kind = CauseKind.exit_code
             else:
                 continue
-            text = f"container {end.container} ended with exit code {code}" + (f" ({reason})" if reason else "")
+            text = f"container {end.container} ended with exit code {code}" + (
+                f" ({reason})" if reason else ""
+            )
             text += f", signal {sig}" if sig else ""
-            primary = kind in (CauseKind.oom_killed, CauseKind.killed, CauseKind.segfault)
+            primary = kind in (CauseKind.oom_killed, CauseKind.killed, CauseKind.segfault, CauseKind.aborted)
             for rank in sorted(set(pod.ranks))[:MAX_CAUSES]:
-                out.append(Cause(rank=rank, kind=kind, message=printable(text, 300), source="manifest.json",
-                                 pod=pod.pod, node=pod.node, primary=primary))  # fmt: skip
+                out.append(
+                    Cause(
+                        rank=rank,
+                        kind=kind,
+                        message=printable(text, 300),
+                        source="manifest.json",
+                        pod=pod.pod,
+                        node=pod.node,
+                        primary=primary,
+                    )
+                )
     return out
 
 
-def node_signals(node: str, record: NodeRecord, source: str) -> list[Cause]:
-    """The signals of a node record that say the node is sick."""
-    out: list[Cause] = []
-    for c in record.conditions:
-        bad = (c.type == "Ready" and c.status in ("False", "Unknown")) or (
-            c.status == "True" and (_HW_CONDITION.search(c.type) or _XID.search(c.reason)))
-        if bad:
-            text = f"condition {c.type}={c.status}" + (f" ({c.reason})" if c.reason else "") + (f": {c.message}" if c.message else "")
-            out.append(Cause(kind=CauseKind.node_condition, message=printable(mask(text), 300), time=c.last_transition_time,
-                             source=source, node=node, primary=True))  # fmt: skip
-    for e in record.events:
-        if _HW_EVENT.search(f"{e.reason} {e.message}"):
-            text = f"Event {e.reason}" + (f" x{e.count}" if e.count and e.count > 1 else "") + f": {e.message}"
-            text += f" (from {e.source_component})" if e.source_component else ""
-            out.append(Cause(kind=CauseKind.node_event, message=printable(mask(text), 300), time=e.last_timestamp,
-                             source=source, node=node, primary=True))  # fmt: skip
-    return out
-
-
-def with_causes(verdict: Verdict, gathered: Gathered, manifest: Manifest | None, *, year: int | None = None) -> Verdict:
+def with_causes(
+    verdict: Verdict, gathered: Gathered, manifest: Manifest | None, *, year: int | None = None
+) -> Verdict:
     """``verdict`` with the evidence beyond Flight Recorder: causes, the first to fail, hardware signals."""
     started = manifest.collection_started[:4] if manifest is not None else ""
     year = year or (int(started) if started.isdigit() else datetime.now(UTC).year)  # for glog's times
     timed: list[tuple[Cause, float | None]] = []
     for log in gathered.logs:
         timed.extend(log_causes(log, manifest, year))
-    timed.extend((c, None) for c in end_causes(manifest))
+    steps: dict[int, int] = {}  # the step a rank's log last named: where a killed rank was
+    for log in gathered.logs:
+        step = last_step(log.text.lines) if len(log.ranks) == 1 else None
+        if step is not None:
+            steps[log.ranks[0]] = step
+    for end in end_causes(manifest):
+        timed.append(
+            (end.model_copy(update={"step": steps.get(end.rank)}) if end.rank is not None else end, None)
+        )
     update: dict[str, object] = {"bad_files": verdict.bad_files + gathered.problems}
     if not timed and not gathered.nodes:
         return verdict.model_copy(update=update)
     per_rank = _best_per_rank(timed)
     first = _first(per_rank, verdict)
     causes = _ordered(timed, per_rank, first)
-    from_nodes, signals = _hardware(verdict, causes, gathered, manifest)
+    from_nodes = hardware_signals(verdict, causes, gathered.nodes, manifest)
     update["causes"] = (causes + from_nodes)[:MAX_CAUSES]
     verdict = verdict.model_copy(update=update)
     if first is not None:
         verdict = _name_first(verdict, per_rank, first)
-    if signals:
-        verdict = _raise_hardware(verdict, causes, signals)
+    if from_nodes:
+        verdict = raise_hardware(verdict, causes, from_nodes)
     return verdict
 
 
@@ -200,16 +236,28 @@ def _first(per_rank: dict[int, tuple[Cause, float | None]], verdict: Verdict) ->
     return candidates[0] if len(candidates) == 1 else None
 
 
-def _ordered(timed: list[tuple[Cause, float | None]], per_rank: dict[int, tuple[Cause, float | None]], first: int | None) -> list[Cause]:
+def _ordered(
+    timed: list[tuple[Cause, float | None]],
+    per_rank: dict[int, tuple[Cause, float | None]],
+    first: int | None,
+) -> list[Cause]:
     chosen = {id(c) for c, _ in per_rank.values()}
     keep = [(c, t) for c, t in timed if id(c) in chosen or c.rank is None or c.kind in _NETWORK | _GPU]
-    keep.sort(key=lambda ct: (ct[0].rank != first, not ct[0].primary, ct[1] is None, ct[1] or 0.0, ct[0].rank or 0))
-    return [c.model_copy(update={"first": True}) if c.rank == first and id(c) in chosen else c for c, _ in keep]
+    keep.sort(
+        key=lambda ct: (ct[0].rank != first, not ct[0].primary, ct[1] is None, ct[1] or 0.0, ct[0].rank or 0)
+    )
+    return [
+        c.model_copy(update={"first": True}) if c.rank == first and id(c) in chosen else c for c, _ in keep
+    ]
 
 
 def _what(c: Cause, *, full: bool = False) -> str:
     """The cause in a few words (the exception type and where), or ``full``: with its message."""
-    if c.kind in (CauseKind.exception, CauseKind.cuda_oom, CauseKind.cuda_illegal_address, CauseKind.cuda_ecc) and c.exception:
+    if (
+        c.kind
+        in (CauseKind.exception, CauseKind.cuda_oom, CauseKind.cuda_illegal_address, CauseKind.cuda_ecc)
+        and c.exception
+    ):
         what = (c.message if full else c.exception) + (f" at {c.location}" if c.location else "")
     else:
         what = c.message
@@ -226,14 +274,20 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
         later = [tt for tt in after.values() if tt is not None]
         gap = f"{min(later) - t:.1f} s before " if t is not None and later and min(later) >= t else "; then "
         lost = "lost its peer" if len(after) == 1 else "lost their peer"
-        text += f", {gap}{ranks_text(after)} {lost}" if gap.endswith("before ") else f"{gap}{ranks_text(after)} only {lost}"
+        text += (
+            f", {gap}{ranks_text(after)} {lost}"
+            if gap.endswith("before ")
+            else f"{gap}{ranks_text(after)} only {lost}"
+        )
     said = f"rank {first} {verb}: {_what(cause, full=True)}"
     sentence = f"Logs: {text}. {said} (from {cause.source}{f', line {cause.line}' if cause.line else ''})."
     update: dict[str, object] = {"summary": f"{verdict.summary} {sentence}".strip()}
     # Flight Recorder's own finding (a mismatch, a desync, a hang) keeps the headline: a rank that aborted on
     # it (gloo's receiver of a larger send) is its consequence. Where it could not say why, the logs can.
     explains = verdict.category in _UNEXPLAINED and (
-        verdict.category != Category.missing_rank or first in verdict.missing_dumps or first in verdict.culprit_ranks
+        verdict.category != Category.missing_rank
+        or first in verdict.missing_dumps
+        or first in verdict.culprit_ranks
     )
     if explains:
         update["headline"] = printable(text, 400)
@@ -242,52 +296,4 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
             update["culprit_ranks"] = [first]
             update["culprit_kind"] = CulpritKind.crashed
         update["culprit_detail"] = f"{verdict.culprit_detail} {sentence}".strip()
-    return verdict.model_copy(update=update)
-
-
-def _suspect_nodes(verdict: Verdict, causes: Iterable[Cause], manifest: Manifest | None) -> set[str]:
-    ranks = set(verdict.culprit_ranks) | {c.rank for c in causes if c.rank is not None and (c.primary or c.kind in _NETWORK)}
-    nodes = set(verdict.culprit_nodes) | {c.node for c in causes if c.rank in ranks and c.node}
-    if manifest is not None:
-        nodes |= {manifest.node_of(r) for r in ranks} - {""}
-    return nodes
-
-
-def _hardware(
-    verdict: Verdict, causes: list[Cause], gathered: Gathered, manifest: Manifest | None
-) -> tuple[list[Cause], list[Cause]]:
-    """The node records' signals on suspect nodes: new causes, and what makes the verdict hardware-class.
-    An Xid line in a rank's own log is evidence but raises nothing: the training process writes its log and
-    can print anything; the node record holds what the operator read from the Kubernetes API."""
-    suspects = _suspect_nodes(verdict, causes, manifest)
-    found: list[Cause] = []
-    for node in sorted(suspects):
-        record = gathered.nodes.get(node)
-        if record is not None:
-            found.extend(node_signals(node, record, f"nodes/{node}.json"))
-    return found, found
-
-
-def _raise_hardware(verdict: Verdict, causes: list[Cause], hardware: list[Cause]) -> Verdict:
-    nodes = sorted({c.node for c in hardware if c.node})
-    signal = hardware[0]
-    on_node = [c for c in causes if c.node in nodes and c.rank is not None]
-    ranks = sorted({c.rank for c in on_node if c.rank is not None})
-    network = any(c.kind in _NETWORK for c in on_node)
-    text = f"node {', '.join(nodes)} reports {signal.message}"
-    if on_node:
-        text += f" while {ranks_text(ranks)} there logged {on_node[0].message}"
-    update: dict[str, object] = {
-        "hardware_class": True,
-        "suspect_nodes": sorted(set(verdict.suspect_nodes) | set(nodes)),
-        "summary": f"{verdict.summary} Hardware: {text} (from {signal.source}).".strip(),
-        "next_steps": [f"Check node {', '.join(nodes)} ({signal.message[:120]}) before rescheduling the job there: "
-                       "cordon it and run the GPU and network diagnostics (e.g. DCGM).", *verdict.next_steps],
-    }  # fmt: skip
-    if verdict.category == Category.inconclusive:
-        category = Category.network_hang if network else Category.gpu_hang
-        update.update(status=Status.problem, category=category, culprit_ranks=ranks or verdict.culprit_ranks,
-                      culprit_nodes=nodes, culprit_kind=CulpritKind.network_hang if network else CulpritKind.gpu_hang,
-                      headline=printable(f"hardware suspected on {text}", 400),
-                      short=printable(f"hardware suspected: node {', '.join(nodes)}: {signal.message}", 120)[:120])  # fmt: skip
     return verdict.model_copy(update=update)

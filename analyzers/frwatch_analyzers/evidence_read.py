@@ -15,6 +15,7 @@ of them (:data:`MAX_EVIDENCE_BYTES`, :data:`MAX_EVIDENCE_FILES`); what is refuse
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -37,6 +38,8 @@ MAX_EVIDENCE_FILES = 4 * 4096
 #: costs about 0.25 s for a 2 MiB tail of ordinary lines and 0.7 s for one of NCCL WARN lines (measured on
 #: the 2-core dev machine): about a minute for the whole budget at worst.
 MAX_EVIDENCE_BYTES = 256 << 20
+#: Entries listed while looking for evidence (a folder of millions of files is not walked to its end).
+MAX_LISTED = 4 * MAX_EVIDENCE_FILES
 #: Suffixes of the text files of a flat folder read as logs.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 _FLAT_RANK = re.compile(r"([0-9]{1,12})$")
@@ -77,28 +80,51 @@ class _Ref:
 
 
 def gather(
-    location: str, manifest: Manifest | None, *, bucket: str | None = None, client: Any = None,
+    location: str,
+    manifest: Manifest | None,
+    *,
+    bucket: str | None = None,
+    client: Any = None,
     suspects: Iterable[int] = (),
-) -> Gathered:  # fmt: skip
+) -> Gathered:
     """The evidence at a local folder, or (``bucket`` and an S3 ``client`` given) under the key prefix
     ``location``. Node records are read first, then the logs of the ``suspects`` (Flight Recorder's
     culprits and the ranks without a dump), then the rest while the budget lasts. Never raises for what it
     finds; an unlistable location gives one problem."""
     out = Gathered()
     try:
-        listing = list(_list_s3(client, bucket, location) if bucket is not None else _list_dir(location))
+        found = _list_s3(client, bucket, location) if bucket is not None else _list_dir(location)
+        listing = list(itertools.islice(found, MAX_LISTED + 1))
     except Exception as exc:  # OSError, botocore: the dumps were listed, the evidence is extra
-        out.problems.append(FileProblem(file=printable(location, 300), reason=f"evidence not listed: {printable(str(exc), 200)}"))
+        out.problems.append(
+            FileProblem(
+                file=printable(location, 300), reason=f"evidence not listed: {printable(str(exc), 200)}"
+            )
+        )
         return out
+    if len(listing) > MAX_LISTED:
+        listing.pop()
+        out.problems.append(
+            FileProblem(
+                file=printable(location, 300),
+                reason=f"evidence listing stopped at {MAX_LISTED} entries: the rest was not looked at",
+            )
+        )
     first = set(suspects)
-    refs = sorted(_refs(listing, manifest, out.problems, bucket),
-                  key=lambda r: (r.what != "node", not first.intersection(r.ranks)))  # stable: names within
+    refs = sorted(
+        _refs(listing, manifest, out.problems, bucket),
+        key=lambda r: (r.what != "node", not first.intersection(r.ranks)),
+    )  # stable: names within
     budget = MAX_EVIDENCE_BYTES
     for i, ref in enumerate(refs):
         if i >= MAX_EVIDENCE_FILES or budget <= 0:
-            out.problems.append(FileProblem(
-                file=ref.name, reason=f"{len(refs) - i} evidence file(s) from here on not read: over the budget of "
-                f"{MAX_EVIDENCE_FILES} files and {MAX_EVIDENCE_BYTES} bytes an attempt"))  # fmt: skip
+            out.problems.append(
+                FileProblem(
+                    file=ref.name,
+                    reason=f"{len(refs) - i} evidence file(s) from here on not read: over the budget of "
+                    f"{MAX_EVIDENCE_FILES} files and {MAX_EVIDENCE_BYTES} bytes an attempt",
+                )
+            )
             break
         cap = MAX_NODE_RECORD_BYTES if ref.what == "node" else MAX_LOG_BYTES
         try:
@@ -113,7 +139,9 @@ def gather(
         try:
             text = decode_tail(data, size=ref.size)
         except NotText as exc:
-            out.problems.append(FileProblem(file=ref.name, reason=f"log not read: {exc}", rank=_one(ref.ranks)))
+            out.problems.append(
+                FileProblem(file=ref.name, reason=f"log not read: {exc}", rank=_one(ref.ranks))
+            )
             continue
         out.logs.append(LogFile(ref.name, ref.ranks, text, ref.pod, ref.container, ref.variant))
     return out
@@ -125,8 +153,13 @@ def _one(ranks: tuple[int, ...]) -> int | None:
 
 def _add_node(ref: _Ref, data: bytes, out: Gathered) -> None:
     if ref.size > MAX_NODE_RECORD_BYTES:
-        out.problems.append(FileProblem(file=ref.name, reason=f"node record not read: {ref.size} bytes is over "
-                                        f"the limit of {MAX_NODE_RECORD_BYTES} bytes"))  # fmt: skip
+        out.problems.append(
+            FileProblem(
+                file=ref.name,
+                reason=f"node record not read: {ref.size} bytes is over "
+                f"the limit of {MAX_NODE_RECORD_BYTES} bytes",
+            )
+        )
         return
     record = parse_node_record(data)
     if record is None:
@@ -136,24 +169,55 @@ def _add_node(ref: _Ref, data: bytes, out: Gathered) -> None:
 
 
 def _refs(
-    listing: list[tuple[str, str, int]], manifest: Manifest | None, problems: list[FileProblem], bucket: str | None
+    listing: list[tuple[str, str, int]],
+    manifest: Manifest | None,
+    problems: list[FileProblem],
+    bucket: str | None,
 ) -> list[_Ref]:
     """What each listed ``(relative path, location, size)`` is, in a stable order."""
     pods = {p.pod: tuple(sorted(set(p.ranks))) for p in manifest.pods} if manifest is not None else {}
     refs: list[_Ref] = []
     for rel, where, size in sorted(listing):
         shown = _shown(s3_url(bucket, where) if bucket is not None else where)
+        if size < 0:
+            if rel.split("/", 1)[0] in (LOGS_DIR, NCCL_DIR, NODES_DIR) or rel.endswith(LOG_SUFFIXES):
+                problems.append(
+                    FileProblem(
+                        file=shown,
+                        reason="not read: not a regular file (a link, a FIFO or "
+                        "a device is never followed or opened)",
+                    )
+                )
+            continue
         top = rel.split("/", 1)[0]
         if top in (LOGS_DIR, NCCL_DIR, NODES_DIR):
             key = parse_key("r", f"r/{rel}")
             if key is None or key.kind == "other":
-                problems.append(FileProblem(file=shown, reason="not read: not a log, NCCL or node key of the layout"))
+                problems.append(
+                    FileProblem(file=shown, reason="not read: not a log, NCCL or node key of the layout")
+                )
             elif key.kind == "log":
                 if key.name not in pods:
-                    problems.append(FileProblem(file=shown, reason=f"log not read: pod {printable(key.name, 80)} is "
-                                                "not in the manifest, so its ranks are unknown"))  # fmt: skip
+                    problems.append(
+                        FileProblem(
+                            file=shown,
+                            reason=f"log not read: pod {printable(key.name, 80)} is "
+                            "not in the manifest, so its ranks are unknown",
+                        )
+                    )
                     continue
-                refs.append(_Ref(shown, where, size, "log", pods[key.name], key.name, key.container, key.variant or "tail"))
+                refs.append(
+                    _Ref(
+                        shown,
+                        where,
+                        size,
+                        "log",
+                        pods[key.name],
+                        key.name,
+                        key.container,
+                        key.variant or "tail",
+                    )
+                )
             elif key.kind == "nccl" and key.rank is not None:
                 refs.append(_Ref(shown, where, size, "log", (key.rank,), variant="nccl"))
             elif key.kind == "node":
@@ -168,8 +232,13 @@ def _refs(
         m = _FLAT_RANK.search(stem)
         rank = rank_from_name(m.group(1)) if m else None
         if rank is None or rank >= MAX_WORLD_SIZE:
-            problems.append(FileProblem(file=shown, reason="log not read: its name names no rank (rank3.log, "
-                                        "worker_3.log) and no pod of the manifest"))  # fmt: skip
+            problems.append(
+                FileProblem(
+                    file=shown,
+                    reason="log not read: its name names no rank (rank3.log, "
+                    "worker_3.log) and no pod of the manifest",
+                )
+            )
             continue
         refs.append(_Ref(shown, where, size, "log", (rank,)))
     return refs
@@ -200,8 +269,8 @@ def _list_dir(location: str) -> Iterator[tuple[str, str, int]]:
                     st = os.lstat(path)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode):
-                    yield os.path.relpath(path, root), path, st.st_size
+                # a link, a FIFO or a device is listed with size -1: named, never opened
+                yield os.path.relpath(path, root), path, st.st_size if stat.S_ISREG(st.st_mode) else -1
 
 
 def _list_s3(client: Any, bucket: str, prefix: str) -> Iterator[tuple[str, str, int]]:

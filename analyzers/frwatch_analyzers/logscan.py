@@ -68,7 +68,7 @@ _PREFIX = re.compile(r"^\[(rank|default)(\d{1,7})\]:\s?")
 _ISO = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[T _](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?"
 )
-_GLOG = re.compile(r"\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b")
+_GLOG = re.compile(r"\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,9})\b")
 _STEP = re.compile(r"(?i)\b(?:step|iteration|iter)[\s=:#]{0,3}(\d{1,9})\b")
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -81,7 +81,9 @@ _GLOO_SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes\. (\d{1,19}) vs (\
 _GLOO_MESH = re.compile(r"Gloo connectFullMesh failed(.*)$")
 _NCCL_WARN = re.compile(r"NCCL WARN (.*)$")
 _XID = re.compile(r"NVRM: Xid \(([^)]{1,64})\): (\d{1,5})(?:, (.*))?$")
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|ran for \d{1,12} milliseconds before timing out")
+_WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout|ran for \d{1,12} milliseconds before timing out"
+)
 _PEER_LOST = re.compile(r"Connection (?:closed|reset) by peer|Broken pipe|Connection refused")
 _CUDA = (
     ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")),
@@ -91,7 +93,12 @@ _CUDA = (
 _NCCL_KINDS = (
     ("nccl_internal_error", re.compile(r"ncclInternalError|[Ii]nternal error")),
     ("nccl_remote_error", re.compile(r"ncclRemoteError|remote process exit|[Rr]emote error")),
-    ("nccl_network_error", re.compile(r"NET/|[Cc]ompletion .{0,40}error|IBV_WC|ncclSystemError|[Cc]onnection (?:closed|reset|refused)|[Nn]etwork error|[Ss]ocket")),
+    (
+        "nccl_network_error",
+        re.compile(
+            r"NET/|[Cc]ompletion .{0,40}error|IBV_WC|ncclSystemError|[Cc]onnection (?:closed|reset|refused)|[Nn]etwork error|[Ss]ocket"
+        ),
+    ),
     ("nccl_timeout", re.compile(r"[Tt]ime(?:d )?out")),
 )
 #: Exceptions that say a peer went away or a collective timed out: consequences of another rank's failure.
@@ -177,7 +184,18 @@ def scan(lines: Sequence[str], *, year: int = 1970) -> list[Signal]:
 LOOK_BACK = 500
 
 
-def _finished(sig: Signal, lines: Sequence[str], bodies: Sequence[tuple[str, int | None, int | None]], year: int) -> Signal:
+def last_step(lines: Sequence[str]) -> int | None:
+    """The last training step the last :data:`LOOK_BACK` lines name (a killed process's last words)."""
+    for line in reversed(lines[-LOOK_BACK:]):
+        found = _STEP.findall(line[:1024])
+        if found:
+            return int(found[-1])
+    return None
+
+
+def _finished(
+    sig: Signal, lines: Sequence[str], bodies: Sequence[tuple[str, int | None, int | None]], year: int
+) -> Signal:
     """A kept signal with its message masked and made printable, and its time and step."""
     time, step = sig.time, None
     for j in range(sig.line, max(-1, sig.line - LOOK_BACK), -1):
@@ -213,9 +231,16 @@ def _root_cause(bodies: Sequence[tuple[str, int | None, int | None]], start: int
     kind = _EXIT_KINDS.get(code, "exit_code")
     trace = fields.get("traceback", "")
     text = f"torchrun: rank {rank_m.group(1)} failed first with exit code {code}" + (
-        f" ({trace})" if trace and not trace.startswith("To enable traceback") else "")
-    return Signal(kind, _message(text), start, kind in ("killed", "segfault"), rank=int(rank_m.group(1)),
-                  time=line_time(fields.get("time", ""), 1970))  # fmt: skip
+        f" ({trace})" if trace and not trace.startswith("To enable traceback") else ""
+    )
+    return Signal(
+        kind,
+        _message(text),
+        start,
+        kind in ("killed", "segfault"),
+        rank=int(rank_m.group(1)),
+        time=line_time(fields.get("time", ""), 1970),
+    )
 
 
 def _traceback(bodies: Sequence[tuple[str, int | None, int | None]], start: int) -> tuple[Signal | None, int]:
@@ -244,9 +269,17 @@ def _traceback(bodies: Sequence[tuple[str, int | None, int | None]], start: int)
     location = f"{user[-1][0].rsplit('/', 1)[-1]}:{user[-1][1]}" if user else ""
     step_m = _STEP.findall(text[:1024])
     kind, primary = _exception_kind(name, text)
-    sig = Signal(kind, _message(f"{name}: {text}" if text else name), i, primary, printable(name, 200),
-                 printable(location, 300), step=int(step_m[-1]) if step_m else None, rank=rank,
-                 local_rank=local)  # fmt: skip
+    sig = Signal(
+        kind,
+        _message(f"{name}: {text}" if text else name),
+        i,
+        primary,
+        printable(name, 200),
+        printable(location, 300),
+        step=int(step_m[-1]) if step_m else None,
+        rank=rank,
+        local_rank=local,
+    )
     return sig, i + 1
 
 
@@ -277,14 +310,25 @@ def _line_signal(body: str, i: int, rank: int | None) -> Signal | None:
             sizes = _GLOO_SIZES.search(m.group(2))
             text = m.group(2)
             if sizes:
-                text = (f"received {sizes.group(1)} bytes where {sizes.group(2)} were expected (a peer sent a "
-                        "larger tensor than this rank posted: a collective mismatch)")  # fmt: skip
-            return Signal("gloo_abort", _message(f"gloo aborted the process: {text}"), i, True,
-                          "gloo::EnforceNotMet", printable(m.group(1).rsplit("/", 1)[-1], 200), rank=rank)  # fmt: skip
+                text = (
+                    f"received {sizes.group(1)} bytes where {sizes.group(2)} were expected (a peer sent a "
+                    "larger tensor than this rank posted: a collective mismatch)"
+                )
+            return Signal(
+                "gloo_abort",
+                _message(f"gloo aborted the process: {text}"),
+                i,
+                True,
+                "gloo::EnforceNotMet",
+                printable(m.group(1).rsplit("/", 1)[-1], 200),
+                rank=rank,
+            )
     if "connectFullMesh" in body:
         m = _GLOO_MESH.search(body)
         if m:
-            return Signal("gloo_connect", _message(f"Gloo connectFullMesh failed{m.group(1)}"), i, True, rank=rank)
+            return Signal(
+                "gloo_connect", _message(f"Gloo connectFullMesh failed{m.group(1)}"), i, True, rank=rank
+            )
     if "NVRM: Xid" in body:
         m = _XID.search(body)
         if m:
@@ -297,7 +341,9 @@ def _line_signal(body: str, i: int, rank: int | None) -> Signal | None:
             return Signal(kind, _message(body), i, True, rank=rank)
     if "Fatal Python error: Segmentation fault" in body:
         return Signal("segfault", _message(body), i, True, rank=rank)
-    lost = _PEER_LOST.search(body) if ("by peer" in body or "Broken pipe" in body or "refused" in body) else None
+    lost = (
+        _PEER_LOST.search(body) if ("by peer" in body or "Broken pipe" in body or "refused" in body) else None
+    )
     if lost:
         return Signal("peer_lost", _message(body[max(0, lost.start() - 120) :]), i, False, rank=rank)
     return None

@@ -9,6 +9,8 @@ from .verdict import EntryView, Verdict
 
 _MAX_CONSEQUENCES = 6
 _MAX_CAUSES = 8
+#: Cause kinds that follow another rank's failure: summed up in one line.
+_CONSEQUENCES = {"peer_lost", "watchdog_timeout", "nccl_remote_error", "terminated", "exit_code"}
 
 
 def render(v: Verdict) -> str:
@@ -98,7 +100,7 @@ def _causes(v: Verdict) -> list[str]:
     if not v.causes:
         return []
     out = ["", "Evidence from logs, container ends and nodes:"]
-    shown = [c for c in v.causes if c.primary or c.first][:_MAX_CAUSES]
+    shown = [c for c in v.causes if c.primary or c.first or c.kind.value not in _CONSEQUENCES][:_MAX_CAUSES]
     for c in shown:
         who = f"rank {c.rank}" if c.rank is not None else f"node {c.node}"
         when = f" at {c.time}" if c.time else ""

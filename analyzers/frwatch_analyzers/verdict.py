@@ -236,6 +236,8 @@ class CauseKind(StrEnum):
     oom_killed = "oom_killed"
     #: The process was killed (SIGKILL, exit 137) from outside.
     killed = "killed"
+    #: The process aborted (SIGABRT, exit 134): a C++ ``terminate`` (e.g. gloo's enforce) or ``abort()``.
+    aborted = "aborted"
     #: The process was terminated (SIGTERM, exit 143), usually by the launcher tearing the job down.
     terminated = "terminated"
     #: The container exited non-zero with no other sign of why.

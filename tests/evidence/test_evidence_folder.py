@@ -46,15 +46,29 @@ def test_a_flat_folder_with_logs_named_by_rank_tells_the_same_story(tmp_path: Pa
     (tmp_path / "rank2.log").write_bytes(os.urandom(200_000))
     (tmp_path / "notes.txt").write_text("nothing to see")
     (tmp_path / "rank0.err").write_bytes(b"x" * (1 << 20) + b"\n" + LOST.encode())
+    (tmp_path / "rank4.log").symlink_to("/etc/passwd")
+    os.mkfifo(tmp_path / "rank5.log")  # opening it would block: never opened
     v = analyze(str(tmp_path), world_size=4)
-    assert v.headline == "rank 3 crashed first: ValueError at train.py:88 (step 7); then ranks 0-1 only lost their peer"
+    assert (
+        v.headline
+        == "rank 3 crashed first: ValueError at train.py:88 (step 7); then ranks 0-1 only lost their peer"
+    )
     first = v.causes[0]
-    assert (first.rank, first.kind, first.location, first.source) == (3, CauseKind.exception, "train.py:88",
-                                                                      str(tmp_path / "rank3.log"))  # fmt: skip
+    assert (first.rank, first.kind, first.location, first.source) == (
+        3,
+        CauseKind.exception,
+        "train.py:88",
+        str(tmp_path / "rank3.log"),
+    )
     assert first.time == "2026-11-25T14:39:35.100000Z"
     reasons = {Path(p.file).name: p.reason for p in v.bad_files}
     assert reasons["rank2.log"].startswith("log not read: binary data, not a text log")
     assert reasons["notes.txt"].startswith("log not read: its name names no rank")
+    assert (
+        reasons["rank4.log"]
+        == reasons["rank5.log"]
+        == ("not read: not a regular file (a link, a FIFO or a device is never followed or opened)")
+    )
     assert "rank1.log" not in reasons and os.path.getsize(tmp_path / "rank1.log") > 2 * MAX_LOG_BYTES
     text = v.model_dump_json() + render(v)
     assert "ghp_a1B2" not in text and "token=[masked]" in text and "\x1b" not in text
@@ -73,17 +87,23 @@ def _layout(root: Path) -> AttemptKey:
 
 def _evidence(key: AttemptKey) -> dict[str, bytes]:
     """Store keys (relative to the attempt's root) and bytes, as the operator writes them."""
-    node = NodeRecord(node="gpu-3", events=(NodeEvent(type="Warning", reason="XidError", message="Xid 79: GPU has fallen off the bus"),))
-    rel = {k: v for k, v in {
-        key.log("llama-worker-3", "trainer"): b"step 9\n",
-        key.log("llama-worker-3", "trainer", "previous"): CRASH.encode(),
-        key.log("llama-worker-3", "trainer", "termination"): b"exit 1\n",
-        key.log("llama-worker-0", "trainer"): LOST.encode(),
-        key.log("someone-else", "trainer"): CRASH.encode(),
-        key.nccl(1): b"h:1:2 [1] NCCL WARN NET/Socket : Connection closed by peer\n",
-        key.node("gpu-3"): node.to_json(),
-        key.node("gpu-1"): b"{not json",
-    }.items()}  # fmt: skip
+    node = NodeRecord(
+        node="gpu-3",
+        events=(NodeEvent(type="Warning", reason="XidError", message="Xid 79: GPU has fallen off the bus"),),
+    )
+    rel = {
+        k: v
+        for k, v in {
+            key.log("llama-worker-3", "trainer"): b"step 9\n",
+            key.log("llama-worker-3", "trainer", "previous"): CRASH.encode(),
+            key.log("llama-worker-3", "trainer", "termination"): b"exit 1\n",
+            key.log("llama-worker-0", "trainer"): LOST.encode(),
+            key.log("someone-else", "trainer"): CRASH.encode(),
+            key.nccl(1): b"h:1:2 [1] NCCL WARN NET/Socket : Connection closed by peer\n",
+            key.node("gpu-3"): node.to_json(),
+            key.node("gpu-1"): b"{not json",
+        }.items()
+    }
     return {k[len(key.root) + 1 :]: v for k, v in rel.items()}
 
 
@@ -105,26 +125,37 @@ def _check_layout_verdict(v: Any) -> None:
     assert any(c.kind == CauseKind.node_event and c.node == "gpu-3" for c in v.causes)
     assert any(c.kind == CauseKind.nccl_network_error and c.rank == 1 for c in v.causes)
     reasons = {p.file.rsplit("/", 2)[-2] + "/" + p.file.rsplit("/", 1)[-1]: p.reason for p in v.bad_files}
-    assert reasons["someone-else/trainer.txt"].startswith("log not read: pod someone-else is not in the manifest")
+    assert reasons["someone-else/trainer.txt"].startswith(
+        "log not read: pod someone-else is not in the manifest"
+    )
     assert reasons["nodes/gpu-1.json"] == "node record not read: not a node record"
 
 
 @pytest.mark.usefixtures("s3")
-def test_the_store_layout_under_an_s3_prefix_is_read_the_same_way(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_store_layout_under_an_s3_prefix_is_read_the_same_way(
+    tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import boto3
     from botocore.config import Config
 
     for name, value in s3.env().items():
         monkeypatch.setenv(name, value)
-    client = boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
-                          aws_secret_access_key=s3.secret_key, region_name="us-east-1",
-                          config=Config(s3={"addressing_style": "path"}))  # fmt: skip
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        aws_access_key_id=s3.access_key,
+        aws_secret_access_key=s3.secret_key,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}),
+    )
     key = _layout(tmp_path)
     root = f"evidence-test/{key.root}"
     local = tmp_path / key.root
     for path in local.rglob("*"):
         if path.is_file():
-            client.put_object(Bucket=s3.bucket, Key=f"{root}/{path.relative_to(local)}", Body=path.read_bytes())
+            client.put_object(
+                Bucket=s3.bucket, Key=f"{root}/{path.relative_to(local)}", Body=path.read_bytes()
+            )
     for rel, data in _evidence(key).items():
         client.put_object(Bucket=s3.bucket, Key=f"{root}/{rel}", Body=data)
     v = analyze(f"s3://{s3.bucket}/{root}", s3=S3Config(endpoint_url=s3.endpoint, region="us-east-1"))

@@ -17,7 +17,9 @@ def test_a_log_of_many_megabytes_keeps_its_tail() -> None:
     text = decode_tail(data)
     assert text.lines[-1] == "ValueError: the end"
     assert text.skipped_bytes == len(data) - MAX_LOG_BYTES
-    assert text.lines[0].startswith("step ") and text.lines[0] in lines  # a whole line: the partial one dropped
+    assert (
+        text.lines[0].startswith("step ") and text.lines[0] in lines
+    )  # a whole line: the partial one dropped
     assert sum(len(x) + 1 for x in text.lines) <= MAX_LOG_BYTES
 
 
@@ -27,7 +29,9 @@ def test_binary_garbage_is_refused_with_its_share_of_control_bytes() -> None:
 
 
 def test_colour_codes_are_stripped() -> None:
-    data = b"\x1b[31mTraceback (most recent call last):\x1b[0m\n\x1b]0;title\x07\x1b[1;33mValueError\x1b[0m: x\n"
+    data = (
+        b"\x1b[31mTraceback (most recent call last):\x1b[0m\n\x1b]0;title\x07\x1b[1;33mValueError\x1b[0m: x\n"
+    )
     assert decode_tail(data).lines == ["Traceback (most recent call last):", "ValueError: x"]
 
 

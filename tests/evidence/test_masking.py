@@ -19,7 +19,11 @@ JWT = "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0" + ".dozjgNryP4J3jV
     [
         (f"export AWS_ACCESS_KEY_ID={AWS_ID}", AWS_ID, "AWS_ACCESS_KEY_ID="),
         (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET} python train.py", AWS_SECRET, "AWS_SECRET_ACCESS_KEY="),
-        ("curl -H 'Authorization: Bearer abcdef0123456789abcdef' https://x", "abcdef0123456789abcdef", "Bearer "),
+        (
+            "curl -H 'Authorization: Bearer abcdef0123456789abcdef' https://x",
+            "abcdef0123456789abcdef",
+            "Bearer ",
+        ),
         ("db connect password=hunter2hunter2 host=db", "hunter2hunter2", "password="),
         ('{"api_key": "s3cr3t-v4lue-123"}', "s3cr3t-v4lue-123", '"api_key": "'),
         (f"cloning with token {GH}", GH, "cloning with"),
@@ -27,8 +31,16 @@ JWT = "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0" + ".dozjgNryP4J3jV
         (f"hub login {HF} ok", HF, "hub login"),
         (f"cookie session={JWT}", JWT, "cookie"),
         ("pip install from https://bob:pa55w0rd@pypi.example.com/simple", "pa55w0rd", "https://bob:"),
-        ("key: -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- done", "MIIEow", "done"),
-        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE (cut by the tail)", "b3BlbnNzaC1rZXktdjE", ""),
+        (
+            "key: -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- done",
+            "MIIEow",
+            "done",
+        ),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE (cut by the tail)",
+            "b3BlbnNzaC1rZXktdjE",
+            "",
+        ),
     ],
 )
 def test_secret_shapes_are_masked_and_their_names_kept(line: str, secret: str, kept: str) -> None:

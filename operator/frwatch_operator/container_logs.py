@@ -59,14 +59,15 @@ class LogTarget:
 
 def targets(pod: PodFacts, *, ending: bool) -> list[LogTarget]:
     """The logs of ``pod`` to read now: every final one; with ``ending`` (collection ends) also the current
-    instance of a container still running or waiting. None of a deleted pod (nothing can be read)."""
-    if pod.deleted or segment_problem(pod.name):
+    instance of a container still running or waiting. Of a deleted pod only the termination messages its
+    last status showed (nothing more can be read through the API)."""
+    if segment_problem(pod.name):
         return []
     out: list[LogTarget] = []
     for run in pod.runs:
         if segment_problem(run.name) or "." in run.name:
             continue
-        out += _of_run(pod, run, ending=ending)
+        out += [t for t in _of_run(pod, run, ending=ending) if not pod.deleted or t.variant == "termination"]
     return out
 
 
@@ -150,7 +151,7 @@ def notes(
         mine = sorted(
             (v for k, v in stored.items() if k[0] == pod.name), key=lambda x: (x.container, x.variant)
         )
-        have = {x.container for x in mine}
+        have = {x.container for x in mine if x.variant != "termination"}  # a log of it, not only its message
         for name in dict.fromkeys(names):
             if name in have:
                 continue

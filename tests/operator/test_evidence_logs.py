@@ -48,8 +48,10 @@ def test_a_restarted_container_gives_its_previous_instance_and_that_ones_message
     assert got == [("previous", 1, ""), ("termination", 1, "killed")]
 
 
-def test_a_deleted_pod_and_unusable_names_give_nothing_to_read() -> None:
+def test_a_deleted_pod_gives_only_the_message_its_status_showed_and_unusable_names_nothing() -> None:
     assert targets(_facts(ContainerRun("pytorch", state="terminated"), deleted=True), ending=True) == []
+    said = _facts(ContainerRun("pytorch", state="terminated", message="OOM in step 7"), deleted=True)
+    assert [(t.variant, t.message) for t in targets(said, ending=True)] == [("termination", "OOM in step 7")]
     assert targets(_facts(ContainerRun("a.b", state="terminated"), ContainerRun("../x", state="terminated")), ending=True) == []
 
 
@@ -120,6 +122,8 @@ def test_notes_say_which_logs_are_missing_and_why() -> None:
     ok, reason, message = summary(by_pod)
     assert (ok, reason) == (False, "LogsUnavailable") and "b/pytorch: unavailable: the pod was deleted" in message
     assert notes([gone], {}, {}, forbidden=True)["b"][0].unavailable == FORBIDDEN
+    message_only = {("b", "pytorch", "termination"): ContainerLog(container="pytorch", variant="termination", key="t")}
+    assert [x.unavailable for x in notes([gone], message_only, {})["b"]] == ["", POD_DELETED]
 
 
 # --- through the API and the store --------------------------------------------------------------------------

@@ -5,7 +5,7 @@ come here; the records themselves are :mod:`~frwatch_analyzers.pod_record`,
 
 ``<prefix>/<namespace>/<job>/<job-uid>/<attempt>/ranks/<global-rank>.<pickle|json>``,
 ``.../ranks-later/<rank>.<unix-ms>.<fmt>`` (a later, different dump of a rank: nothing is overwritten),
-``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``.
+``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``, ``.../report.html``.
 
 Keys read back from a listing are untrusted: :func:`parse_key` never sizes anything by them (a rank's
 digits are bounded before they become a number, and a rank at or past ``MAX_WORLD_SIZE`` is said, never
@@ -26,6 +26,8 @@ PODS_DIR = "pods"
 MANIFEST = "manifest.json"
 VERDICT = "verdict.json"
 REPORT = "report.txt"
+#: The HTML report, beside report.txt (``frwatch analyze --html``).
+REPORT_HTML = "report.html"
 #: The formats a dump is stored in (its key's suffix).
 DUMP_FORMATS = ("pickle", "json")
 _POD_SUFFIX = ".json"
@@ -98,6 +100,10 @@ class AttemptKey:
     def report(self) -> str:
         return f"{self.root}/{REPORT}"
 
+    @property
+    def report_html(self) -> str:
+        return f"{self.root}/{REPORT_HTML}"
+
     def at(self, bucket: str) -> RootUrl:
         """The attempt's root in ``bucket`` (what an Incident's ``spec.storageUrl`` holds)."""
         return RootUrl(bucket, self.root)
@@ -149,6 +155,10 @@ class RootUrl:
     @property
     def report_url(self) -> str:
         return self.url(REPORT)
+
+    @property
+    def report_html_url(self) -> str:
+        return self.url(REPORT_HTML)
 
     def attempt(self) -> AttemptKey:
         """The attempt this root is of; ValueError when the root is not an attempt's."""

@@ -94,6 +94,12 @@ def build(verdict: Verdict, tree: SourceTree) -> Bridge:
             "Only one side made a call here (the others never enqueued it): the conditions on that side's path "
             "are the ones that decide."
         )
+    for v in _views(verdict):
+        if v.op is None and v.state == "no dump":
+            bridge.notes.append(
+                f"{ranks_text(v.ranks)} left no dump: the call it was in, or the line that raised, is in no dump; "
+                "its log (kubectl logs --previous) or its pod's termination message has it."
+            )
     seen: dict[tuple[str, int, str], int] = {}
     per_side: list[list[Decision]] = []
     for v, stack in zip(views, stacks, strict=True):

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_browser import Browser, chromium_missing
 
 from frwatch_analyzers.cli import EXIT_OK, main
 from frwatch_dev.dumps import pickle_bytes
+from frwatch_dev.testing.browser import Browser, chromium_missing
 
 pytestmark = pytest.mark.slow
 

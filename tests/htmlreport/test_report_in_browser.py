@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from report_browser import Browser, Seen, chromium_missing
 
 from frwatch_analyzers.cli import EXIT_OK, main
 from frwatch_analyzers.manifest import Manifest, PodRecord
 from frwatch_analyzers.verdict import Verdict
+from frwatch_dev.testing.browser import Browser, Seen, chromium_missing
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,6 @@
 """Debian's chromium, driven by playwright (the pinned PyPI package, its own driver; never
-`playwright install`): open a report page from a file and watch for console errors and requests.
+`playwright install`): open a report page from a file and watch for console errors and requests. Used by
+the HTML report's tests (tests/htmlreport) and its benchmark (benchmarks/bench_report.py).
 
     with Browser(tmp_path) as browser:
         seen = browser.open(html_file)

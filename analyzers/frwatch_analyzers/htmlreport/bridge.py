@@ -16,6 +16,8 @@ from .sourcefiles import SourceTree
 CONTEXT = 6
 #: Frames of one side that are read (from the parting function inward).
 MAX_FRAMES = 8
+#: Sides of the branch read (as many as the page draws).
+MAX_SIDES = 12
 
 
 @dataclass
@@ -76,7 +78,7 @@ def needs(verdict: Verdict) -> str:
 
 
 def _views(verdict: Verdict) -> list[EntryView]:
-    return list(verdict.evidence[0].views) if verdict.evidence else []
+    return list(verdict.evidence[0].views[:MAX_SIDES]) if verdict.evidence else []
 
 
 def build(verdict: Verdict, tree: SourceTree) -> Bridge:

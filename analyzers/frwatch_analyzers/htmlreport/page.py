@@ -18,6 +18,8 @@ from .sourcefiles import SourceTree
 _HERE = Path(__file__).parent
 #: Rows of long tables (groups, files) drawn before "... N more".
 MAX_ROWS = 64
+#: Sides of the branch drawn (the distinct things the members recorded there).
+MAX_SIDES = 12
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(_HERE)),
@@ -46,6 +48,7 @@ def render_html(verdict: Verdict, source: Path | None = None) -> str:
         "needs": needs(verdict) if bridge is None and verdict.evidence else "",
         "culprits": set(verdict.culprit_ranks),
         "max_rows": MAX_ROWS,
+        "max_sides": MAX_SIDES,
         "summary": _after(verdict.summary, verdict.headline),
         "detail": _after(verdict.culprit_detail, verdict.headline),
         "timelines": [_timeline_view(t) for t in verdict.timelines],

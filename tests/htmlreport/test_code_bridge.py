@@ -137,3 +137,16 @@ def test_what_each_kind_of_condition_reads(code: str, line: int, kind: str, read
     assert located is not None
     g = located.guards[-1]
     assert g.kind == kind and why(m, g, located.node).kind == reads
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("scenario", "said"), [("cpu_stuck", "stuck on the CPU side"), ("crash", "died before")]
+)
+def test_a_rank_that_did_not_choose_another_path_gets_no_deciding_condition(
+    scenario: str, said: str, real_dumps
+) -> None:
+    verdict = analyze(str(real_dumps(scenario)), jobs=1)
+    bridge = build(verdict, SourceTree(ROOT / "dev"))
+    assert bridge.deciding is None and said in bridge.notes[0] and "none is named" in bridge.notes[0]
+    assert any(s.excerpt is not None for s in bridge.sides)  # the code at the call sites is still shown

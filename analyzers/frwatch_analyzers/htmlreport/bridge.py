@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..textfmt import ranks_text
-from ..verdict import EntryView, Frame, Verdict
+from ..verdict import CulpritKind, EntryView, Frame, Verdict
 from .guards import Caller, Guard, Module, Why, why
 from .sourcefiles import SourceTree
 
@@ -18,6 +18,13 @@ CONTEXT = 6
 MAX_FRAMES = 8
 #: Sides of the branch read (as many as the page draws).
 MAX_SIDES = 12
+#: What the culprits did when a condition in the code chose their call (else: stuck, crashed, hardware).
+_BRANCHING = {CulpritKind.took_another_path, CulpritKind.extra_call, CulpritKind.mismatched_call}
+_NOT_A_BRANCH = {
+    CulpritKind.cpu_stuck: "is stuck on the CPU side before this call (its Python stack, e.g. py-spy dump, "
+    "shows where)",
+    CulpritKind.crashed: "died before this call",
+}
 
 
 @dataclass
@@ -146,6 +153,15 @@ def build(verdict: Verdict, tree: SourceTree) -> Bridge:
         enumerate(candidates),
         key=lambda ic: (-ic[1].why.score, -ic[1].depth, ic[1].guard.line, ic[0]),
     )
+    kind = verdict.culprit_kind
+    if kind is not None and kind not in _BRANCHING and kind != CulpritKind.unknown:
+        what = _NOT_A_BRANCH.get(kind, f"is a {kind.value.replace('_', ' ')}, not a path the code chose")
+        bridge.notes.insert(
+            0,
+            f"{ranks_text(verdict.culprit_ranks)} {what}: no condition in the code decides between the "
+            "calls, so none is named; the code at each call site is shown.",
+        )
+        return bridge
     if ranked:
         bridge.deciding = ranked[0][1]
         bridge.others = [d for _, d in ranked[1:6]]

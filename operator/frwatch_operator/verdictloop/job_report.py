@@ -22,6 +22,7 @@ from frwatch_operator.notices import EventType, Notice, Reason
 from frwatch_operator.resources import (
     SUSPECTS_MAX,
     Condition,
+    ConditionReason,
     ConditionType,
     IncidentObserved,
     IncidentPhase,
@@ -259,7 +260,7 @@ def analyzing_status(job_name: str, *, now: datetime, conditions: Sequence[Condi
         "conditions": with_condition(
             conditions,
             Condition(
-                type=ConditionType.ANALYZED, status="Unknown", reason="AnalyzerRunning",
+                type=ConditionType.ANALYZED, status="Unknown", reason=ConditionReason.ANALYZER_RUNNING,
                 message=f"analyzer Job {job_name} created", last_transition_time=rfc3339(now),
             ),
         ),
@@ -297,7 +298,7 @@ def reported_status(
         "conditions": with_condition(
             conditions,
             Condition(
-                type=ConditionType.ANALYZED, status="True", reason=Reason.DIAGNOSED.value,
+                type=ConditionType.ANALYZED, status="True", reason=ConditionReason.DIAGNOSED,
                 message=one_line(message, 1024), last_transition_time=rfc3339(now),
             ),
         ),
@@ -330,8 +331,8 @@ def remediated_condition(
 ) -> Condition:
     """The Incident's ``Remediated`` condition: the cordon plan (done, dry-run or skipped) in words.
     ``reason``: instead of the one the mode and outcome give (e.g. ``BreakerStateUnavailable``)."""
-    reason = reason or {"off": "RemediationOff", "dry-run": "DryRun"}.get(
-        mode, "Cordoned" if cordoned else "NoCordon"
+    reason = reason or {"off": ConditionReason.REMEDIATION_OFF, "dry-run": ConditionReason.DRY_RUN}.get(
+        mode, ConditionReason.CORDONED if cordoned else ConditionReason.NO_CORDON
     )
     return Condition(
         type=ConditionType.REMEDIATED,

@@ -150,3 +150,22 @@ def test_a_rank_that_did_not_choose_another_path_gets_no_deciding_condition(
     bridge = build(verdict, SourceTree(ROOT / "dev"))
     assert bridge.deciding is None and said in bridge.notes[0] and "none is named" in bridge.notes[0]
     assert any(s.excerpt is not None for s in bridge.sides)  # the code at the call sites is still shown
+
+
+@pytest.mark.slow
+def test_a_crash_shows_the_line_that_raised_from_the_rank_s_log(real_dumps, tmp_path: Path) -> None:
+    run = real_dumps.run("crash")
+    folder = tmp_path / "crash"
+    folder.mkdir()
+    for f in run.dump_dir.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    for r in run.ranks:
+        (folder / f"rank{r.rank}.log").write_text(r.log)
+    verdict = analyze(str(folder), world_size=4, jobs=1)
+    bridge = build(verdict, SourceTree(ROOT / "dev"))
+    [raised] = bridge.raised
+    line = line_of('raise ValueError(f"corrupt sample')
+    assert raised.rank == verdict.missing_dumps[0] and raised.location == f"faulty_training.py:{line}"
+    assert raised.excerpt is not None and raised.excerpt.function == "load_batch"
+    assert [(x.number, x.mark) for x in raised.excerpt.lines if x.mark] == [(line, "call")]
+    assert build(verdict, SourceTree(tmp_path)).raised[0].skipped.startswith("faulty_training.py: no file")

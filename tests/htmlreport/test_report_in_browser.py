@@ -1,6 +1,6 @@
 """The HTML report in a real headless browser (Debian's chromium, driven by playwright), for the demo's
-scenarios from real gloo ranks: the page shows the branch and the culprit (and its pod and node from the
-manifest), a lane expands, and the page logs no console error and makes no request but its own.
+scenarios from real gloo ranks (with each rank's log): the page shows the branch and the culprit (and its pod
+and node from the manifest), a crash's exception and raising line, a lane expands, and the page logs no console error and makes no request but its own.
 
 Screenshots go to the test's folder, and also to ``$FRWATCH_SCREENSHOTS`` when it is set (the ones in
 docs/ were made that way: ``FRWATCH_SCREENSHOTS=docs/screenshots pytest tests/htmlreport -k browser``).
@@ -33,11 +33,14 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
         yield b
 
 
-def with_manifest(dumps: Path, into: Path, world_size: int = 4) -> Path:
-    """The dumps of a scenario beside a manifest.json: rank r ran in pod llama-worker-r on node gpu-node-r."""
+def with_manifest(run, into: Path, world_size: int = 4) -> Path:  # type: ignore[no-untyped-def]
+    """The dumps of a scenario beside a manifest.json (rank r ran in pod llama-worker-r on node gpu-node-r)
+    and each rank's captured output as ``rank<r>.log``."""
     into.mkdir(parents=True)
-    for f in dumps.iterdir():
+    for f in run.dump_dir.iterdir():
         shutil.copy(f, into / f.name)
+    for r in run.ranks:
+        (into / f"rank{r.rank}.log").write_text(r.log)
     pods = [PodRecord(pod=f"llama-worker-{r}", node=f"gpu-node-{r}", ranks=[r]) for r in range(world_size)]
     (into / "manifest.json").write_text(Manifest(world_size=world_size, pods=pods).model_dump_json())
     return into
@@ -67,7 +70,7 @@ def assert_clean(seen: Seen) -> None:
 def test_the_page_shows_the_branch_and_the_culprit_with_its_pod_and_node(
     scenario: str, real_dumps, browser: Browser, tmp_path: Path
 ) -> None:
-    folder = with_manifest(real_dumps(scenario), tmp_path / "dumps")
+    folder = with_manifest(real_dumps.run(scenario), tmp_path / "dumps")
     verdict = report(folder, tmp_path, "--source", str(ROOT / "dev"))
     assert verdict.earliest_branch is not None and verdict.culprit_ranks, verdict.headline
     [culprit] = verdict.culprit_ranks
@@ -96,6 +99,9 @@ def test_the_page_shows_the_branch_and_the_culprit_with_its_pod_and_node(
     assert lane.get_attribute("open") is not None and "rank(s)" in lane.locator(".more").inner_text()
     assert page.locator("#timelines .head .cell.branch").count() >= 1
     assert page.locator("#next li").count() == len(verdict.next_steps)
+    if scenario == "crash":  # the log's exception, and the line that raised in the code
+        assert "ValueError: corrupt sample" in page.locator("#causes").inner_text()
+        assert "raise ValueError(" in page.locator("#code .raised .l.call").inner_text()
     screenshot(seen, tmp_path, scenario)
     assert_clean(seen)
     page.close()

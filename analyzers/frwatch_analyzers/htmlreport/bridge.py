@@ -64,8 +64,20 @@ class SideCode:
 
 
 @dataclass
+class Raised:
+    """The line a rank's log says raised (a crash), in the code."""
+
+    rank: int | None
+    message: str
+    location: str
+    excerpt: Excerpt | None = None
+    skipped: str = ""
+
+
+@dataclass
 class Bridge:
     sides: list[SideCode]
+    raised: list[Raised] = field(default_factory=list)
     parting: str = ""
     deciding: Decision | None = None
     others: list[Decision] = field(default_factory=list)
@@ -88,12 +100,38 @@ def _views(verdict: Verdict) -> list[EntryView]:
     return list(verdict.evidence[0].views[:MAX_SIDES]) if verdict.evidence else []
 
 
+def _raised(verdict: Verdict, tree: SourceTree) -> list[Raised]:
+    """The raising lines the causes name (their primary causes first, at most 3)."""
+    out = []
+    for c in sorted(verdict.causes, key=lambda c: (not c.first, not c.primary))[:8]:
+        name, sep, line = c.location.rpartition(":")
+        if not (sep and line.isdigit() and c.primary):
+            continue
+        src = tree.find_named(name) if "/" not in name else tree.find(name)
+        r = Raised(
+            c.rank, c.message, c.location, skipped=f"{name}: {src.skipped}" if src.text is None else ""
+        )
+        if src.text is not None:
+            try:
+                module = Module(src.text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+                r.skipped = f"{src.path}: cannot be parsed ({type(exc).__name__})"
+            else:
+                at = Frame(name="", filename=src.path, line=int(line))
+                located = module.locate(int(line))
+                r.excerpt = _excerpt(module, src.path, at, located.function if located else "")
+        out.append(r)
+        if len(out) == 3:
+            break
+    return out
+
+
 def build(verdict: Verdict, tree: SourceTree) -> Bridge:
     views = [v for v in _views(verdict) if v.op is not None or v.state in ("never enqueued it",)]
     culprits = set(verdict.culprit_ranks)
     stacks = [list(reversed(v.call_site)) for v in views]  # outermost first
     split = _parting(stacks)
-    bridge = Bridge(sides=[])
+    bridge = Bridge(sides=[], raised=_raised(verdict, tree))
     with_stack = [s for s in stacks if s]
     if len(with_stack) >= 2 and (split > 0 or _same_fn(with_stack, split)):
         f = with_stack[0][split] if _same_fn(with_stack, split) else with_stack[0][split - 1]
@@ -104,7 +142,7 @@ def build(verdict: Verdict, tree: SourceTree) -> Bridge:
             "are the ones that decide."
         )
     for v in _views(verdict):
-        if v.op is None and v.state == "no dump":
+        if v.op is None and v.state == "no dump" and not any(r.rank in v.ranks for r in bridge.raised):
             bridge.notes.append(
                 f"{ranks_text(v.ranks)} left no dump: the call it was in, or the line that raised, is in no dump; "
                 "its log (kubectl logs --previous) or its pod's termination message has it."

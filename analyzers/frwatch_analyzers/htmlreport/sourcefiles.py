@@ -18,6 +18,8 @@ from pathlib import Path, PurePosixPath
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
 #: How many path suffixes of a frame's file name are tried under the folder.
 MAX_SUFFIXES = 12
+#: How many entries of the folder a search by bare file name looks at (a log names ``train.py:42`` only).
+MAX_WALK = 20_000
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,34 @@ class SourceTree:
         if name not in self._cache:
             self._cache[name] = self._find(name)
         return self._cache[name]
+
+    def find_named(self, base: str) -> Source:
+        """A file known only by its bare name (``train.py``): the one file of that name in the folder (links
+        not followed, at most ``MAX_WALK`` entries looked at); none, or more than one, is a reason."""
+        if not base or "/" in base or "\\" in base or base in (".", ".."):
+            return self.find(base)
+        key = f"//{base}"
+        if key not in self._cache:
+            found: list[Path] = []
+            seen = 0
+            for folder, dirs, files in os.walk(self.root, followlinks=False):
+                seen += len(dirs) + len(files)
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                if base in files:
+                    found.append(Path(folder, base))
+                if seen > MAX_WALK or len(found) > 1:
+                    break
+            if len(found) == 1:
+                rel = str(found[0].relative_to(self.root))
+                self._cache[key] = self._find(rel)
+            else:
+                why = (
+                    "more than one file of that name"
+                    if found
+                    else f"no file of that name under {self.root.name}/"
+                )
+                self._cache[key] = Source(base, skipped=why)
+        return self._cache[key]
 
     def _find(self, name: str) -> Source:
         if not name or "\x00" in name or len(name) > 4096:

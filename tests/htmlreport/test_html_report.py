@@ -110,3 +110,16 @@ def test_cli_writes_the_page_and_refuses_a_source_that_is_not_a_folder(tmp_path:
         main([str(tmp_path / "dumps"), "--html", str(out), "--source", str(tmp_path / "nope")])
         == EXIT_NO_VERDICT
     )
+
+
+def test_every_case_of_the_conformance_corpus_renders_a_page_with_its_branch_in_view() -> None:
+    from frwatch_dev.dumps.corpus import cases
+
+    for case in cases():
+        verdict = analyze_dumps(case.files(), world_size=case.world_size)
+        page = render_html(verdict)
+        assert page.rstrip().endswith("</html>") and "<script" not in page, case.name
+        for tl in verdict.timelines:
+            assert all(len(lane.cells) == len(tl.seqs) for lane in tl.lanes), case.name
+            if tl.branch_seq is not None:
+                assert tl.branch_seq in tl.seqs, case.name  # the branch is always drawn

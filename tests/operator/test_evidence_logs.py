@@ -145,9 +145,9 @@ def _pod(core: client.CoreV1Api, ns: str, name: str, logs: Path, instances: list
     pod = core.api_client.sanitize_for_serialization(core.create_namespaced_pod(ns, body))
     folder = podlogs.container_dir(logs, ns, name, pod["metadata"]["uid"], "pytorch")
     folder.mkdir(parents=True)
-    for i, data in enumerate(instances):
+    for i, data in enumerate(instances):  # none: the kubelet wrote nothing yet
         (folder / f"{i}.log").write_bytes(data)
-    last = len(instances) - 1
+    last = max(0, len(instances) - 1)
     status = {"phase": "Failed", "containerStatuses": [{
         "name": "pytorch", "restartCount": last, "ready": False, "image": "t", "imageID": "",
         "state": {"terminated": {"exitCode": 137, "reason": "Error", "message": message}},
@@ -231,4 +231,21 @@ def test_pods_log_forbidden_is_one_warning_naming_the_grant(
     assert "pods/log" in events[0].message and "verbs [get]" in events[0].message
     with pytest.raises(ApiRefusedError):
         kube.read_pod_log(ns, "x", "pytorch")
+    evidence_collection.forget(where.key)
+
+
+def test_a_log_not_there_yet_is_read_again_on_the_next_pass_while_the_pod_exists(
+    op_api: client.ApiClient, k8s_namespace: str, kubelet_logs: Path, store: S3Store
+) -> None:
+    core, ns = client.CoreV1Api(op_api), k8s_namespace
+    pod = _pod(core, ns, "late-worker-0", kubelet_logs, [], "")  # the kubelet has no output of it yet: a 400
+    where = _where(ns, "late")
+    facts = pod_facts(pod)
+    assert evidence_collection.read_logs(Kube(op_api), store, SETTINGS, where, [facts], ending=False) == 0
+    waiting = evidence_collection.final_logs(Kube(op_api), store, SETTINGS, where, [facts], [])
+    assert "is waiting to start" in waiting["late-worker-0"][0].unavailable  # the API's own words, kept
+    folder = podlogs.container_dir(kubelet_logs, ns, "late-worker-0", pod["metadata"]["uid"], "pytorch")
+    (folder / "0.log").write_bytes(b"now it wrote\n")
+    assert evidence_collection.read_logs(Kube(op_api), store, SETTINGS, where, [facts], ending=False) == 1
+    assert store.get(where.key.log("late-worker-0", "pytorch")) == b"now it wrote\n"
     evidence_collection.forget(where.key)

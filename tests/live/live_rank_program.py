@@ -1,0 +1,82 @@
+"""One rank of a small real torch gloo job for the live-watch tests (run as a script, one process a rank).
+
+    python live_rank_program.py --mode healthy|skip|stuck|slow|gil --steps N [--step-s S] [--pause-s P]
+
+Every step each rank calls ``train_step`` -> ``sync_gradients`` (an all_reduce of 64 floats). The culprit
+(rank 1) plays the mode from ``--fault-step``: ``skip`` calls ``agree_to_continue`` (a broadcast) where the
+others all_reduce (one desync, then every rank waits); ``stuck`` sleeps in ``load_batch`` forever;
+``slow`` sleeps ``--pause-s`` in ``load_batch`` every step; ``gil`` holds the GIL ``--pause-s`` (a C call that
+keeps it) once. The process-group timeout is ``--timeout-s`` (300 by default: the watchdog is far away).
+The rank prints ``live_rank <rank> done`` when it finished every step, and exits 0.
+Nothing here imports frwatch: live watch reaches the rank through the bootstrap on PYTHONPATH only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+import time
+import warnings
+from datetime import timedelta
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+CULPRIT = 1
+
+
+def load_batch(mode: str, is_fault: bool, pause_s: float) -> torch.Tensor:
+    if mode == "stuck" and is_fault:
+        while True:
+            time.sleep(1.0)  # a data loader waiting on a dead file system
+    if mode == "slow":
+        time.sleep(pause_s)  # a slow but healthy loader
+    if mode == "gil" and is_fault:
+        ctypes.PyDLL(None).sleep(int(pause_s))  # a C call that keeps the GIL
+    return torch.ones(64)
+
+
+def sync_gradients(grads: torch.Tensor) -> None:
+    dist.all_reduce(grads)
+
+
+def agree_to_continue(flag: torch.Tensor) -> None:
+    dist.broadcast(flag, src=0)
+
+
+def train_step(rank: int, step: int, args: argparse.Namespace) -> None:
+    culprit = rank == CULPRIT
+    is_fault = culprit and step == args.fault_step
+    grads = load_batch(args.mode if culprit else "healthy", is_fault, args.pause_s)
+    if args.mode == "skip" and is_fault:
+        agree_to_continue(grads)
+    else:
+        sync_gradients(grads)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["healthy", "skip", "stuck", "slow", "gil"], default="healthy")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fault-step", type=int, default=3)
+    parser.add_argument("--step-s", type=float, default=0.1)
+    parser.add_argument("--pause-s", type=float, default=1.0)
+    parser.add_argument("--timeout-s", type=float, default=300.0)
+    args = parser.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=args.timeout_s))
+    for step in range(1, args.steps + 1):
+        train_step(rank, step, args)
+        time.sleep(args.step_s)
+    dist.barrier()
+    print(f"live_rank {rank} done", flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # skip gloo's teardown (it can abort after a failed peer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

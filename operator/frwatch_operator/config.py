@@ -412,6 +412,15 @@ class AgentSettings(_Section):
     control_port: int = Field(
         default=8089, ge=0, le=65535, description="Control endpoint port (0: any free)."
     )
+    live: bool = Field(
+        default=False,
+        description="Live watch (issue 15): place the bootstrap in the dump volume and sample the pod's rank "
+        "sockets (<dump dir>/.frwatch-live/rank-<rank>.sock); the latest summaries are served on GET /live. "
+        "The webhook turns it on for opted-in jobs.",
+    )
+    live_period_seconds: float = Field(
+        default=15.0, gt=0, description="Live watch: one sampling round of every rank this often (seconds)."
+    )
     token: SecretStr | None = Field(
         default=None,
         description="The bearer token the agent's control endpoint accepts, injected by the webhook: derived "

@@ -6,7 +6,8 @@ the program itself has imported ``torch.distributed``. It must never make traini
 
 - :func:`start` only starts a daemon thread, and only when ``FRWATCH_LIVE_DIR`` is set and
   ``TORCH_WORKER_SERVER_SOCKET`` is not (a program that runs torch's ``worker_main()`` serves itself).
-- The thread polls, with back-off (0.5 s doubling to 5 s), for ``torch.distributed`` being initialised.
+- The thread polls, with back-off (0.5 s doubling to 5 s), for ``torch.distributed`` being initialised
+  (only once the module is fully imported: it sits in ``sys.modules`` while its own import still runs).
   Polling was chosen over wrapping ``init_process_group``: ``torch.distributed`` re-exports the function
   by value (``from .distributed_c10d import *``), so a wrapper would have to patch several names at import
   time and could miss a program that imported it first; a poll sees every way the default group comes
@@ -108,7 +109,12 @@ def _serve(live_dir: str, rank: int) -> None:
 def _initialised_rank(modules: Mapping[str, Any]) -> int | None:
     """The process's global rank once torch.distributed's default group is up; None before."""
     dist = modules.get("torch.distributed")
-    if dist is None or not dist.is_available() or not dist.is_initialized():
+    if dist is None or getattr(getattr(dist, "__spec__", None), "_initializing", False):
+        return None  # not imported, or still being imported (it is in sys.modules while it runs)
+    try:
+        if not dist.is_available() or not dist.is_initialized():
+            return None
+    except AttributeError:  # a module of that name without the functions yet: look again later
         return None
     return int(dist.get_rank())
 

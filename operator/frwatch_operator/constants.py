@@ -134,6 +134,9 @@ LIVE_SOCKET_SUBDIR: Final = ".frwatch-live"
 ENV_LIVE_DIR: Final = "FRWATCH_LIVE_DIR"
 #: torch's own variable for worker_main(): the socket path of a program that serves itself.
 ENV_TORCH_WORKER_SERVER_SOCKET: Final = "TORCH_WORKER_SERVER_SOCKET"
+#: On a PyTorchJob: "enabled" turns live watch on for its pods (with capture: the job must be opted in too).
+ANN_LIVE: Final = PREFIX + "live"
+LIVE_ENABLED: Final = "enabled"
 
 # --- CRDs ---------------------------------------------------------------------------------------------------
 INCIDENT_PLURAL: Final = "incidents"

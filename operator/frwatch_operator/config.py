@@ -8,6 +8,10 @@ from ``FRWATCH_<S>_<F>`` (upper case), e.g. ``FRWATCH_S3_BUCKET``, ``FRWATCH_FR_
 ``FRWATCH_REMEDIATION_ENABLED``. Values are strings as in a pod spec; structured fields (resources) take
 JSON. S3 credentials come from the usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
 ``AWS_SESSION_TOKEN``; unset, boto3's default chain applies. :func:`env_names` lists every name.
+
+Over 400 lines by choice: every setting (unit, default, bound, reason) is one documented field of one
+model here; the env-var names are derived from it and the chart's environment is checked against them.
+One module is the one place to look for a setting.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ from frwatch_operator.times import parse_rfc3339, rfc3339
 
 #: The job conditions that mean "this attempt's training failed" (Kubeflow's JobConditionType values).
 FAILURE_CONDITIONS = ("Failed", "Restarting")
+#: The job conditions that mean "the job is over" (Kubeflow's JobConditionType values).
+END_CONDITIONS = ("Succeeded", "Failed")
 
 
 def attempt_started_value(attempt: str, started: datetime) -> str:
@@ -96,6 +98,16 @@ class JobFailure:
             f" ({self.reason or self.message})" if self.reason or self.message else ""
         )
         return f"job {self.job} {self.condition}{why}"
+
+
+def job_end(job: Mapping[str, Any]) -> str | None:
+    """``Succeeded`` or ``Failed`` when the job's condition of that type is True (the job is over), else None."""
+    status = job.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, Mapping) and cond.get("type") in END_CONDITIONS and cond.get("status") == "True":
+            return str(cond["type"])
+    return None
 
 
 def job_failure(job: Mapping[str, Any]) -> JobFailure | None:

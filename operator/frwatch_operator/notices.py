@@ -1,14 +1,15 @@
-"""The Events frwatch posts: :class:`Notice` (the one Event type: the object it is about is chosen by the
-caller), :class:`Reason` (every reason frwatch gives, the REASON column of ``kubectl describe``), and the
+"""The Events frwatch posts: :class:`Notice` (the one Event type: the object it is about, an
+:class:`ObjectRef`, is chosen by the caller), :class:`Reason` (every reason frwatch gives, the REASON column of ``kubectl describe``), and the
 notices of detection and collection, with a message a person reads (what happened, why, what happens next
 or what to do); the verdict loop's are in ``verdictloop.job_report`` and ``verdictloop.cordoning``. Pure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
@@ -28,6 +29,9 @@ class Reason(StrEnum):
     POD_NOT_CAPTURED = "PodNotCaptured"  #: a pod of a captured attempt the webhook missed (job)
     # detection and collection (on the job, the Incident)
     INCIDENT_OPENED = "IncidentOpened"  #: a failure opened the attempt's Incident (job)
+    #: The job ended and frwatch opens no Incident for it: it succeeded (captured: nothing to capture), or
+    #: it failed without capture (not opted in, or opted out); Normal, once per job (job).
+    NO_INCIDENT = "NoIncident"
     SPEC_OUT_OF_BOUNDS = "JobSpecOutOfBounds"  #: the job's rank layout is not trusted (job)
     DUMPS_COLLECTED = "DumpsCollected"  #: every rank's dump is in the store (job)
     DUMPS_MISSING = "DumpsMissing"  #: collection ended with ranks missing (job)
@@ -52,6 +56,25 @@ class Reason(StrEnum):
 
 
 EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The object an Event is about."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> ObjectRef:
+        meta = body.get("metadata") or {}
+        return cls(
+            str(body.get("apiVersion") or ""), str(body.get("kind") or ""), str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""), str(meta.get("uid") or ""),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -119,6 +142,12 @@ def collected(incident: str, manifest: Manifest, url: str) -> Notice:
         f"Incident {incident}: {dumped} of {len(manifest.ranks)} ranks dumped by the deadline; missing: "
         f"{shown}{more}. The manifest ({url}/manifest.json) lists them; {then} with the dumps there are",
     )
+
+
+def no_incident(end: str, why: str) -> Notice:
+    """The job ended (``end``: Succeeded or Failed) and frwatch opens no Incident for it, because ``why``.
+    Deterministic for one job: posted once, even across restarts."""
+    return Notice("Normal", Reason.NO_INCIDENT, f"this job {end}: frwatch opens no Incident for it ({why})")
 
 
 def spec_out_of_bounds(problem: str) -> Notice:

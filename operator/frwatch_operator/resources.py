@@ -6,6 +6,10 @@ which settings. ``Incident`` (namespaced, owned by the job): one captured failur
 Every field is documented where it is declared: the CRD YAML in ``crds/`` is generated from / checked
 against these models (``model_json_schema()``). Field names are the wire (camelCase) names through
 aliases; Python code uses snake_case and ``populate_by_name``.
+
+Over 400 lines by choice: every CRD field is documented where it is declared and the CRDs are generated from
+these models, with the enums of the Incident's phases, condition types and condition reasons; one module keeps
+the API of ``frwatch.io/v1alpha1`` in one view.
 """
 
 from __future__ import annotations
@@ -226,6 +230,47 @@ class ConditionType(StrEnum):
     ANALYSIS_REQUESTED = "AnalysisRequested"
     ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
     REMEDIATED = "Remediated"  #: what the cordon policy did
+
+
+class ConditionReason(StrEnum):
+    """The reasons frwatch writes in an Incident's conditions (``status.conditions[].reason``), by condition
+    type. ``Analyzed`` False may also carry the analyzer Job's own failure reason, passed through from its
+    ``Failed`` condition (Kubernetes' e.g. ``DeadlineExceeded``, ``BackoffLimitExceeded``)."""
+
+    # WorldSize
+    SPEC_OUT_OF_BOUNDS = "SpecOutOfBounds"  #: False: the world size the job's spec claims is not taken
+    # Collected: how collection ended
+    ALL_RANKS_DUMPED = "AllRanksDumped"  #: every rank's dump is in the store
+    #: The ranks without a dump all had their pod end (settled) before the deadline.
+    ALL_RANKS_ACCOUNTED = "AllRanksAccounted"
+    #: No rank dumped and every rank's pod ended with a failed exit: a crash before any collective hung,
+    #: nothing to align (the verdict loop runs no analyzer Job for it).
+    EVERY_RANK_EXITED = "EveryRankExited"
+    DEADLINE_REACHED = "DeadlineReached"  #: the deadline passed with ranks still missing
+    # EvidenceConsistent
+    MATCHES_CLUSTER = "MatchesCluster"  #: True: the store's records agree with the cluster
+    #: False: what the store (or the verdict) said that the cluster contradicts (also an Event reason).
+    EVIDENCE_INCONSISTENT = "EvidenceInconsistent"
+    # AnalysisRequested: the hand-off from collection to analysis
+    REQUESTED = "Requested"  #: the analyzer Job was asked for
+    NOTHING_TO_ALIGN = "NothingToAlign"  #: collection ended EveryRankExited: the exits are the verdict
+    # Analyzed
+    ANALYZER_JOB_NOT_CREATED = "AnalyzerJobNotCreated"  #: Unknown: created on a later pass
+    ANALYZER_RUNNING = "AnalyzerRunning"  #: Unknown: the analyzer Job runs
+    DIAGNOSED = "Diagnosed"  #: True: the verdict is on the job (also an Event reason)
+    API_REFUSED = "ApiRefused"  #: False: given up on after API refusals
+    ANALYZER_JOB_GONE = "AnalyzerJobGone"  #: False: the analyzer Job vanished before its verdict was read
+    ANALYZER_OVERDUE = "AnalyzerOverdue"  #: False: the Job did not finish long past its deadline
+    VERDICT_MISSING = "VerdictMissing"  #: False: the analyzer ended without a verdict in the store
+    VERDICT_MALFORMED = "VerdictMalformed"  #: False: the stored verdict does not parse
+    VERDICT_TOO_LARGE = "VerdictTooLarge"  #: False: the stored verdict is past the size this operator reads
+    # Remediated: what the cordon policy did
+    REMEDIATION_OFF = "RemediationOff"  #: remediation is off
+    DRY_RUN = "DryRun"  #: dry-run: the plan is recorded, no node touched
+    CORDONED = "Cordoned"  #: True: a suspect node was cordoned
+    NO_CORDON = "NoCordon"  #: False: no node cordoned (software fault, opt-out, cap ...: the message says)
+    #: False: the circuit breaker's ConfigMap cannot be read or stored (also an Event reason).
+    BREAKER_STATE_UNAVAILABLE = "BreakerStateUnavailable"
 
 
 class Condition(_Wire):

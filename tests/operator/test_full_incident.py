@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import re
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -169,8 +168,16 @@ def run(
         finish_job(batch, core, analyzer, condition="Complete", termination_message=ran.termination_message)
         incident = cluster.incident(phase="Reported", timeout=20)
         node = op_api.sanitize_for_serialization(core.read_node(nodes[HUNG_RANK]))
-        time.sleep(1.0)  # a few more timer passes: whatever the operator does at rest is recorded too
-        metrics, health = op.metrics(), op.healthz()
+        at_rest = len(proxy.entries_for(USER))  # whatever the operator does at rest is recorded too:
+        eventually(  # a Lease renewal after the Incident was Reported
+            lambda: [e for e in proxy.entries_for(USER)[at_rest:] if e.resource == "leases" and e.verb == "update"],
+            "a Lease renewal at rest", 30,
+        )  # fmt: skip
+        metrics = eventually(  # and the Incident's end phase counted (the Incident's event handler)
+            lambda: m if _value(m := op.metrics(), "frwatch_incidents_finished_total", phase="Reported") else None,
+            "the Reported Incident in the metrics",
+        )  # fmt: skip
+        health = op.healthz()
     finally:
         exit_code = op.stop()
         proxy.stop()

@@ -64,7 +64,10 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
     # remembered whatever the opt-in: a job opted in while it runs has such pods (handlers.jobs says so)
     deps.seen.note_uncaptured(namespace, job_name, facts.name, present=not facts.injected and not deleted)
     decision = resolve(entry.as_body(), deps.index.policies(namespace), deps.config)
+    seen = f"pod {namespace}/{facts.name} (resourceVersion {(pod.get('metadata') or {}).get('resourceVersion')})"
     if not decision.enabled or decision.settings is None:
+        if facts.failure is not None and not deleted:  # looked and decided: said in the log
+            logger.info("failure seen on %s: %s; job %s is not captured: no Incident", seen, facts.failure.describe(), job_name)
         return None
     if not facts.injected and not deleted:
         not_captured(deps, kind, entry, facts.name)
@@ -79,7 +82,9 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
             logger.warning("job %s/%s: attempt %s's start not recorded: %s", namespace, job_name, facts.attempt, exc)
     if facts.failure is None or deleted:
         return None
-    return open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
+    name = open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
+    logger.info("failure seen on %s: %s; Incident %s", seen, facts.failure.describe(), name)  # looked and decided
+    return name
 
 
 def not_captured(deps: Deps, kind: JobKind, entry: JobEntry, pod: str) -> None:

@@ -425,6 +425,12 @@ class AgentSettings(_Section):
     live_period_seconds: float = Field(
         default=15.0, gt=0, description="Live watch: one sampling round of every rank this often (seconds)."
     )
+    live_ranks: str = Field(
+        default="",
+        description="Live watch: the global ranks this pod runs, 'first-last' (the webhook computes them from "
+        "the rank container's PET_NODE_RANK and PET_NPROC_PER_NODE when both are numbers); a rank of them "
+        "without a socket is then reported. Empty: only the sockets present are sampled.",
+    )
     token: SecretStr | None = Field(
         default=None,
         description="The bearer token the agent's control endpoint accepts, injected by the webhook: derived "

@@ -36,6 +36,27 @@ def _ptr(*parts: str | int) -> str:
     return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+def _rank_span(containers: list[Any]) -> str:
+    """``"first-last"`` global ranks of the pod from a rank container's literal ``PET_NODE_RANK`` and
+    ``PET_NPROC_PER_NODE`` (Kubeflow sets both on the pod it creates); "" when they are not plain numbers
+    (``nproc_per_node: auto``) or containers disagree."""
+    spans = set()
+    for container in containers:
+        if (
+            not isinstance(container, Mapping)
+            or is_ours(container)
+            or not isinstance(container.get("env"), list)
+        ):
+            continue
+        env = {e.get("name"): e.get("value") for e in container["env"] if isinstance(e, Mapping)}
+        node, nproc = env.get(c.ENV_PET_NODE_RANK), env.get(c.ENV_PET_NPROC_PER_NODE)
+        if isinstance(node, str) and isinstance(nproc, str) and node.isdigit() and nproc.isdigit():
+            n, p = int(node), int(nproc)
+            if 0 < p <= 1024 and n < 1_000_000:
+                spans.add(f"{n * p}-{n * p + p - 1}")
+    return spans.pop() if len(spans) == 1 else ""
+
+
 def live_ops(pod: Mapping[str, Any], config: Config) -> tuple[list[dict[str, Any]], list[str]]:
     """The ops (RFC 6902 ``add``) and warnings that turn live watch on for a pod capture already injected."""
     spec = pod.get("spec")
@@ -73,6 +94,9 @@ def live_ops(pod: Mapping[str, Any], config: Config) -> tuple[list[dict[str, Any
         env_name("agent", "live"): "true",
         env_name("agent", "live_period_seconds"): str(config.agent.live_period_seconds),
     }
+    span = _rank_span(spec.get("containers") or [])
+    if span:
+        wanted[env_name("agent", "live_ranks")] = span
     for i, container in enumerate(spec.get("initContainers") or []):
         if is_ours(container) and isinstance(container.get("env"), list):
             have = {e.get("name") for e in container["env"] if isinstance(e, Mapping)}

@@ -105,3 +105,13 @@ def test_through_the_webhook_only_the_opted_in_job_gets_live_watch() -> None:
     assert env_of(outs["llama"]["spec"]["containers"][0])["PYTHONPATH"] == f"/app:{CODE}"
     assert env_of(outs["plain"]["spec"]["containers"][0])["PYTHONPATH"] == "/app"
     assert c.ENV_LIVE_DIR not in env_of(outs["plain"]["spec"]["containers"][0])
+
+
+def test_the_agent_is_told_the_ranks_of_its_pod_when_kubeflow_says() -> None:
+    env = [{"name": "PYTHONPATH", "value": "/app"}, {"name": c.ENV_PET_NODE_RANK, "value": "2"},
+           {"name": c.ENV_PET_NPROC_PER_NODE, "value": "4"}]  # fmt: skip
+    out, _ = live_pod(pod(env))
+    assert env_of(out["spec"]["initContainers"][0])[env_name("agent", "live_ranks")] == "8-11"
+    env[2]["value"] = "auto"
+    out, _ = live_pod(pod(env))
+    assert env_name("agent", "live_ranks") not in env_of(out["spec"]["initContainers"][0])

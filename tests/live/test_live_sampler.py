@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fake_worker import drip, fake_worker, fr_answer, handler_for, http, json_body, never_answers
 
-from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings
+from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, parse_rank_span
 
 FAST = SamplerSettings(fr_timeout_s=1.0, stack_timeout_s=0.5, startup_grace_s=0.0, stack_retry_s=3600)
 STACK = b'Thread 0x1 (most recent call first):\n  File "train.py", line 9 in load_batch\n'
@@ -125,3 +125,9 @@ def test_a_stack_that_times_out_is_not_asked_again_until_the_rank_moves(tmp_path
         release.set()
     assert "holds the GIL" in (first.stack_error or "")
     assert asked.count("dump_traceback") == 2
+
+
+def test_the_rank_span_is_parsed_strictly() -> None:
+    assert parse_rank_span("8-11") == frozenset({8, 9, 10, 11})
+    for bad in ("", "11-8", "08-9", "0-5000", "a-b", "3", "-1-2", "0-99999999"):
+        assert parse_rank_span(bad) == frozenset(), bad

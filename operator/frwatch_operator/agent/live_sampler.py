@@ -185,3 +185,18 @@ class LiveSampler:
             except Exception:
                 logger.exception("live watch: a sampling round failed")
             stop.wait(self.settings.period_s)
+
+
+#: The most ranks one pod is expected to run (torchrun's nproc_per_node on the largest nodes is 8-16).
+MAX_RANKS_A_POD = 1024
+
+
+def parse_rank_span(text: str) -> frozenset[int]:
+    """The ranks of ``"first-last"`` (the agent's ``live_ranks`` setting); empty for "" or anything else."""
+    m = re.fullmatch(r"(0|[1-9][0-9]{0,6})-(0|[1-9][0-9]{0,6})", text.strip())
+    if m is None:
+        return frozenset()
+    first, last = int(m.group(1)), int(m.group(2))
+    if not first <= last < MAX_WORLD_SIZE or last - first >= MAX_RANKS_A_POD:
+        return frozenset()
+    return frozenset(range(first, last + 1))

@@ -38,7 +38,7 @@ from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator import constants as c
 from frwatch_operator.agent.control import make_app
 from frwatch_operator.agent.dumpfiles import DumpWatcher
-from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings
+from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, parse_rank_span
 from frwatch_operator.agent.livebootstrap import install as install_live_bootstrap
 from frwatch_operator.agent.uploader import Uploader
 from frwatch_operator.config import Config, load_config
@@ -118,7 +118,10 @@ class Agent:
             logger.warning("live watch off: cannot place the bootstrap in %s: %s", self.dump_dir, exc)
             return None
         sampler = LiveSampler(
-            live_dir, config.pod.name, SamplerSettings(period_s=config.agent.live_period_seconds)
+            live_dir,
+            config.pod.name,
+            SamplerSettings(period_s=config.agent.live_period_seconds),
+            expected=parse_rank_span(config.agent.live_ranks),
         )
         threading.Thread(target=sampler.run, args=(self.stopping,), name="live", daemon=True).start()
         logger.info("live watch on: sampling %s every %gs", live_dir, config.agent.live_period_seconds)

@@ -7,7 +7,8 @@ Every step each rank calls ``train_step`` -> ``sync_gradients`` (an all_reduce o
 others all_reduce (one desync, then every rank waits); ``stuck`` sleeps in ``load_batch`` forever;
 ``slow`` sleeps ``--pause-s`` in ``load_batch`` every step; ``gil`` holds the GIL ``--pause-s`` (a C call that
 keeps it) once. The process-group timeout is ``--timeout-s`` (300 by default: the watchdog is far away).
-The rank prints ``live_rank <rank> done`` when it finished every step, and exits 0.
+The rank prints ``live_rank <rank> done loop_s=<seconds of the training loop>`` when it finished every step,
+and exits 0.
 Nothing here imports frwatch: live watch reaches the rank through the bootstrap on PYTHONPATH only.
 """
 
@@ -66,14 +67,21 @@ def main() -> int:
     parser.add_argument("--step-s", type=float, default=0.1)
     parser.add_argument("--pause-s", type=float, default=1.0)
     parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--work", type=int, default=0, help="an N x N matmul each step (0: none)")
     args = parser.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=args.timeout_s))
+    work = torch.randn(args.work, args.work) if args.work else None
+    started = time.perf_counter()
     for step in range(1, args.steps + 1):
+        if work is not None:
+            work @ work  # a step's compute
         train_step(rank, step, args)
-        time.sleep(args.step_s)
+        if args.step_s:
+            time.sleep(args.step_s)
+    loop_s = time.perf_counter() - started
     dist.barrier()
-    print(f"live_rank {rank} done", flush=True)
+    print(f"live_rank {rank} done loop_s={loop_s:.4f}", flush=True)
     sys.stdout.flush()
     os._exit(0)  # skip gloo's teardown (it can abort after a failed peer)
 

@@ -49,9 +49,23 @@ def agree_to_continue(flag: torch.Tensor) -> None:
     dist.broadcast(flag, src=0)
 
 
+def agree_to_stop(mine: bool) -> bool:
+    flag = torch.tensor([1.0 if mine else 0.0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+FAULT_DONE: list[bool] = []
+
+
 def train_step(rank: int, step: int, args: argparse.Namespace) -> None:
     culprit = rank == CULPRIT
-    is_fault = culprit and step == args.fault_step
+    if args.fault_file:  # the fault strikes once, at the first step after the file appears
+        is_fault = culprit and not FAULT_DONE and os.path.exists(args.fault_file)
+        if is_fault:
+            FAULT_DONE.append(True)
+    else:
+        is_fault = culprit and step == args.fault_step
     grads = load_batch(args.mode if culprit else "healthy", is_fault, args.pause_s)
     if args.mode == "skip" and is_fault:
         agree_to_continue(grads)
@@ -67,6 +81,8 @@ def main() -> int:
     parser.add_argument("--step-s", type=float, default=0.1)
     parser.add_argument("--pause-s", type=float, default=1.0)
     parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--fault-file", default="", help="the fault strikes once this file exists")
+    parser.add_argument("--until-file", default="", help="stop (all ranks together) once this file exists")
     parser.add_argument("--work", type=int, default=0, help="an N x N matmul each step (0: none)")
     args = parser.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -79,6 +95,8 @@ def main() -> int:
         train_step(rank, step, args)
         if args.step_s:
             time.sleep(args.step_s)
+        if args.until_file and agree_to_stop(os.path.exists(args.until_file)):
+            break
     loop_s = time.perf_counter() - started
     dist.barrier()
     print(f"live_rank {rank} done loop_s={loop_s:.4f}", flush=True)

@@ -83,13 +83,16 @@ def test_each_real_rank_serves_its_socket_and_training_finishes(tmp_path: Path) 
     code_dir, live_dir = install(tmp_path)
     env = with_pythonpath_appended(os.environ, code_dir)
     env[ENV_LIVE_DIR] = str(live_dir)
-    with live_job(2, tmp_path, ["--mode", "slow", "--pause-s", "0.2", "--steps", "150"], env) as job:
+    stop = tmp_path / "stop"
+    args = ["--mode", "healthy", "--steps", "100000", "--until-file", str(stop)]
+    with live_job(2, tmp_path, args, env) as job:
         socks = [live_dir / SOCKET_NAME.format(rank=r) for r in range(2)]
         wait_for(lambda: all(answers(s, "ping") for s in socks), what="both ranks' sockets to answer ping")
         for sock in socks:
             fr = json.loads(call(str(sock), "fr_trace_json", timeout_s=10.0, max_bytes=1 << 24).body)
             assert fr["pg_status"]["0"]["last_enqueued_collective"] != "-1"
             assert all(e["profiling_name"] == "gloo:all_reduce" for e in fr["entries"])
+        stop.touch()  # the ranks agree to stop at their next step, and finish
         assert job.wait(timeout_s=WAIT_S) == [0, 0]
         for rank in range(2):
             log = job.log(rank)
@@ -141,7 +144,13 @@ def test_a_broken_bootstrap_leaves_training_unaffected(tmp_path: Path, breakage:
     )
     program = tmp_path / "program.py"
     program.write_text(
-        f"import runpy, sys\nsys.path.insert(0, {str(patch_dir)!r})\nimport usercustomize\n"
+        f"import os, runpy, sys\nsys.path.insert(0, {str(patch_dir)!r})\nimport usercustomize\n"
+        # the training ends with os._exit: first let the bootstrap's thread finish its attempt (the signal)
+        "import frwatch_live_boot\nreal_exit = os._exit\n"
+        "def exit_after_bootstrap(code):\n"
+        "    frwatch_live_boot._state['thread'].join(120)\n"
+        "    real_exit(code)\n"
+        "os._exit = exit_after_bootstrap\n"
         f"sys.argv = [{str(Path(__file__).with_name('live_rank_program.py'))!r}] + sys.argv[1:]\n"
         "runpy.run_path(sys.argv[0], run_name='__main__')\n"
     )

@@ -87,31 +87,36 @@ def test_a_cpu_stuck_rank_is_a_stall_named_with_its_python_stack(tmp_path: Path)
 
 
 def test_a_slow_but_healthy_rank_is_no_finding(tmp_path: Path) -> None:
-    """Rank 1's loader takes 2 s every step (the others wait in the all_reduce); threshold 10 s."""
+    """Rank 1's loader takes 2 s every step (the others wait in the all_reduce); threshold 10 s; 40 s watched."""
     env, live_dir = start_env(tmp_path)
-    with live_job(WORLD, tmp_path, ["--mode", "slow", "--pause-s", "2", "--steps", "20"], env) as job:
+    stop = tmp_path / "stop"
+    args = ["--mode", "slow", "--pause-s", "2", "--steps", "100000", "--until-file", str(stop)]
+    with live_job(WORLD, tmp_path, args, env) as job:
         sampler = LiveSampler(live_dir, "pod", SamplerSettings(period_s=PERIOD_S))
         watch = LiveWatch(range(WORLD), stall_after_s=10)
         wait_all_sockets(sampler, job)
         behind = 0
-        for report, pod in rounds(job, sampler, watch, until_s=START_S):
+        for report, pod in rounds(job, sampler, watch, until_s=40):
             assert report.findings == [], report.findings
             lasts = {r.rank: r.groups[0].last_enqueued for r in pod.ranks if r.groups}
             behind += len(lasts) == WORLD and lasts[1] < max(lasts.values())
+        assert all(job.running())
+        stop.touch()
         assert job.wait(timeout_s=START_S) == [0] * WORLD
     assert behind >= 3  # the gap was there, round after round, and was rightly no stall
 
 
 def test_a_rank_holding_the_gil_is_read_and_said(tmp_path: Path) -> None:
-    """Rank 1 holds the GIL for 40 s from its step 150 (about 15 s in: its socket is up by then, as the
-    bootstrap's own thread needs the GIL to start the server)."""
+    """Rank 1 holds the GIL for 40 s once its socket is up (the bootstrap's own thread needs the GIL to
+    start the server): fr_trace_json still answers, dump_traceback does not, and the sampler says why."""
     env, live_dir = start_env(tmp_path)
-    with live_job(
-        WORLD, tmp_path, ["--mode", "gil", "--pause-s", "40", "--fault-step", "150", "--steps", "160"], env
-    ) as job:
+    fault = tmp_path / "fault"
+    args = ["--mode", "gil", "--pause-s", "40", "--steps", "100000", "--fault-file", str(fault)]
+    with live_job(WORLD, tmp_path, args, env) as job:
         sampler = LiveSampler(live_dir, "pod", SamplerSettings(period_s=PERIOD_S, stack_timeout_s=1.0))
         watch = LiveWatch(range(WORLD), stall_after_s=10)
         wait_all_sockets(sampler, job)
+        fault.touch()
         said = None
         for _, pod in rounds(job, sampler, watch, until_s=60):
             r1 = next(r for r in pod.ranks if r.rank == 1)

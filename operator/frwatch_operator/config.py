@@ -200,6 +200,25 @@ class OperatorSettings(_Section):
         default="",
         description="Comma-separated namespaces (or kopf glob patterns) to watch; empty: the whole cluster.",
     )
+    job_kinds: str = Field(
+        default=",".join(c.JOB_KINDS),
+        description="Comma-separated job kinds to follow: PyTorchJob (kubeflow.org/v1), TrainJob "
+        "(trainer.kubeflow.org/v1alpha1), JobSet (jobset.x-k8s.io/v1alpha2). A kind whose CRD is not installed "
+        "is logged at start and watched once it is; RBAC (the chart) covers the kinds listed only.",
+    )
+
+    @model_validator(mode="after")
+    def _known_job_kinds(self) -> OperatorSettings:
+        wanted = [k.strip() for k in self.job_kinds.split(",") if k.strip()]
+        unknown = [k for k in wanted if k not in c.JOB_KINDS]
+        if unknown or not wanted:
+            raise ValueError(
+                f"FRWATCH_OPERATOR_JOB_KINDS={self.job_kinds!r}: "
+                + (f"unknown kind(s) {', '.join(unknown)}" if unknown else "no kind")
+                + f"; supported: {', '.join(c.JOB_KINDS)}"
+            )
+        return self
+
     incident_poll_seconds: float = Field(
         default=1.0,
         gt=0,
@@ -309,8 +328,8 @@ class AnalyzerSettings(_Section):
     credentials_secret: str = Field(
         default="",
         description="Secret in that namespace with the analyzer's S3 keys (AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json and report.txt "
-        "(docs/install.md shows the policy); empty: s3.credentials_secret.",
+        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json, report.txt "
+        "and report.html (docs/install.md shows the policy); empty: s3.credentials_secret.",
     )
     allow_policy_image: bool = Field(
         default=False,

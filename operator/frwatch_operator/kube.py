@@ -10,7 +10,8 @@ absent answers None (``_optional``). ``tests/chart/test_rbac.py`` derives the ch
 calls written here.
 
 Detection and collection: the training job (``get_job``, ``bump_attempt``, ``record_attempt_start``,
-``annotate_if``: its kind's group and plural), Incidents (create, status), pods, Events about an
+``annotate_if``: its kind's group and plural; ``served``: whether its CRD is installed; ``runtime_exists``:
+a TrainJob's runtime), Incidents (create, status), pods, Events about an
 :class:`ObjectRef` (``post_event``: core/v1, ``involvedObject`` set so ``kubectl describe`` shows them),
 the Lease. The verdict loop (one method each):
 
@@ -21,8 +22,8 @@ create_job                 POST   batch/v1 jobs (ns)                     batch j
 get_batch_job              GET    batch/v1 jobs/NAME (ns)                batch jobs: get
 delete_job                 DELETE batch/v1 jobs/NAME (ns), Background    batch jobs: delete
 list_job_pods              LIST   v1 pods (ns), labelSelector job-name   pods: list
-get_training_job           GET    kubeflow.org/v1 pytorchjobs/NAME (ns)  kubeflow.org pytorchjobs: get
-annotate_training_job      PATCH  (merge) kubeflow.org/v1 pytorchjobs    kubeflow.org pytorchjobs: patch
+get_training_job           GET    the job's kind/NAME (ns)               its group and plural: get
+annotate_training_job      PATCH  (merge) the job's kind/NAME (ns)       its group and plural: patch
 create_event               POST   v1 events (ns; nodes': "default")      events: create
 get_node                   GET    v1 nodes/NAME                          nodes: get
 count_nodes                LIST   v1 nodes (paged, limit 500)            nodes: list
@@ -54,6 +55,7 @@ from frwatch_operator.errors import (
     ApiRefusedError,
     ConflictError,
     FatalError,
+    FrwatchError,
     NamespaceMissingError,
     NotFoundError,
     RetryableError,
@@ -171,6 +173,36 @@ class Kube:
                 continue  # someone changed the job; read it again
             return new
         raise RetryableError(f"annotate {kind.kind} {namespace}/{name}: kept conflicting; will retry")
+
+    def served(self, kind: JobKind) -> bool | None:
+        """Whether the API server serves the kind (discovery of ``/apis/<group>/<version>``, which every
+        client may read); None when discovery could not be asked."""
+        try:
+            raw = api_call(f"discover {kind.group}/{kind.version}", lambda: self.api.call_api(
+                f"/apis/{kind.group}/{kind.version}", "GET", auth_settings=["BearerToken"],
+                _return_http_data_only=True, _preload_content=False))  # fmt: skip
+            found = json.loads(raw.data)
+        except NotFoundError:
+            return False
+        except (FrwatchError, ValueError, AttributeError):
+            return None
+        resources = found.get("resources") if isinstance(found, Mapping) else None
+        return any(isinstance(r, Mapping) and r.get("name") == kind.plural for r in resources or [])
+
+    def runtime_exists(self, namespace: str, kind: str, name: str) -> bool:
+        """Whether a Trainer runtime exists: a ``TrainingRuntime`` in ``namespace``, else (``kind``
+        ClusterTrainingRuntime) the cluster-scoped one."""
+        g, v = c.TRAINER_GROUP, c.TRAINER_VERSION
+        try:
+            if kind == c.TRAINING_RUNTIME_KIND:
+                api_call(f"get TrainingRuntime {namespace}/{name}", lambda: self.custom.get_namespaced_custom_object(
+                    g, v, namespace, c.TRAINING_RUNTIME_PLURAL, name))  # fmt: skip
+            else:
+                api_call(f"get ClusterTrainingRuntime {name}", lambda: self.custom.get_cluster_custom_object(
+                    g, v, c.CLUSTER_TRAINING_RUNTIME_PLURAL, name))  # fmt: skip
+        except NotFoundError:
+            return False
+        return True
 
     # --- incidents --------------------------------------------------------------------------------------
     def create_incident(self, body: Mapping[str, Any]) -> bool:

@@ -33,6 +33,10 @@ class Reason(StrEnum):
     #: it failed without capture (not opted in, or opted out); Normal, once per job (job).
     NO_INCIDENT = "NoIncident"
     SPEC_OUT_OF_BOUNDS = "JobSpecOutOfBounds"  #: the job's rank layout is not trusted (job)
+    #: The job's spec or status stops capture or ranks (a TrainJob's runtime missing, ...) (job)
+    JOB_SPEC_PROBLEM = "JobSpecProblem"
+    RANKS_UNKNOWN = "RanksUnknown"  #: a pod whose global ranks cannot be derived: it gets none (job)
+    POD_LABELS_MISSING = "PodLabelsMissing"  #: a pod lacks labels its job's controller always sets (job)
     DUMPS_COLLECTED = "DumpsCollected"  #: every rank's dump is in the store (job)
     DUMPS_MISSING = "DumpsMissing"  #: collection ended with ranks missing (job)
     #: What the store (or the verdict) said that the cluster contradicts: what was dropped (job, Incident;
@@ -189,3 +193,22 @@ def pod_not_captured(pod: str, attempt: str) -> Notice:
         f"unreachable, or the job not yet known; it fails open): attempt {attempt}'s Incident will have no dump "
         "of its ranks",
     )
+
+
+def job_spec_problem(problem: str) -> Notice:
+    """Something in the job's spec or status keeps frwatch (or the job's controller) from working."""
+    return Notice("Warning", Reason.JOB_SPEC_PROBLEM, f"frwatch: {problem}")
+
+
+def ranks_unknown(pod: str, problem: str) -> Notice:
+    """A pod whose ranks cannot be derived: it gets no rank (never a guessed one)."""
+    return Notice(
+        "Warning",
+        Reason.RANKS_UNKNOWN,
+        f"pod {pod}: its global ranks cannot be derived ({problem}); frwatch gives it (and every pod of the job "
+        "with the same problem) no rank: only the dumps its agent uploads say which ranks it held",
+    )
+
+
+def pod_labels_missing(pod: str, problem: str) -> Notice:
+    return Notice("Warning", Reason.POD_LABELS_MISSING, f"pod {pod}: {problem}")

@@ -1,6 +1,6 @@
 """Pydantic models of frwatch's custom resources (group ``frwatch.io``, version ``v1alpha1``).
 
-``CapturePolicy`` (namespaced): which PyTorchJobs of its namespace get Flight Recorder capture, and with
+``CapturePolicy`` (namespaced): which jobs (PyTorchJob, TrainJob, JobSet) of its namespace get Flight Recorder capture, and with
 which settings. ``Incident`` (namespaced, owned by the job): one captured failure of one job attempt.
 
 Every field is documented where it is declared: the CRD YAML in ``crds/`` is generated from / checked
@@ -78,7 +78,8 @@ class LabelSelectorRequirement(_Wire):
 
 
 class LabelSelector(_Wire):
-    """A Kubernetes label selector over the PyTorchJob's labels. Empty selects every job of the namespace."""
+    """A Kubernetes label selector over the job's labels (a PyTorchJob, TrainJob or JobSet: every kind frwatch
+    follows). Empty selects every job of the namespace."""
 
     match_labels: dict[str, str] = Field(
         default_factory=dict, description="Labels the job must carry with exactly these values."
@@ -123,7 +124,7 @@ class RemediationPolicy(_Wire):
 
 
 class CapturePolicySpec(_Wire):
-    """Opt the selected PyTorchJobs of this namespace into capture, with these settings.
+    """Opt the selected jobs of this namespace (any kind frwatch follows) into capture, with these settings.
 
     Unset fields take the operator's defaults. A job annotated ``frwatch.io/capture: disabled`` is never
     captured; when several policies select one job, the oldest (then by name) wins and the others are
@@ -131,7 +132,8 @@ class CapturePolicySpec(_Wire):
     """
 
     job_selector: LabelSelector = Field(
-        default_factory=LabelSelector, description="Which PyTorchJobs (by their labels) this policy opts in."
+        default_factory=LabelSelector,
+        description="Which jobs (PyTorchJobs, TrainJobs, JobSets: by their labels) this policy opts in.",
     )
     buffer_size: int | None = Field(
         default=None,
@@ -193,7 +195,7 @@ class JobRef(_Wire):
     """The training job an incident belongs to."""
 
     api_version: str = Field(default="kubeflow.org/v1", description="apiVersion of the job.")
-    kind: str = Field(default="PyTorchJob", description="Kind of the job.")
+    kind: str = Field(default="PyTorchJob", description="Kind of the job: PyTorchJob, TrainJob or JobSet.")
     name: str = Field(description="Name of the job (same namespace as the incident).")
     uid: str = Field(description="uid of the job: a recreated job with the same name is another job.")
 
@@ -230,6 +232,10 @@ class ConditionType(StrEnum):
     ANALYSIS_REQUESTED = "AnalysisRequested"
     ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
     REMEDIATED = "Remediated"  #: what the cordon policy did
+    #: False: pods of the attempt whose global ranks cannot be derived (named in the message; they got none)
+    RANKS_KNOWN = "RanksKnown"
+    #: False: the job's spec, status or pods say something that stops capture or ranks (named in the message)
+    JOB_INPUT_VALID = "JobInputValid"
 
 
 class ConditionReason(StrEnum):
@@ -239,6 +245,9 @@ class ConditionReason(StrEnum):
 
     # WorldSize
     SPEC_OUT_OF_BOUNDS = "SpecOutOfBounds"  #: False: the world size the job's spec claims is not taken
+    # RanksKnown / JobInputValid: bad input seen for the job (the message names each pod or problem)
+    RANKS_UNKNOWN = "RanksUnknown"  #: False: pods whose global ranks cannot be derived (they got none)
+    BAD_INPUT = "BadInput"  #: False: the job's spec, status or pods say something that stops capture or ranks
     # Collected: how collection ended
     ALL_RANKS_DUMPED = "AllRanksDumped"  #: every rank's dump is in the store
     #: The ranks without a dump all had their pod end (settled) before the deadline.
@@ -408,6 +417,7 @@ class IncidentStatus(_Wire):
         "64 characters; empty: nobody named.",
     )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
+    report_html_url: str = Field(default="", description="s3:// URL of report.html (the HTML report).")
     verdict: IncidentVerdict | None = Field(
         default=None, description="The verdict in words (headline, short, kind, culprits, where they ran, next steps)."
     )

@@ -47,7 +47,9 @@ HUNG_RANK = 3
 LATE_RANK = 2  #: dumps only after the operator asked its agent
 USER = "frwatch-operator"  #: the operator's bearer token through the proxy: its name in the audit log
 SA = "frwatch"  #: the chart's ServiceAccount (release "frwatch")
-CORDON_VALUES = {"remediation": {"enabled": True, "dryRun": False}}
+#: This run is a PyTorchJob's: the chart and the operator follow that kind only (every kind's grants are
+#: derived from the code in tests/chart/test_rbac.py).
+CORDON_VALUES = {"remediation": {"enabled": True, "dryRun": False}, "operator": {"jobKinds": ["PyTorchJob"]}}
 CRD_FILES = [ROOT / "crds" / "incident.yaml", ROOT / "crds" / "capturepolicy.yaml",
              ROOT / "tests" / "emulator" / "pytorchjob-crd.yaml"]  # fmt: skip
 
@@ -137,7 +139,7 @@ def run(
         FRWATCH_AGENT_CONTROL_PORT=str(free_port()),  # nothing listens: the asked agent does not answer
         # as the chart runs it: elected over its Lease in the release namespace (created, renewed, released)
         FRWATCH_OPERATOR_LEADER_ELECTION="true", FRWATCH_OPERATOR_LEASE_NAMESPACE=release_ns,
-        FRWATCH_OPERATOR_IDENTITY="frwatch-5d8c7-x2x9q",
+        FRWATCH_OPERATOR_IDENTITY="frwatch-5d8c7-x2x9q", FRWATCH_OPERATOR_JOB_KINDS="PyTorchJob",
     )  # fmt: skip
     op = OperatorProcess(env, workdir / "operator.log")
     try:

@@ -109,6 +109,20 @@ def condition(kind: str, status: bool, reason: str, message: str, now: datetime)
     )  # fmt: skip
 
 
+def input_conditions(problems: Mapping[str, str], have: list[Condition], now: datetime) -> list[Condition]:
+    """The bad input seen for the job (pods whose ranks cannot be derived, the spec, missing labels) as the
+    Incident's RanksKnown / JobInputValid conditions (False, naming each); [] when nothing or already set."""
+    ranks = sorted(v for k, v in problems.items() if k.endswith(f"/{notices.Reason.RANKS_UNKNOWN}"))
+    other = sorted(v for k, v in problems.items() if not k.endswith(f"/{notices.Reason.RANKS_UNKNOWN}"))
+    types = {x.type for x in have}
+    out = []
+    if ranks and ConditionType.RANKS_KNOWN not in types:
+        out.append(condition(ConditionType.RANKS_KNOWN, False, ConditionReason.RANKS_UNKNOWN, " | ".join(ranks)[:1024], now))
+    if other and ConditionType.JOB_INPUT_VALID not in types:
+        out.append(condition(ConditionType.JOB_INPUT_VALID, False, ConditionReason.BAD_INPUT, " | ".join(other)[:1024], now))
+    return out
+
+
 def write_status(deps: Deps, inc: Incident, status: IncidentStatus) -> IncidentStatus:
     deps.kube.patch_incident_status(inc.namespace, inc.name, status.wire())
     return status
@@ -131,6 +145,7 @@ def start(deps: Deps, inc: Incident, now: datetime) -> IncidentStatus:
     if layout.problem and not any(x.type == ConditionType.WORLD_SIZE for x in conditions):
         conditions.append(condition(ConditionType.WORLD_SIZE, False, ConditionReason.SPEC_OUT_OF_BOUNDS, layout.problem, now))
         deps.kube.post_event(inc.job_ref, notices.spec_out_of_bounds(layout.problem))
+    conditions += input_conditions(deps.seen.problems(inc.namespace, inc.spec.job_ref.name), conditions, now)
     # before the status write, so that a crash in between repeats them (both are idempotent)
     deps.kube.bump_attempt(inc.kind, inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
     seconds = round((deadline - detected).total_seconds())

@@ -23,6 +23,7 @@ ANN_CATEGORY: Final = PREFIX + "category"  #: a Category value of the analyzer
 ANN_SUSPECT_RANKS: Final = PREFIX + "suspect-ranks"  #: comma-separated global ranks
 ANN_SUSPECT_NODES: Final = PREFIX + "suspect-nodes"  #: comma-separated node names
 ANN_REPORT: Final = PREFIX + "report"  #: s3:// URL of report.txt
+ANN_REPORT_HTML: Final = PREFIX + "report-html"  #: s3:// URL of report.html (the HTML report)
 ANN_INCIDENT: Final = PREFIX + "incident"  #: name of the Incident
 #: The attempt the verdict annotations are about (the Incident's spec.attempt); frwatch.io/attempt is then
 #: already the next one, the attempt of the pods created since the failure.
@@ -114,6 +115,13 @@ ENV_NCCL_PIPE_FILE: Final = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
 ENV_NCCL_ASYNC_ERROR_HANDLING: Final = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 ENV_FR_CPP_STACK: Final = "TORCH_FR_CPP_STACK"
 ENV_FR_CPP_STACK_OLD: Final = "TORCH_NCCL_TRACE_CPP_STACK"
+#: NCCL's own logging (NCCL docs, "Logging"): the level, and the file it writes to (``%h``: host, ``%p``: pid).
+ENV_NCCL_DEBUG: Final = "NCCL_DEBUG"
+ENV_NCCL_DEBUG_FILE: Final = "NCCL_DEBUG_FILE"
+#: The NCCL debug file's name in the dump folder: ``nccl.<rank>.<host>.<pid>.txt`` when the webhook knows the
+#: pod's one rank, else ``nccl.<host>.<pid>.txt`` (the agent then takes the rank of the pod's dumps).
+NCCL_FILE_PREFIX: Final = "nccl."
+NCCL_FILE_SUFFIX: Final = ".txt"
 
 # --- what the webhook gives the agent and the ranks -------------------------------------------------------
 # These names are the config loader's (config.env_name(section, field)); a test keeps them in step.
@@ -151,6 +159,20 @@ DUMP_VOLUME: Final = "frwatch-dumps"
 DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"
 DUMP_FILE_PREFIX: Final = "nccl_trace_rank_"
 AGENT_CONTAINER: Final = "frwatch-agent"
+
+# --- live watch (issue 15): what the agent places in the dump volume and what the rank processes get --------
+#: Folder of the dump volume holding the bootstrap (sitecustomize.py, frwatch_live_boot.py); appended to the
+#: rank container's PYTHONPATH.
+LIVE_BOOTSTRAP_SUBDIR: Final = ".frwatch-python"
+#: Folder of the dump volume holding each rank's worker-server socket, rank-<global rank>.sock.
+LIVE_SOCKET_SUBDIR: Final = ".frwatch-live"
+#: The env var naming the socket folder to the bootstrap (frwatch_live_boot.ENV_LIVE_DIR spells it too).
+ENV_LIVE_DIR: Final = "FRWATCH_LIVE_DIR"
+#: torch's own variable for worker_main(): the socket path of a program that serves itself.
+ENV_TORCH_WORKER_SERVER_SOCKET: Final = "TORCH_WORKER_SERVER_SOCKET"
+#: On a PyTorchJob: "enabled" turns live watch on for its pods (with capture: the job must be opted in too).
+ANN_LIVE: Final = PREFIX + "live"
+LIVE_ENABLED: Final = "enabled"
 
 # --- CRDs ---------------------------------------------------------------------------------------------------
 INCIDENT_PLURAL: Final = "incidents"

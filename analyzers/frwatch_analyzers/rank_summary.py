@@ -6,8 +6,9 @@ reads summaries instead of decoding dumps; the dump stays the evidence.
 
 Format (``format`` ``frwatch.rank-summary``, ``version`` 1), JSON: the trace's scalars, its groups with
 their int64 columns as base64 of zlib-compressed little-endian bytes (sequence numbers and creation times
-as differences: ring windows compress to a few bytes), the kept tail entries and p2p entries as lists, the
-details of every signature the trace holds, and ``dump``: the size, sha256 and md5 of the dump it was made
+as differences: ring windows compress to a few bytes), the kept tail entries as such a column too, p2p
+entries as lists, the details of every signature the trace holds (one zlib-compressed JSON text, which ranks
+that behaved alike share and a reader decodes once), and ``dump``: the size, sha256 and md5 of the dump it was made
 from, checked against the dump before the summary is used.
 
 A summary is read back from the store: it is hostile input like a dump. :func:`decode` checks every field's
@@ -28,7 +29,7 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import le, sub
+from operator import sub
 from typing import Any
 
 from .fields import I64
@@ -49,6 +50,9 @@ MAX_SIGS = 1 << 16
 MAX_TENSORS = 1 << 12
 _MAX_TEXT = 4096
 _LITTLE = sys.byteorder == "little"
+_TAIL_FIELDS = 8
+_RETIRED = {-1: None, 0: False, 1: True}
+_MAX_TABLE_BYTES = 4 * MAX_SUMMARY_BYTES
 
 
 class SummaryError(Exception):
@@ -127,19 +131,27 @@ def encode(trace: RankTrace, details: Mapping[int, EntrySig], dump: DumpDigest) 
                 "var_seqs": _column(pg.var_seqs, delta=True),
                 "var_in": _column(pg.var_in),
                 "var_out": _column(pg.var_out),
-                "tail": [
-                    [
-                        t.seq,
-                        t.record_id,
-                        t.sig,
-                        t.state,
-                        t.retired,
-                        t.created_ns,
-                        t.started_ns,
-                        t.completed_ns,
-                        [list(t.splits[0]), list(t.splits[1])] if t.splits else None,
-                    ]
-                    for t in pg.tail
+                "tail": _column(
+                    array(
+                        "q",
+                        [
+                            x
+                            for t in pg.tail
+                            for x in (
+                                t.seq,
+                                t.record_id,
+                                t.sig,
+                                t.state,
+                                -1 if t.retired is None else int(t.retired),
+                                t.created_ns,
+                                t.started_ns,
+                                t.completed_ns,
+                            )
+                        ],
+                    )
+                ),
+                "splits": [
+                    [i, list(t.splits[0]), list(t.splits[1])] for i, t in enumerate(pg.tail) if t.splits
                 ],
                 "config_ranks": _ranks(pg.config_ranks),
                 "last_enqueued": pg.last_enqueued,
@@ -180,9 +192,10 @@ def _sig_table(sigs: list[int], details: Mapping[int, EntrySig]) -> str:
                 d.varying,
             ]
         )
-    return json.dumps(
+    text = json.dumps(
         {"sites": [[list(f) for f in site] for site in sites], "sigs": rows}, separators=(",", ":")
     )
+    return base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")
 
 
 # --- decoding (hostile input) ------------------------------------------------------------------------------
@@ -221,6 +234,7 @@ class Reader:
         self._columns: dict[str, array[int]] = {}
         self._deltas: dict[str, array[int]] = {}
         self._tables: dict[str, dict[int, EntrySig]] = {}
+        self._digests: dict[tuple[int, int], bytes] = {}
 
     def column(self, value: Any, where: str, delta: bool = False) -> array[int]:
         if type(value) is not str or len(value) > 4 * MAX_COLUMN:
@@ -245,14 +259,29 @@ class Reader:
         if not _LITTLE:
             col.byteswap()
         if delta and len(col) > 1:
+            if where.endswith(".seqs") and min(col[1:]) < 0:
+                raise _bad(where, "sequence numbers out of order")
             try:
                 col = array("q", accumulate(col))
             except OverflowError:
                 raise _bad(where, "a column past int64") from None
         if len(cache) > 1 << 16:
             cache.clear()
+            self._digests.clear()  # keyed by the ids of cached columns: those may now be freed
         cache[value] = col
         return col
+
+    def _digest(self, seqs: array[int], sigs: array[int]) -> bytes:
+        """What :mod:`.summarize` digests, once per pair of shared columns (cached columns live on, so
+        their ids stay theirs)."""
+        key = (id(seqs), id(sigs))
+        got = self._digests.get(key)
+        if got is None:
+            got = hashlib.blake2b(seqs.tobytes() + sigs.tobytes(), digest_size=16).digest()
+            if len(self._digests) > 1 << 16:
+                self._digests.clear()
+            self._digests[key] = got
+        return got
 
     def decode(self, data: bytes) -> tuple[RankTrace, DumpDigest]:
         """A summary's bytes -> the trace and the dump it was made from. Raises :class:`SummaryError`."""
@@ -314,7 +343,10 @@ class Reader:
             pgs[pg.name] = pg
         p2p = [self._p2p(e, f"p2p[{i}]") for i, e in enumerate(_list(b["p2p"], "p2p", MAX_P2P))]
         details = self._sig_table(b["sigs"])
-        held = {s for pg in pgs.values() for s in (*pg.sigs, *pg.plain)} | {p.sig for p in p2p}
+        held = {p.sig for p in p2p}
+        for pg in pgs.values():
+            held.update(pg.sigs)
+            held.update(pg.plain)
         if not held <= details.keys():
             raise _bad("sigs", "a signature of the trace has no detail")
         trace = RankTrace(
@@ -349,8 +381,6 @@ class Reader:
             raise _bad(where, "columns of different lengths")
         if not len(var_seqs) == len(var_in) == len(var_out):
             raise _bad(where, "size columns of different lengths")
-        if not all(map(le, seqs, seqs[1:])):
-            raise _bad(where, "sequence numbers out of order")
         cfg = p["config_ranks"]
         ranks: Ranks | None = None
         if type(cfg) is dict:
@@ -364,9 +394,9 @@ class Reader:
                 _int(r, f"{where}.config_ranks", 0, MAX_WORLD_SIZE) for r in _list(cfg, where, MAX_WORLD_SIZE)
             ]
             ranks = compact_ranks(members) if members else None
-        tail = [self._tail(t, f"{where}.tail[{i}]") for i, t in enumerate(_list(p["tail"], where, MAX_TAIL))]
-        digest = hashlib.blake2b(seqs.tobytes() + sigs.tobytes(), digest_size=16).digest()
-        plain_digest = hashlib.blake2b(seqs.tobytes() + plain.tobytes(), digest_size=16).digest()
+        tail = self._tail(self.column(p["tail"], f"{where}.tail"), p["splits"], f"{where}.tail")
+        digest = self._digest(seqs, sigs)
+        plain_digest = self._digest(seqs, plain)
         return PgTrace(
             name=_text(p["name"], f"{where}.name"),
             desc=_text(p["desc"], f"{where}.desc"),
@@ -390,28 +420,30 @@ class Reader:
         )
 
     @staticmethod
-    def _tail(t: Any, where: str) -> TailEntry:
-        seq, rid, sig, state, retired, created, started, completed, splits = _list(t, where, 9)
-        if retired is not None:
-            _bool(retired, where)
-        pair = None
-        if splits is not None:
-            a, b = _list(splits, where, 2)
-            pair = (
+    def _tail(col: array[int], splits: Any, where: str) -> list[TailEntry]:
+        """The kept entries: 8 int64 a row (seq, record id, signature, state, retired -1/0/1, created,
+        started, completed), and the all_to_all splits of the few rows that have them."""
+        n, odd = divmod(len(col), _TAIL_FIELDS)
+        if odd or n > MAX_TAIL:
+            raise _bad(where, f"not rows of {_TAIL_FIELDS} (or more than {MAX_TAIL})")
+        if n and (min(col[3::8]) < -1 or max(col[3::8]) >= len(STATE_CODES)):
+            raise _bad(where, "a state out of range")
+        if n and (min(col[4::8]) < -1 or max(col[4::8]) > 1):
+            raise _bad(where, "retired is not -1, 0 or 1")
+        pairs: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        for item in _list(splits, where, MAX_TAIL):
+            i, a, b = _list(item, where, 3)
+            pairs[_int(i, where, 0, max(n, 1))] = (
                 tuple(_int(x, where, 0) for x in _list(a, where, MAX_TENSORS)),
                 tuple(_int(x, where, 0) for x in _list(b, where, MAX_TENSORS)),
             )
-        return TailEntry(
-            seq=_int(seq, where),
-            record_id=_int(rid, where),
-            sig=_int(sig, where),
-            state=_int(state, where, -1, len(STATE_CODES)),
-            retired=retired,
-            created_ns=_int(created, where),
-            started_ns=_int(started, where),
-            completed_ns=_int(completed, where),
-            splits=pair,
-        )
+        rows = list(
+            map(TailEntry, col[0::8], col[1::8], col[2::8], col[3::8], map(_RETIRED.__getitem__, col[4::8]),
+                col[5::8], col[6::8], col[7::8])
+        )  # fmt: skip
+        for r, pair in pairs.items():
+            rows[r].splits = pair
+        return rows
 
     @staticmethod
     def _p2p(e: Any, where: str) -> P2PEntry:
@@ -436,7 +468,14 @@ class Reader:
         got = self._tables.get(text)
         if got is not None:
             return got
-        table = json.loads(text)
+        try:
+            inflate = zlib.decompressobj()
+            raw = inflate.decompress(base64.b64decode(text, validate=True), _MAX_TABLE_BYTES)
+        except (binascii.Error, ValueError, zlib.error) as exc:
+            raise _bad("sigs", f"not a signature table ({printable(str(exc), 80)})") from None
+        if inflate.unconsumed_tail or not inflate.eof:
+            raise _bad("sigs", "a signature table that is truncated or larger than allowed")
+        table = json.loads(raw)
         if type(table) is not dict:
             raise _bad("sigs", "not an object")
         sites = [self._site(x, f"sites[{i}]") for i, x in enumerate(_list(table["sites"], "sites", MAX_SIGS))]

@@ -9,6 +9,7 @@ import json
 import pickle
 import shutil
 import zlib
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,13 @@ def test_hostile_summaries_are_refused_with_a_reason(folder: Path) -> None:
     assert "not true or false" in _refused(dict(good, has_states="yes"))
     short = dict(good["pgs"][0], created=good["pgs"][1]["var_in"])
     assert "different lengths" in _refused(dict(good, pgs=[short]))
-    assert "has no detail" in _refused(dict(good, sigs=json.dumps({"sites": [], "sigs": []})))
+    empty = base64.b64encode(zlib.compress(json.dumps({"sites": [], "sigs": []}).encode())).decode()
+    assert "has no detail" in _refused(dict(good, sigs=empty))
+    table = base64.b64encode(zlib.compress(b"[" * (40 << 20))).decode()  # 40 MB of JSON from 40 KB
+    assert "larger than allowed" in _refused(dict(good, sigs=table))
     assert "malformed summary" in _refused(dict(good, pgs=[dict(good["pgs"][0], tail=[[1, 2]])]))
+    odd = base64.b64encode(zlib.compress(array("q", [1, 2, 3]).tobytes())).decode()
+    assert "not rows of 8" in _refused(dict(good, pgs=[dict(good["pgs"][0], tail=odd)]))
     assert "malformed summary" in _refused({k: v for k, v in good.items() if k != "p2p"})
 
 

@@ -33,6 +33,7 @@ class FromSummaries:
     traces: list[RankTrace]  # one a rank whose summary was used
     dumps: list[DumpRef]  # the dumps still to decode
     fallbacks: dict[int, str] = field(default_factory=dict)  # rank -> why its summary was not used
+    missing: list[int] = field(default_factory=list)  # ranks with one dump and no summary (when some have)
     bytes_read: int = 0
 
     def note(self) -> str:
@@ -47,6 +48,8 @@ class FromSummaries:
             shown = "; ".join(f"{ranks_text(r)}: {why}" for why, r in list(by_reason.items())[:5])
             more = f"; {len(by_reason) - 5} more reasons" if len(by_reason) > 5 else ""
             parts.append(f"{len(self.fallbacks)} read from their dumps instead ({shown}{more})")
+        if self.missing:
+            parts.append(f"{ranks_text(self.missing)} had no summary (read from the dump)")
         return ", ".join(parts) + "."
 
 
@@ -73,6 +76,10 @@ def take(inputs: Inputs, s3: S3Config | None, max_bytes: int, *, from_dumps: boo
         for ref in inputs.dumps
         if ref.rank is not None and per_rank[ref.rank] == 1 and ref.rank in inputs.summaries
     ]
+    missing = sorted(
+        {r.rank for r in inputs.dumps if r.rank is not None and per_rank[r.rank] == 1}
+        - inputs.summaries.keys()
+    )
     client = s3_client(s3 or S3Config()) if inputs.bucket is not None else None
     reader = Reader()
 
@@ -85,7 +92,7 @@ def take(inputs: Inputs, s3: S3Config | None, max_bytes: int, *, from_dumps: boo
         except Exception as exc:  # a store or file error: the dump is read instead
             return ref, f"summary unreadable ({type(exc).__name__}: {printable(str(exc), 120)})"
 
-    out = FromSummaries([], [])
+    out = FromSummaries([], [], missing=missing)
     used: set[str] = set()
     with ThreadPoolExecutor(READERS if client is not None else 1) as pool:
         fetched: Iterable[tuple[DumpRef, bytes | str]] = pool.map(fetch, wanted)

@@ -268,14 +268,14 @@ class Summarizer:
         self._by_site: dict[tuple[str, Any], list[_Seen]] = {}
 
     def _trim(self) -> None:
-        if len(self._key_cache) > _CACHE_KEYS or len(self._by_site) > _CACHE_KEYS:
+        """Past the bound, every cache goes at once (a cached signature whose detail was dropped would
+        never be emitted again); a detail emitted before is emitted again when it comes back."""
+        if max(len(self._key_cache), len(self._by_site), len(self.details)) > _CACHE_KEYS:
             self._key_cache.clear()
             self._by_site.clear()
-
-        if len(self.details) > _CACHE_KEYS:
             self.details.clear()
             self._plain_of.clear()
-            self._emitted.clear()  # a detail dropped here is emitted again when it comes back
+            self._emitted.clear()
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
         entries: list[Any] = dump.get("entries") or []

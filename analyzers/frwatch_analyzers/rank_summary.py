@@ -236,10 +236,12 @@ class Reader:
         self._tables: dict[str, dict[int, EntrySig]] = {}
         self._digests: dict[tuple[int, int], bytes] = {}
 
-    def column(self, value: Any, where: str, delta: bool = False) -> array[int]:
+    def column(self, value: Any, where: str, delta: bool = False, keep: bool = True) -> array[int]:
+        """A column (``keep``: remembered for the ranks that carry the same one; times differ by rank and
+        are not kept, or every rank's would stay in memory)."""
         if type(value) is not str or len(value) > 4 * MAX_COLUMN:
             raise _bad(where, "not a column")
-        cache = self._deltas if delta else self._columns
+        cache: dict[str, array[int]] = (self._deltas if delta else self._columns) if keep else {}
         got = cache.get(value)
         if got is not None:
             return got
@@ -373,7 +375,7 @@ class Reader:
         seqs = self.column(p["seqs"], f"{where}.seqs", delta=True)
         sigs = self.column(p["sigs"], f"{where}.sigs")
         plain = self.column(p["plain"], f"{where}.plain")
-        created = self.column(p["created"], f"{where}.created", delta=True)
+        created = self.column(p["created"], f"{where}.created", delta=True, keep=False)
         var_seqs = self.column(p["var_seqs"], f"{where}.var_seqs", delta=True)
         var_in = self.column(p["var_in"], f"{where}.var_in")
         var_out = self.column(p["var_out"], f"{where}.var_out")
@@ -394,7 +396,7 @@ class Reader:
                 _int(r, f"{where}.config_ranks", 0, MAX_WORLD_SIZE) for r in _list(cfg, where, MAX_WORLD_SIZE)
             ]
             ranks = compact_ranks(members) if members else None
-        tail = self._tail(self.column(p["tail"], f"{where}.tail"), p["splits"], f"{where}.tail")
+        tail = self._tail(self.column(p["tail"], f"{where}.tail", keep=False), p["splits"], f"{where}.tail")
         digest = self._digest(seqs, sigs)
         plain_digest = self._digest(seqs, plain)
         return PgTrace(

@@ -22,6 +22,7 @@ from .layout import (
     PODS_DIR,
     RANKS_DIR,
     REPORT,
+    REPORT_HTML,
     SUMMARIES_DIR,
     VERDICT,
     rank_digits,
@@ -33,7 +34,7 @@ from .limits import MAX_FILES, MAX_WORLD_SIZE
 from .safe_text import printable
 from .verdict import FileProblem
 
-_SKIP_NAMES = {MANIFEST, VERDICT, REPORT}
+_SKIP_NAMES = {MANIFEST, VERDICT, REPORT, REPORT_HTML}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".txt", ".md", ".log")
 # evidence: frwatch_analyzers.evidence_read; summaries: frwatch_analyzers.from_summaries
 _LAYOUT_DIRS = {RANKS_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR, SUMMARIES_DIR}

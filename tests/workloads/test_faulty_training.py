@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.safe_load import DumpError
 from frwatch_dev.workloads.local_launch import LocalJobResult, rank_environ, run_local_job
 from frwatch_dev.workloads.scenarios import Scenario
@@ -128,6 +129,22 @@ def test_skip_the_culprit_meets_its_peers_all_reduce_with_the_next_broadcast(rea
     assert (hung[1]["profiling_name"], call_site(hung[1])) == ("gloo:broadcast", "agree_to_continue")
     for rank in (0, 2, 3):
         assert (hung[rank]["profiling_name"], call_site(hung[rank])) == ("gloo:all_reduce", "sync_gradients")
+
+
+@pytest.mark.slow
+def test_skip_a_rank_late_to_the_hang_dumps_where_it_blocks_and_is_no_culprit(real_dumps: RealDumps) -> None:
+    """Rank 0 reaches the fault step only after its peers hung and asked every rank to dump (a loaded machine
+    once made it that late). It dumps where it blocks, in the all_reduce the others wait in, not idle on its
+    way there: dumped idle, it looked CPU-stuck and the analyzer named ranks 0 and 1."""
+    result = real_dumps.run("skip", "--late-rank", "0")
+    dumps = dumps_of(result)
+    assert sorted(dumps) == [0, 1, 2, 3]
+    assert "dump_reason=watchdog" not in result.outcome(0).summary  # it dumped when asked, once there
+    hung = {rank: last(d) for rank, d in dumps.items()}
+    assert {rank: e["collective_seq_id"] for rank, e in hung.items()} == dict.fromkeys(WORLD, 5)
+    assert (hung[0]["profiling_name"], call_site(hung[0])) == ("gloo:all_reduce", "sync_gradients")
+    assert (hung[1]["profiling_name"], call_site(hung[1])) == ("gloo:broadcast", "agree_to_continue")
+    assert analyze(str(result.dump_dir), world_size=4).culprit_ranks == [1]
 
 
 @pytest.mark.slow

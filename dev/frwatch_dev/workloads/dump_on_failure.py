@@ -11,6 +11,12 @@ Gloo records collectives in the Flight Recorder but has no watchdog and never wr
 - the thread dumps when it sees either signal, then tears its process down (SIGABRT, as NCCL's watchdog
   does) if the process has not ended by itself within a grace period: a rank stuck in Python is not left
   hanging;
+- a rank asked while it is still on its way to where it will block (``at_rest()`` false: between two
+  collectives, not stuck) dumps once it gets there: inside a collective Flight Recorder recorded, or stuck
+  outside one. NCCL's ranks dump the moment they are asked, but NCCL asks after a 10-minute timeout, when a
+  rank that is not there is stuck; this module's watchdog fires after seconds, and on a loaded machine a
+  rank can be that late. Dumped on its way, such a rank looks CPU-stuck before the hang and the analyzer
+  rightly names it too (the skip scenario once gave culprits 0 and 1 so);
 - a rank that trains to the end dumps at exit, once every collective it issued is retired.
 
 A dump is written once per process, under `<prefix><global rank>` (the prefix from `TORCH_FR_DUMP_TEMP_FILE`,
@@ -126,11 +132,17 @@ class DumpWatcher:
         *,
         in_flight_since: Callable[[], float | None],
         on_teardown: Callable[[str], None],
+        at_rest: Callable[[], bool] | None = None,
     ) -> None:
-        """`in_flight_since()`: the `time.monotonic()` at which the rank's current collective began, or None."""
+        """`in_flight_since()`: the `time.monotonic()` at which the rank's current collective was enqueued, or
+        None. `at_rest()`: is the rank where it will stay (inside a recorded collective, or stuck)? A peer's
+        request is served only then; None: at once."""
         self.settings = settings
         self._in_flight_since = in_flight_since
+        self._at_rest = at_rest
         self._on_teardown = on_teardown
+        #: set once a peer asked every rank to dump (whether or not this rank has dumped yet)
+        self.asked = threading.Event()
         self._started_at = time.time()
         self._lock = threading.Lock()
         self._dumped: Path | None = None
@@ -245,8 +257,10 @@ class DumpWatcher:
         if watchdog is not None and since is not None and now - since > watchdog:
             self.request_everyone_dumps()
             return "watchdog"
-        if not self._failure.is_set() and self._peer_asked():
-            return "peer asked"
+        if not self._failure.is_set() and (self.asked.is_set() or self._peer_asked()):
+            self.asked.set()
+            if self._at_rest is None or self._at_rest():
+                return "peer asked"
         return ""
 
     def _publish(self) -> bool:

@@ -132,6 +132,7 @@ class RunConfig:
     fmt: DumpFormat
     json_ranks: frozenset[int]
     ondemand_at_step: int = 0
+    late_rank: int | None = None
 
     def format_for(self, rank: int) -> DumpFormat:
         return DumpFormat.JSON if rank in self.json_ranks else self.fmt
@@ -168,6 +169,13 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         help="after this step every rank also writes an on-demand JSON dump (<prefix><rank>.json), as a live "
         "sample or an operator's on-demand request leaves before the failure dump",
     )
+    parser.add_argument(
+        "--late-rank",
+        type=int,
+        default=None,
+        help="at the fault step this rank waits in its data loader until a peer asked every rank to dump, then "
+        "goes on: a rank the machine made late (it must still dump where it blocks, not on its way there)",
+    )
     args = parser.parse_args(argv)
     scenario = Scenario(args.scenario)
     defaults = DEFAULTS[scenario]
@@ -193,6 +201,7 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         fmt=DumpFormat(args.format),
         json_ranks=json_ranks,
         ondemand_at_step=max(0, args.ondemand_at_step),
+        late_rank=args.late_rank,
     )
 
 
@@ -202,19 +211,32 @@ class Progress:
     step: int = 0
     call: str = "init"
     in_collective: bool = False
-    in_flight_since: float | None = None  #: time.monotonic() when the current collective began
+    #: time.monotonic() when the current collective was enqueued (Flight Recorder holds its entry), else None
+    in_flight_since: float | None = None
+    #: the rank's own code is stuck outside any collective (the cpu_stuck culprit's loader): it stays there
+    stuck: bool = False
     issued: dict[str, int] = field(default_factory=dict)  #: collectives issued per process group
     started: float = field(default_factory=time.monotonic)
 
     def enter(self, call: str, group: str) -> None:
         self.call = call
         self.in_collective = True
-        self.in_flight_since = time.monotonic()
         self.issued[group] = self.issued.get(group, 0) + 1
+
+    def enqueued(self, work: dist.Work | None) -> None:
+        """The collective was enqueued (its FR entry is recorded): wait for it, as a blocking call does."""
+        self.in_flight_since = time.monotonic()
+        if work is not None:
+            work.wait()
 
     def leave(self) -> None:
         self.in_collective = False
         self.in_flight_since = None
+
+    def at_rest(self) -> bool:
+        """Is the rank where it will stay: inside a collective Flight Recorder recorded, or stuck outside one?
+        A rank on its way between two collectives is not (a peer's dump request waits for it)."""
+        return self.in_flight_since is not None or self.stuck
 
 
 PROGRESS = Progress()
@@ -239,20 +261,20 @@ def log_line(
 # --- the collectives, each in a named function (their frames are the call sites FR records) ---------------------
 def broadcast_parameters(flat_params: torch.Tensor) -> None:
     PROGRESS.enter("broadcast_parameters", "default_pg")
-    dist.broadcast(flat_params, src=0)
+    PROGRESS.enqueued(dist.broadcast(flat_params, src=0, async_op=True))
     PROGRESS.leave()
 
 
 def sync_gradients(bucket: torch.Tensor) -> None:
     PROGRESS.enter("sync_gradients", "default_pg")
-    dist.all_reduce(bucket)
+    PROGRESS.enqueued(dist.all_reduce(bucket, async_op=True))
     PROGRESS.leave()
 
 
 def clip_gradients_globally(bucket: torch.Tensor) -> None:
     """The extra_same_shape bug's extra call: an all_reduce of the gradient shape from another call site."""
     PROGRESS.enter("clip_gradients_globally", "default_pg")
-    dist.all_reduce(bucket)
+    PROGRESS.enqueued(dist.all_reduce(bucket, async_op=True))
     PROGRESS.leave()
 
 
@@ -260,13 +282,13 @@ def gather_gradients(bucket: torch.Tensor, world_size: int) -> None:
     """The type bug: an all_gather where the others all_reduce."""
     PROGRESS.enter("gather_gradients", "default_pg")
     gathered = [torch.empty_like(bucket) for _ in range(world_size)]
-    dist.all_gather(gathered, bucket)
+    PROGRESS.enqueued(dist.all_gather(gathered, bucket, async_op=True))
     PROGRESS.leave()
 
 
 def sync_tensor_parallel(partial: torch.Tensor, group: dist.ProcessGroup, name: str) -> None:
     PROGRESS.enter("sync_tensor_parallel", name)
-    dist.all_reduce(partial, group=group)
+    PROGRESS.enqueued(dist.all_reduce(partial, group=group, async_op=True))
     PROGRESS.leave()
 
 
@@ -274,7 +296,11 @@ def dispatch_tokens(tokens: torch.Tensor, out_rows: list[int], in_rows: list[int
     """A mixture-of-experts dispatch: uneven all_to_all_single (in_rows[j] rows to rank j)."""
     PROGRESS.enter("dispatch_tokens", "default_pg")
     received = torch.empty(sum(out_rows), tokens.shape[1])
-    dist.all_to_all_single(received, tokens, output_split_sizes=out_rows, input_split_sizes=in_rows)
+    PROGRESS.enqueued(
+        dist.all_to_all_single(
+            received, tokens, output_split_sizes=out_rows, input_split_sizes=in_rows, async_op=True
+        )
+    )
     PROGRESS.leave()
     return received
 
@@ -282,39 +308,40 @@ def dispatch_tokens(tokens: torch.Tensor, out_rows: list[int], in_rows: list[int
 def gather_routing_counts(counts: torch.Tensor, world_size: int, rank: int, root: int) -> None:
     PROGRESS.enter("gather_routing_counts", "default_pg")
     gathered = [torch.empty_like(counts) for _ in range(world_size)] if rank == root else None
-    dist.gather(counts, gathered, dst=root)
+    PROGRESS.enqueued(dist.gather(counts, gathered, dst=root, async_op=True))
     PROGRESS.leave()
 
 
 def scatter_capacities(capacity: torch.Tensor, world_size: int, rank: int) -> None:
     PROGRESS.enter("scatter_capacities", "default_pg")
     chunks = [torch.full_like(capacity, float(r)) for r in range(world_size)] if rank == 0 else None
-    dist.scatter(capacity, chunks, src=0)
+    PROGRESS.enqueued(dist.scatter(capacity, chunks, src=0, async_op=True))
     PROGRESS.leave()
 
 
 def agree_to_continue(stop: torch.Tensor) -> None:
     PROGRESS.enter("agree_to_continue", "default_pg")
-    dist.broadcast(stop, src=0)
+    PROGRESS.enqueued(dist.broadcast(stop, src=0, async_op=True))
     PROGRESS.leave()
 
 
 def gather_final_metrics(metrics: torch.Tensor, world_size: int) -> None:
     PROGRESS.enter("gather_final_metrics", "default_pg")
     gathered = [torch.empty_like(metrics) for _ in range(world_size)]
-    dist.all_gather(gathered, metrics)
+    PROGRESS.enqueued(dist.all_gather(gathered, metrics, async_op=True))
     PROGRESS.leave()
 
 
 def finish_barrier() -> None:
     PROGRESS.enter("finish_barrier", "default_pg")
-    dist.barrier()
+    PROGRESS.enqueued(dist.barrier(async_op=True))
     PROGRESS.leave()
 
 
 # --- the training ----------------------------------------------------------------------------------------------
 def load_batch(step: int, rank: int, stuck: bool, crash: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's shard of step `step`; the cpu_stuck culprit's loader hangs, the crash culprit's raises."""
+    PROGRESS.stuck = stuck
     while stuck:
         time.sleep(1.0)  # a data-loader worker waiting on a dead file system
     if crash:
@@ -335,6 +362,8 @@ class Trainer:
         self.params = list(self.model.parameters())
         self.tp_group: dist.ProcessGroup | None = None
         self.on_demand: Callable[[], object] | None = None  # writes an on-demand dump (--ondemand-at-step)
+        #: waits (up to the seconds given) until a peer asked every rank to dump (--late-rank)
+        self.dump_requested: Callable[[float], object] | None = None
         self.tp_name = ""
         self.last_loss = 0.0
 
@@ -376,6 +405,8 @@ class Trainer:
             print(f"rank {self.env.rank}: step {step}: loading a batch", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)  # no handler runs, nothing is dumped or printed after
         PROGRESS.call = "load_batch"
+        if self.env.rank == self.cfg.late_rank and step == self.cfg.fault_step and self.dump_requested:
+            self.dump_requested(self.cfg.max_runtime_s)  # late: the peers hang and ask for dumps first
         inputs, targets = load_batch(
             step,
             self.env.rank,
@@ -512,11 +543,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_runtime_s=cfg.max_runtime_s,
         ),
         in_flight_since=lambda: PROGRESS.in_flight_since,
+        at_rest=PROGRESS.at_rest,
         on_teardown=lambda why: log_line(env, cfg, "torn_down", "SIGABRT", watcher, why),
     )
     watcher.start()
     trainer = Trainer(env, cfg)
     trainer.on_demand = watcher.dump_on_demand
+    trainer.dump_requested = watcher.asked.wait
     try:
         trainer.setup()
         watcher.warm_up()

@@ -1,7 +1,8 @@
 """Pull ``GET /live`` from each agent of a job attempt (live watch, issue 15): bounded and fault-local.
 
 Each agent is asked with the first of the key ring's tokens it accepts (as ``agentclient`` does for
-``/dump``), within ``timeout`` for the whole exchange, reading at most :data:`MAX_LIVE_BYTES`; at most
+``/dump``), ``timeout`` for each socket operation (connect, each read: an agent that drips bytes can hold
+its pull longer), reading at most :data:`MAX_LIVE_BYTES`; at most
 ``workers`` agents at once. An agent that fails (unreachable, 401 with every key, 404: live watch off
 for that pod, too large, garbage, not a ``LivePod``) gives the reason in words for its pod only: the
 other pods' answers are unaffected. Never raises.

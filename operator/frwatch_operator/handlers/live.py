@@ -23,6 +23,7 @@ import kopf
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import notices
 from frwatch_operator.detection import pod_facts
+from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
@@ -35,6 +36,8 @@ from frwatch_operator.live_pull import pull_all
 from frwatch_operator.times import rfc3339
 
 logger = logging.getLogger(__name__)
+#: How an Incident opened by live watch begins its trigger (spec.trigger).
+TRIGGER = "live watch: "
 
 
 class LiveJobs:
@@ -98,23 +101,36 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     key = AttemptKey(decision.settings.prefix, namespace, name, entry.uid, attempt)
     body = incident_body(
         job=entry.as_body(), api_version=f"{kind.group}/{kind.version}", kind=kind.kind, attempt=attempt,
-        trigger=f"live watch: {finding.summary}", storage=storage_url(decision.settings.bucket, key),
+        trigger=f"{TRIGGER}{finding.summary}", storage=storage_url(decision.settings.bucket, key),
     )  # fmt: skip
     incident = incident_name(name, entry.uid, attempt)
-    if not deps.kube.create_incident(body):
-        logger.info(
-            "live watch of job %s/%s: %s; Incident %s exists already",
-            namespace,
-            name,
-            finding.summary,
-            incident,
-        )
-        return
-    found = live_finding(finding, rfc3339(datetime.now(UTC), "milliseconds"))
-    deps.kube.patch_incident_status(namespace, incident, early_status(found, layout.world_size).wire())
+    try:
+        if not deps.kube.create_incident(body) and not _ours_without_status(deps, namespace, incident):
+            logger.info(
+                "live watch of job %s/%s: %s; Incident %s exists already",
+                namespace,
+                name,
+                finding.summary,
+                incident,
+            )
+            return
+        found = live_finding(finding, rfc3339(datetime.now(UTC), "milliseconds"))
+        deps.kube.patch_incident_status(namespace, incident, early_status(found, layout.world_size).wire())
+    except FrwatchError:
+        judge.reported.discard(finding.key)  # not reported: the next round tries again
+        raise
     logger.warning("incident %s/%s opened Early by live watch: %s", namespace, incident, finding.summary)
     ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, namespace, name, entry.uid)
     deps.kube.post_event(ref, notices.hang_suspected(incident, attempt, finding.summary, found.top_frames))
+
+
+def _ours_without_status(deps: Deps, namespace: str, incident: str) -> bool:
+    """Whether the existing Incident was created by live watch (its trigger) and has no status yet: our
+    status write failed after the create (left so, the Incident timer would adopt it as Detected after 10 s)."""
+    found = deps.kube.get_incident(namespace, incident)
+    if found is None or (found.get("status") or {}).get("phase"):
+        return False
+    return str((found.get("spec") or {}).get("trigger") or "").startswith(TRIGGER)
 
 
 def _loop(deps: Deps, live: LiveJobs, stop: threading.Event) -> None:

@@ -274,6 +274,15 @@ class OperatorSettings(_Section):
     agent_timeout_seconds: float = Field(
         default=2.0, gt=0, description="Seconds to wait for one agent's control endpoint to answer."
     )
+    live_poll_seconds: float = Field(
+        default=15.0, gt=0, le=600,
+        description="Live watch (frwatch.io/live): seconds between two pulls of every live job's agents' /live.",
+    )
+    live_stall_after_seconds: float = Field(
+        default=60.0, gt=0,
+        description="Live watch: a gap between a group's members (and the laggards' stale progress) seen this "
+        "long is a stall.",
+    )
     refused_backoff_seconds: float = Field(
         default=10.0,
         gt=0,

@@ -225,6 +225,13 @@ class Kube:
             return False
         return True
 
+    def get_incident(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Incident, or None when it does not exist."""
+        return _optional(
+            f"get Incident {namespace}/{name}",
+            lambda: self.custom.get_namespaced_custom_object(c.GROUP, c.VERSION, namespace, c.INCIDENT_PLURAL, name),
+        )
+
     def patch_incident_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         api_call(
             f"patch Incident {namespace}/{name} status",

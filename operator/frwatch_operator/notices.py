@@ -29,6 +29,8 @@ class Reason(StrEnum):
     POD_NOT_CAPTURED = "PodNotCaptured"  #: a pod of a captured attempt the webhook missed (job)
     # detection and collection (on the job, the Incident)
     INCIDENT_OPENED = "IncidentOpened"  #: a failure opened the attempt's Incident (job)
+    #: live watch saw a desync or a stall while every rank still runs: the attempt's Incident opened Early (job)
+    HANG_SUSPECTED = "HangSuspected"
     #: The job ended and frwatch opens no Incident for it: it succeeded (captured: nothing to capture), or
     #: it failed without capture (not opted in, or opted out); Normal, once per job (job).
     NO_INCIDENT = "NoIncident"
@@ -225,3 +227,15 @@ def ranks_unknown(pod: str, problem: str) -> Notice:
 
 def pod_labels_missing(pod: str, problem: str) -> Notice:
     return Notice("Warning", Reason.POD_LABELS_MISSING, f"pod {pod}: {problem}")
+
+
+def hang_suspected(incident: str, attempt: str, summary: str, frames: list[str]) -> Notice:
+    """Live watch found a desync or a stall in ``attempt`` while it runs (the Incident opened Early)."""
+    where = f" Where the laggards are: {'; '.join(frames)}." if frames else ""
+    return Notice(
+        "Warning",
+        Reason.HANG_SUSPECTED,
+        f"frwatch live watch, attempt {attempt}: {summary}.{where} Incident {incident} (phase Early) holds it; "
+        "the job is left running, and if this attempt fails its Incident collects the dumps as usual "
+        f"(kubectl get incident {incident} -o yaml)"[:1024],
+    )

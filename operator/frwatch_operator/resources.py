@@ -184,6 +184,9 @@ class CaptureSettings(_Wire):
 class IncidentPhase(StrEnum):
     """Where an incident is in its life; progress is driven from this persisted value."""
 
+    #: live watch (issue 15) found a desync or a stall while every rank still runs (policy ``report``): the
+    #: finding is in ``liveFinding``; nothing is collected; the attempt's later failure moves it to Detected
+    EARLY = "Early"
     DETECTED = "Detected"  #: a failure was seen; nothing collected yet
     COLLECTING = "Collecting"  #: waiting for every rank's dump, asking live agents, up to the deadline
     ANALYZING = "Analyzing"  #: manifest written; the analyzer Job runs
@@ -399,12 +402,32 @@ class IncidentVerdict(_Wire):
     report_url: str = Field(default="", max_length=2048, description="s3:// URL of the full report.")
 
 
+class IncidentLiveFinding(_Wire):
+    """What live watch found while the job ran (``frwatch_analyzers.live_findings``): why the Incident opened
+    Early."""
+
+    kind: str = Field(description="desync or stall.")
+    process_group: str = Field(default="", description="The process group (its name in Flight Recorder).")
+    seq: int = Field(default=0, description="The sequence number where members disagree, or that laggards never enqueued.")
+    ranks: list[int] = Field(default_factory=list, description="The culprits: minority (desync) or laggards (stall).")
+    peers: list[int] = Field(default_factory=list, description="The other members.")
+    for_seconds: float = Field(default=0.0, description="How long the gap had been seen (stall).")
+    top_frames: list[str] = Field(
+        default_factory=list, description="Per culprit rank, the top frame of its Python stack (stall), e.g. 'rank 1: File \"x.py\", line 3 in f'."
+    )
+    summary: str = Field(default="", max_length=2048, description="The finding in words.")
+    seen_at: str = Field(default="", description="RFC 3339: when the operator first saw it.")
+
+
 class IncidentStatus(_Wire):
     """Everything the operator knows and has done; a restarted operator resumes from here."""
 
     phase: IncidentPhase = Field(default=IncidentPhase.DETECTED, description="Current phase.")
     counts: IncidentCounts = Field(default_factory=IncidentCounts, description="Rank and dump counts.")
     detected_at: str = Field(default="", description="RFC 3339: when the failure was detected.")
+    live_finding: IncidentLiveFinding | None = Field(
+        default=None, description="What live watch found while every rank still ran (phase Early and after)."
+    )
     collection_deadline: str = Field(default="", description="RFC 3339: when collection stops waiting.")
     collected_at: str = Field(default="", description="RFC 3339: when the manifest was written.")
     analyzed_at: str = Field(default="", description="RFC 3339: when the verdict was stored.")

@@ -24,11 +24,12 @@ import kopf
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator import evidence_collection, notices
+from frwatch_operator import evidence_collection, live_judge, notices
 from frwatch_operator.capture_gaps import gap_of, whole_attempt_uncaptured
 from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps, retrying, translate_errors
+from frwatch_operator.incident import Incident
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
 from frwatch_operator.job_failure import current_attempt, start_to_record
 from frwatch_operator.jobkinds import (
@@ -212,9 +213,31 @@ def open_incident(
         deps.kube.patch_incident_status(namespace, name, status.wire())
         deps.metrics.incident_opened(namespace)
         logger.warning("incident %s/%s opened: %s", namespace, name, trigger)
+    else:
+        join_early(deps, namespace, name, settings, layout.world_size, trigger)
     deps.kube.bump_attempt(kind, namespace, job_name, attempt)  # again at start(): idempotent
     deps.seen.mark_opened(namespace, name)
     return name
+
+
+def join_early(
+    deps: Deps, namespace: str, name: str, settings: CaptureSettings, expected: int | None, trigger: str
+) -> None:
+    """The failure of an attempt whose Incident live watch opened Early joins it: Early -> Detected (then
+    collection as for any Incident), its live finding kept. Nothing for an Incident in any other phase."""
+    found = deps.kube.get_incident(namespace, name)
+    if found is None:
+        return
+    now = datetime.now(UTC)
+    joined = live_judge.join_early(
+        Incident.of(found).status, trigger=trigger, detected_at=rfc3339(now, "milliseconds"),
+        deadline=rfc3339(now + timedelta(seconds=settings.collection_deadline_seconds), "milliseconds"),
+        expected_ranks=expected, settings=settings,
+    )  # fmt: skip
+    if joined is None:
+        return
+    deps.kube.patch_incident_status(namespace, name, joined.wire())
+    logger.warning("incident %s/%s (opened Early by live watch) joined by the failure: %s", namespace, name, trigger)
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:

@@ -1,0 +1,166 @@
+"""Live watch on the operator's side (issue 15), policy ``report``: every ``operator.live_poll_seconds`` the
+leader pulls ``GET /live`` from the agent of each running pod of every captured job opted in with
+``frwatch.io/live: "enabled"`` (its current attempt), feeds one :class:`~frwatch_operator.live_judge.LiveJudge`
+per job attempt, and on a desync or a stall opens the attempt's Incident in phase ``Early`` (its finding in
+``status.liveFinding``) and posts one Warning ``HangSuspected`` Event on the job. The attempt's later failure
+joins that Incident (``handlers.pods.open_incident``: Early -> Detected).
+
+One background thread, not a kopf timer: a kopf timer on the job would put a finalizer on the user's job
+(frwatch puts none). The live jobs are learnt from the jobs' own watch events (a second handler of the job
+kinds); each round logs one line per job ("live round ...": the explicit signal that the agents were pulled).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from frwatch_analyzers.layout import AttemptKey
+from frwatch_operator import notices
+from frwatch_operator.detection import pod_facts
+from frwatch_operator.errors import FrwatchError
+from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
+from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
+from frwatch_operator.job_failure import current_attempt
+from frwatch_operator.jobkinds import JobKind, enabled_kinds
+from frwatch_operator.kube import ObjectRef
+from frwatch_operator.live_injection import live_requested
+from frwatch_operator.live_judge import LiveJudge, early_status, live_finding
+from frwatch_operator.live_pull import pull_all
+from frwatch_operator.times import rfc3339
+
+logger = logging.getLogger(__name__)
+#: How an Incident opened by live watch begins its trigger (spec.trigger).
+TRIGGER = "live watch: "
+
+
+class LiveJobs:
+    """The live jobs (from their watch events) and one judge per job attempt."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.jobs: dict[tuple[str, str], JobKind] = {}
+        self.judges: dict[tuple[str, str], LiveJudge] = {}  # (job uid, attempt) -> judge
+
+    def saw(self, kind: JobKind, body: dict[str, Any], deleted: bool) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        with self._lock:
+            if deleted or not live_requested(body):
+                self.jobs.pop(key, None)
+            else:
+                self.jobs[key] = kind
+
+    def snapshot(self) -> list[tuple[str, str, JobKind]]:
+        with self._lock:
+            return [(ns, name, kind) for (ns, name), kind in sorted(self.jobs.items())]
+
+
+def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobKind, now: float) -> None:
+    """One round over one live job: pull its current attempt's agents, judge, report a new finding."""
+    entry = deps.index.job(namespace, name)
+    decision = deps.index.decide(namespace, name, deps.config)
+    if entry is None or decision is None or not decision.enabled or decision.settings is None:
+        return
+    attempt = current_attempt(entry.as_body())
+    if not attempt:
+        return
+    layout = deps.seen.layout(namespace, name) or UNKNOWN_LAYOUT
+    pods = [pod_facts(p, ranks=kind.pod_ranks(p, layout).ranks)
+            for p in deps.kube.list_pods(namespace, f"{kind.pod_job_label}={name}")]  # fmt: skip
+    mine = [p for p in pods if p.attempt == attempt and p.failure is None and p.phase == "Running"]
+    agents = {p.name: (p.pod_ip, p.control_port) for p in mine if p.pod_ip and p.control_port is not None}
+    world = range(layout.world_size) if layout.world_size else sorted({r for p in mine for r in p.ranks})
+    judge = live.judges.get((entry.uid, attempt))
+    if judge is None:
+        live.judges = {k: v for k, v in live.judges.items() if k[0] != entry.uid}  # older attempts: done
+        judge = live.judges[(entry.uid, attempt)] = LiveJudge(
+            world, stall_after_s=deps.config.operator.live_stall_after_seconds
+        )
+    tokens = deps.agent_keys.tokens_for(namespace, name) if deps.agent_keys else []
+    pulled = pull_all(agents, tokens, deps.config.operator.agent_timeout_seconds)
+    result = judge.judge(pulled, now)
+    logger.info(
+        "live round of job %s/%s attempt %s: %d agent(s) pulled, %d unreachable, %d rank(s) unreadable, "
+        "finding(s): %s",
+        namespace, name, attempt, len(pulled) - len(result.unreachable), len(result.unreachable),
+        len(result.unreadable), "; ".join(f"{f.kind.value} {f.process_group} seq {f.seq}" for f in result.findings) or "none",
+    )  # fmt: skip
+    for pod, why in sorted(result.unreachable.items()):
+        if deps.seen.first_time(f"{entry.uid}/live/{attempt}/{pod}/{why[:80]}"):
+            logger.warning("live watch of job %s/%s: pod %s not read: %s", namespace, name, pod, why)
+    if result.report is None:
+        return
+    finding = result.report
+    key = AttemptKey(decision.settings.prefix, namespace, name, entry.uid, attempt)
+    body = incident_body(
+        job=entry.as_body(), api_version=f"{kind.group}/{kind.version}", kind=kind.kind, attempt=attempt,
+        trigger=f"{TRIGGER}{finding.summary}", storage=storage_url(decision.settings.bucket, key),
+    )  # fmt: skip
+    incident = incident_name(name, entry.uid, attempt)
+    try:
+        if not deps.kube.create_incident(body) and not _ours_without_status(deps, namespace, incident):
+            logger.info(
+                "live watch of job %s/%s: %s; Incident %s exists already",
+                namespace,
+                name,
+                finding.summary,
+                incident,
+            )
+            return
+        found = live_finding(finding, rfc3339(datetime.now(UTC), "milliseconds"))
+        deps.kube.patch_incident_status(namespace, incident, early_status(found, layout.world_size).wire())
+    except FrwatchError:
+        judge.reported.discard(finding.key)  # not reported: the next round tries again
+        raise
+    logger.warning("incident %s/%s opened Early by live watch: %s", namespace, incident, finding.summary)
+    ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, namespace, name, entry.uid)
+    deps.kube.post_event(ref, notices.hang_suspected(incident, attempt, finding.summary, found.top_frames))
+
+
+def _ours_without_status(deps: Deps, namespace: str, incident: str) -> bool:
+    """Whether the existing Incident was created by live watch (its trigger) and has no status yet: our
+    status write failed after the create (left so, the Incident timer would adopt it as Detected after 10 s)."""
+    found = deps.kube.get_incident(namespace, incident)
+    if found is None or (found.get("status") or {}).get("phase"):
+        return False
+    return str((found.get("spec") or {}).get("trigger") or "").startswith(TRIGGER)
+
+
+def _loop(deps: Deps, live: LiveJobs, stop: threading.Event) -> None:
+    period = deps.config.operator.live_poll_seconds
+    while not stop.wait(period):
+        if not deps.leader.leading():
+            continue
+        for namespace, name, kind in live.snapshot():
+            try:
+                live_round(deps, live, namespace, name, kind, time.time())
+            except Exception as exc:  # one job's failure never stops the others (nor the thread)
+                logger.warning("live round of job %s/%s failed: %s", namespace, name, exc)
+
+
+def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
+    live = LiveJobs()
+    stop = threading.Event()
+    for kind in enabled_kinds(deps.config.operator.job_kinds):
+        _register_kind(registry, live, kind)
+
+    @kopf.on.startup(id="frwatch-live-start", registry=registry)
+    def start(**_: Any) -> None:
+        threading.Thread(target=_loop, args=(deps, live, stop), name="frwatch-live", daemon=True).start()
+
+    @kopf.on.cleanup(id="frwatch-live-stop", registry=registry)
+    def cleanup(**_: Any) -> None:
+        stop.set()
+
+
+def _register_kind(registry: kopf.OperatorRegistry, live: LiveJobs, kind: JobKind) -> None:
+    @kopf.on.event(kind.group, kind.version, kind.plural, id=f"frwatch-live-{kind.plural}", registry=registry)
+    def live_job(type: str | None, body: kopf.Body, **_: Any) -> None:
+        live.saw(kind, dict(body), deleted=type == "DELETED")

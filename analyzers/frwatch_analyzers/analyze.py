@@ -121,7 +121,7 @@ def analyze_dumps(
     world = World(
         merged.traces, merged.details, merged.problems, manifest, world_size, merged.files, merged.notes
     )
-    return diagnose(world)
+    return unchecked_ranks(diagnose(world))
 
 
 def _share(traces: Mapping[int, Any]) -> None:
@@ -132,26 +132,32 @@ def _share(traces: Mapping[int, Any]) -> None:
 
 
 def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdict:
-    """A verdict cannot say healthy while files that could not be used claim ranks nobody checked (ranks
-    without a usable dump, or ranks ``outside`` the world the dumps agree on): it is then inconclusive,
-    and says which ranks and why."""
+    """A verdict cannot say healthy while ranks of the world went unchecked: ranks whose files could not be
+    used, ranks ``outside`` the world the dumps agree on, or ranks that left no dump at all (a job that lost
+    a rank did not succeed, even when the ranks that dumped agree and none waited on it). It is then
+    inconclusive, and says which ranks and why; their logs and exits, when read, name the cause."""
     if verdict.status != Status.healthy:
         return verdict
     missing = set(verdict.missing_dumps)
     unusable = sorted({p.rank for p in verdict.bad_files if p.rank is not None and p.rank in missing})
+    absent = sorted(missing - set(unusable))
     outside = outside or []
-    if not unusable and not outside:
+    if not unusable and not outside and not absent:
         return verdict
     parts = []
     if unusable:
         parts.append(f"the files of {ranks_text(unusable)} could not be used")
+    if absent:
+        parts.append(f"{ranks_text(absent)} left no dump (none of the others was waiting on it when it dumped)")
     if outside:
         parts.append(f"{len(outside)} unusable file(s) claim {ranks_text(outside)}, outside the world")
     headline = (
-        f"inconclusive: {len(verdict.ranks_seen)} rank(s) agree, but {' and '.join(parts)} (see bad_files)"
+        f"inconclusive: {len(verdict.ranks_seen)} rank(s) agree, but {' and '.join(parts)}"
+        + (" (see bad_files)" if unusable or outside else "")
     )
     summary = (
-        f"{verdict.summary} What the ranks of the unusable files did is unknown: the job cannot be called healthy."
+        f"{verdict.summary} What the unchecked ranks did is unknown: the job cannot be called healthy."
+        + (f" Look at the log and exit of {ranks_text(absent)}." if absent else "")
     ).strip()
     return verdict.model_copy(
         update={
@@ -159,6 +165,7 @@ def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdi
             "category": Category.inconclusive,
             "headline": headline,
             "summary": summary,
+            "short": printable(f"inconclusive: {', '.join(parts)}", 120)[:120],
         }
     )
 

@@ -177,3 +177,15 @@ def test_most_members_absent_the_few_issued_a_call_the_group_never_issues() -> N
     v = analyze_dumps(w.rank(3).extra_at(11, "broadcast").dumps())
     assert v.culprit_ranks == [3] and v.culprit_kind == CulpritKind.extra_call, v.headline
     assert "never issued before" in v.culprit_detail
+
+
+def test_a_rank_that_left_no_dump_while_nobody_waited_on_it_is_never_healthy() -> None:
+    """Real 3-rank gloo crash runs end this way when the dump request reaches the survivors between two
+    collectives: they agree and none is in flight, and rank 2 left nothing. A job that lost a rank did not
+    succeed: inconclusive, naming the rank (its log and exit, when read, name the cause)."""
+    dumps = world(3, backend="gloo").all_reduce(steps=4).without_dump(2).dumps()
+    v = analyze_dumps(dumps, world_size=3)
+    assert v.missing_dumps == [2] and v.culprit_ranks == []
+    assert v.status == Status.inconclusive and v.category == Category.inconclusive
+    assert "rank 2 left no dump" in v.headline and "rank 2 left no dump" in v.short
+    assert "healthy" not in v.short

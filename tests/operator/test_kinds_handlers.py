@@ -76,10 +76,24 @@ class FakeKube:
     def patch_incident_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         self.incidents[name]["status"] = dict(status)
 
+    def read_pod_log(self, namespace: str, pod: str, container: str, **_: Any) -> bytes:
+        """The failed pod's log, read when its Incident opens (issue 14): these pods printed nothing."""
+        return b""
+
+
+class FakeStore:
+    """The object store as the handlers use it when an Incident opens: the failed pod's log goes there."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def put(self, key: str, data: bytes, **_: Any) -> None:
+        self.objects[key] = data
+
 
 def deps_of(kube: FakeKube) -> Deps:
     config = load_config({"FRWATCH_S3_BUCKET": "b"})
-    return Deps(config, JobIndex(), Observations(), kube, None)  # type: ignore[arg-type]
+    return Deps(config, JobIndex(), Observations(), kube, FakeStore())  # type: ignore[arg-type]
 
 
 def reasons(kube: FakeKube, kind: str) -> list[Reason]:

@@ -6,14 +6,17 @@ TrainJob whose runtime is missing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kube import wait_for
 
+from frwatch_analyzers.safe_load import decode
 from frwatch_dev.localcluster import jobset_controller as jsc
 from frwatch_dev.localcluster.cluster import LocalCluster
+from frwatch_dev.workloads import TORCHRUN_WORKLOAD
 
 pytestmark = pytest.mark.slow
 
@@ -294,3 +297,32 @@ def test_trainjob_with_an_unknown_runtime_kind_fails(cluster: LocalCluster, ns: 
     failed = condition(tj, "Failed")
     assert failed is not None and failed["reason"] == "TrainingRuntimeNotSupported"
     assert failed["message"] == "unsupported runtime: SomethingElse.trainer.kubeflow.org"
+
+
+def test_torchrun_two_ranks_per_pod_on_two_pods_dump_under_their_global_ranks(
+    cluster: LocalCluster, ns: str, tmp_path: Path
+) -> None:
+    """Real torchrun in each of the 2 pods of a TrainJob (numNodes 2, numProcPerNode 2) starts 2 real gloo
+    ranks: 4 global ranks, pod of node rank n holding ranks 2n and 2n+1, each dumping under its global rank."""
+    prefix = f"{tmp_path}/rank_"
+    body = trainjob("tr", [*TORCHRUN_WORKLOAD, "--scenario", "healthy"])
+    body["spec"]["trainer"]["env"] = [{"name": "TORCH_FR_DUMP_TEMP_FILE", "value": prefix}]
+    apply(cluster, ns, body)
+    tj = wait_condition(cluster, "trainjob", ns, "tr", ("Complete", "Failed"), timeout=240)
+    assert condition(tj, "Complete") is not None, tj["status"]  # every rank dumps as it finishes
+    pods = kubectl_json(cluster, "get", "pods", "-n", ns, "-l", f"{jsc.JOBSET_NAME}=tr")["items"]
+    assert sorted(p["spec"]["hostname"] for p in pods) == ["tr-node-0-0", "tr-node-0-1"]
+    ranks_of = {}
+    for pod in pods:
+        index = int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+        lines = [x for x in cluster.kubectl("logs", "-n", ns, pod["metadata"]["name"]).stdout.splitlines()
+                 if x.startswith("faulty_training rank=")]  # fmt: skip
+        fields = [dict(f.split("=", 1) for f in x.split()[1:] if "=" in f) for x in lines]
+        assert all(f["world"] == "4" for f in fields), lines
+        ranks_of[index] = sorted(int(f["rank"]) for f in fields)
+        for f in fields:
+            assert f["dump"] == f"{prefix}{f['rank']}", f
+    assert ranks_of == {0: [0, 1], 1: [2, 3]}
+    for rank in range(4):
+        entries, _ = decode(Path(f"{prefix}{rank}").read_bytes())
+        assert entries["pg_config"], rank  # a real Flight Recorder dump of that rank's process groups

@@ -326,3 +326,75 @@ def test_torchrun_two_ranks_per_pod_on_two_pods_dump_under_their_global_ranks(
     for rank in range(4):
         entries, _ = decode(Path(f"{prefix}{rank}").read_bytes())
         assert entries["pg_config"], rank  # a real Flight Recorder dump of that rank's process groups
+
+
+def test_jobset_suspended_then_resumed(cluster: LocalCluster, ns: str) -> None:
+    body = jobset("paused", replicas=1)
+    body["spec"]["suspend"] = True
+    apply(cluster, ns, body)
+    js = wait_condition(cluster, "jobset", ns, "paused", ("Suspended",), timeout=60)
+    suspended = condition(js, "Suspended") or {}
+    assert (suspended.get("reason"), suspended.get("message")) == ("SuspendedJobs", "jobset is suspended")
+    job = wait_for(lambda: get(cluster, "job", ns, "paused-workers-0"), 30, "the suspended child Job")
+    assert job["spec"]["suspend"] is True
+    job = wait_condition(cluster, "job", ns, "paused-workers-0", ("Suspended",), timeout=30)
+    assert condition(job, "Suspended")["reason"] == "JobSuspended"  # type: ignore[index]
+    assert kubectl_json(cluster, "get", "pods", "-n", ns)["items"] == []
+    cluster.kubectl(
+        "patch", "jobset", "paused", "-n", ns, "--type", "merge", "-p", '{"spec": {"suspend": false}}'
+    )
+    js = wait_condition(cluster, "jobset", ns, "paused", ("Completed", "Failed"))
+    assert condition(js, "Completed") is not None, js["status"]
+    [suspended] = [x for x in js["status"]["conditions"] if x["type"] == "Suspended"]
+    assert (suspended["status"], suspended["reason"], suspended["message"]) == (
+        "False",
+        "ResumeJobs",
+        "jobset is resumed",
+    )
+
+
+def test_jobset_in_order_startup_makes_each_replicated_job_after_the_ones_before_started(
+    cluster: LocalCluster, ns: str
+) -> None:
+    body = jobset("ordered", replicas=1)
+    first = body["spec"]["replicatedJobs"][0]
+    first["name"] = "leader"
+    first["template"]["spec"]["template"]["spec"]["containers"][0]["command"] = [
+        "python",
+        "-c",
+        "import time; time.sleep(3)",
+    ]
+    second = json.loads(json.dumps(first))
+    second["name"] = "workers"
+    body["spec"]["replicatedJobs"].append(second)
+    body["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    apply(cluster, ns, body)
+    js = wait_condition(cluster, "jobset", ns, "ordered", ("Completed", "Failed"))
+    assert condition(js, "Completed") is not None, js["status"]
+    started = condition(js, "StartupPolicyCompleted")
+    assert started is not None and started["reason"] == "InOrderStartupPolicyCompleted", js["status"]
+    [progress] = [x for x in js["status"]["conditions"] if x["type"] == "StartupPolicyInProgress"]
+    assert (progress["status"], progress["reason"]) == ("False", "InOrderStartupPolicyInProgress")
+    leader_pod = kubectl_json(cluster, "get", "pods", "-n", ns, "-l", f"{jsc.REPLICATED_JOB_NAME}=leader")[
+        "items"
+    ][0]
+    workers_job = kubectl_json(cluster, "get", "job", "ordered-workers-0", "-n", ns)
+    assert workers_job["metadata"]["creationTimestamp"] >= leader_pod["status"]["startTime"]
+
+
+def test_trainjob_suspended_then_resumed(cluster: LocalCluster, ns: str) -> None:
+    body = trainjob("held", ["python", "-c", PRINT_ENV], nodes=1, nproc=1)
+    body["spec"]["suspend"] = True
+    apply(cluster, ns, body)
+    tj = wait_condition(cluster, "trainjob", ns, "held", ("Suspended",), timeout=60)
+    assert condition(tj, "Suspended")["message"] == "TrainJob is suspended"  # type: ignore[index]
+    js = wait_condition(cluster, "jobset", ns, "held", ("Suspended",), timeout=60)
+    assert js["spec"]["suspend"] is True
+    assert kubectl_json(cluster, "get", "pods", "-n", ns)["items"] == []
+    cluster.kubectl(
+        "patch", "trainjob", "held", "-n", ns, "--type", "merge", "-p", '{"spec": {"suspend": false}}'
+    )
+    tj = wait_condition(cluster, "trainjob", ns, "held", ("Complete", "Failed"))
+    assert condition(tj, "Complete") is not None, tj["status"]
+    [suspended] = [x for x in tj["status"]["conditions"] if x["type"] == "Suspended"]
+    assert (suspended["status"], suspended["reason"]) == ("False", "Resumed")

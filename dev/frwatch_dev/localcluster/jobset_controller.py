@@ -38,7 +38,14 @@ When finished, the active child Jobs are deleted; ``ttlSecondsAfterFinished`` de
 ``status.replicatedJobsStatus``: per replicated Job the ready/succeeded/failed/active/suspended Job counts.
 Conditions follow ``updateCondition`` (one per type; Events for each change, as the real one posts them).
 
-Not done: ``suspend`` (and its ``Suspended`` condition), ``startupPolicy: InOrder``, ``dependsOn``,
+Suspend (``suspendJobs``/``resumeJobsIfNecessary``): ``spec.suspend`` suspends every active child Job (new ones
+are made suspended) and sets ``Suspended`` (``SuspendedJobs``, ``jobset is suspended``); unsuspended, the Jobs
+are resumed and ``Suspended`` turns False (``ResumeJobs``, ``jobset is resumed``). ``startupPolicy: InOrder``
+(``reconcileReplicatedJobs``): the Jobs of each replicated Job are made only once every Job of the ones before
+started (ready, succeeded or failed), with ``StartupPolicyInProgress`` (``InOrderStartupPolicyInProgress``)
+until all did, then ``StartupPolicyCompleted`` (``InOrderStartupPolicyCompleted``); the two exclude each other.
+
+Not done: ``dependsOn``,
 ``coordinator``, ``RestartJob`` actions (feature gated), ``BlockingRecreate``/``InPlaceRestart``, exclusive
 placement, volume claim policies, ``managedBy``, ``onJobFailureMessagePatterns``.
 
@@ -80,7 +87,12 @@ GROUP_REPLICAS = PREFIX + "group-replicas"
 JOB_GROUP_INDEX = PREFIX + "job-group-index"
 DEFAULT_GROUP = "default"
 # condition types, reasons and messages (api/jobset/v1alpha2/jobset_types.go, pkg/constants/constants.go)
-COMPLETED, FAILED, RESTARTING = "Completed", "Failed", "RestartingJobSet"
+COMPLETED, FAILED, RESTARTING, SUSPENDED = "Completed", "Failed", "RestartingJobSet", "Suspended"
+IN_PROGRESS, STARTED = "StartupPolicyInProgress", "StartupPolicyCompleted"
+SUSPENDED_JOBS = ("SuspendedJobs", "jobset is suspended")
+RESUMED_JOBS = ("ResumeJobs", "jobset is resumed")
+IN_ORDER_PROGRESS = ("InOrderStartupPolicyInProgress", "in order startup policy is in progress")
+IN_ORDER_DONE = ("InOrderStartupPolicyCompleted", "in order startup policy has completed")
 FAILED_JOBS = ("FailedJobs", "jobset failed due to one or more job failures")
 REACHED_MAX_RESTARTS = ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts")
 FAIL_ACTION = ("FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action")
@@ -271,9 +283,13 @@ def headless_service(js: Obj) -> Obj:
 
 def set_condition(conditions: list[Obj], type_: str, status: str, reason: str, message: str) -> bool:
     """``updateCondition``: one condition per type, changed in place; a False condition of a type not
-    there is not added. True when something changed (then the real controller posts an Event)."""
+    there is not added; the startup policy's two types exclude each other. True when something changed
+    (then the real controller posts an Event)."""
     stamp = now()
+    other = {IN_PROGRESS: STARTED, STARTED: IN_PROGRESS}.get(type_)
     for i, cond in enumerate(conditions):
+        if status == "True" and cond.get("type") == other and cond.get("status") == "True":
+            conditions[i] = {**cond, "status": "False"}
         if cond.get("type") != type_:
             continue
         if cond.get("status") != status:
@@ -420,17 +436,43 @@ class JobSetController:
             except ApiStatusError as exc:
                 if exc.code != 409:
                     events.append(("Warning", "HeadlessServiceCreationFailed", str(exc)))
+        await self._create_jobs(api, js, jobs, status, events)
+        suspended = bool(spec.get("suspend"))
+        for job in active:
+            if bool((job.get("spec") or {}).get("suspend")) != suspended:
+                job_path = ns_path("batch", "v1", "jobs", ns, job["metadata"]["name"])
+                await api.patch(job_path, {"spec": {"suspend": suspended}})
+        type_reason = SUSPENDED_JOBS if suspended else RESUMED_JOBS
+        if set_condition(conditions, SUSPENDED, "True" if suspended else "False", *type_reason):
+            events.append(("Normal", *type_reason))
+        await self._write(api, js, path, status, events)
+
+    async def _create_jobs(self, api: Api, js: Obj, jobs: list[Obj], status: Obj, events: list[tuple[str, str, str]]) -> None:
+        """``reconcileReplicatedJobs``: the missing child Jobs, replicated Job by replicated Job (``InOrder``:
+        each once the ones before all started)."""
+        meta, spec = js["metadata"], js.get("spec") or {}
+        in_order = ((spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
+                    and not spec.get("suspend"))  # fmt: skip
+        statuses = {s["name"]: s for s in status["replicatedJobsStatus"]}
         existing = {j["metadata"]["name"] for j in jobs}
         for rjob in replicated_jobs(js):
+            st = statuses[rjob["name"]]
+            if in_order and _replicas(rjob) == st["failed"] + st["ready"] + st["succeeded"]:
+                continue
             for index in range(_replicas(rjob)):
-                if child_job_name(name, rjob["name"], index) in existing:
+                if child_job_name(meta["name"], rjob["name"], index) in existing:
                     continue  # ``shouldCreateJob``: not while a Job of that name (even a past attempt's) exists
                 try:
-                    await api.create(ns_path("batch", "v1", "jobs", ns), child_job(js, rjob, index))
+                    await api.create(ns_path("batch", "v1", "jobs", meta["namespace"]), child_job(js, rjob, index))
                 except ApiStatusError as exc:
                     if exc.code != 409:
                         events.append(("Warning", "JobCreationFailed", str(exc)))
-        await self._write(api, js, path, status, events)
+            if in_order:
+                if set_condition(status["conditions"], IN_PROGRESS, "True", *IN_ORDER_PROGRESS):
+                    events.append(("Normal", *IN_ORDER_PROGRESS))
+                return
+        if in_order and set_condition(status["conditions"], STARTED, "True", *IN_ORDER_DONE):
+            events.append(("Normal", *IN_ORDER_DONE))
 
     @staticmethod
     def _rjob_status(rjob_name: str, active: list[Obj], failed: list[Obj], succeeded: list[Obj]) -> Obj:

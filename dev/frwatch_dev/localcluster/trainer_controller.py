@@ -30,11 +30,15 @@ clustertrainingruntimes.trainer.kubeflow.org "<name>" not found``; for a Trainin
 specified in TrainJob is not found: ...``), and it keeps trying (a runtime created later is used).
 ``spec.managedBy`` other than ``trainer.kubeflow.org/trainjob-controller``: left alone.
 
+Suspend: ``spec.suspend`` is the JobSet's (set when it is made, and changed while either is suspended, as
+``Build`` only updates a suspended JobSet), and the TrainJob's condition ``Suspended`` (reason ``Suspended``,
+``TrainJob is suspended``; resumed: False, ``Resumed``, ``TrainJob is resumed``).
+
 Local differences: the trainer's validating webhook (which refuses a TrainJob whose runtime does not exist)
 is not emulated, so such a TrainJob is stored and shows the controller's Event; ``PET_MASTER_PORT`` is a free
 port chosen per TrainJob (29500 would collide between jobs on one host; the container port stays 29500), and
 the master's DNS name resolves through the kubelet's stand-in for cluster DNS (``poddns``). Not done:
-initializers, ``podTemplateOverrides``/runtime patches, suspend, ``activeDeadlineSeconds``, the runtime
+initializers, ``podTemplateOverrides``/runtime patches, ``activeDeadlineSeconds``, the runtime
 snapshot, other ML policies (MPI, JAX, XGBoost ...), Events on the runtime objects.
 """
 
@@ -156,6 +160,8 @@ def build_jobset(tj: Obj, runtime: Obj, master_port: int = CONTAINER_PORT) -> Ob
                 ports = container.setdefault("ports", [])
                 if not any(p.get("containerPort") == CONTAINER_PORT for p in ports):
                     ports.append({"containerPort": CONTAINER_PORT, "protocol": "TCP"})
+    if tspec.get("suspend") is not None:
+        spec["suspend"] = bool(tspec["suspend"])
     tmeta = template.get("metadata") or {}
     return {
         "apiVersion": jsc.API_VERSION,
@@ -298,6 +304,19 @@ class TrainerController:
             return
         elif js is not None:
             status = status_from_jobset(tj, js)
+            suspend = bool(spec.get("suspend"))
+            if (suspend or (js.get("spec") or {}).get("suspend")) and bool((js.get("spec") or {}).get("suspend")) != suspend:
+                await api.patch(ns_path(jsc.GROUP, jsc.VERSION, jsc.PLURAL, ns, name), {"spec": {"suspend": suspend}})
+        conditions = status.setdefault("conditions", [])
+        suspended_now = any(x.get("type") == "Suspended" and x.get("status") == "True" for x in conditions)
+        if spec.get("suspend"):
+            _set(conditions, {"type": "Suspended", "status": "True", "reason": "Suspended",
+                              "message": "TrainJob is suspended", "lastTransitionTime": now()})  # fmt: skip
+        elif suspended_now:
+            _set(conditions, {"type": "Suspended", "status": "False", "reason": "Resumed",
+                              "message": "TrainJob is resumed", "lastTransitionTime": now()})  # fmt: skip
+        if not conditions:
+            del status["conditions"]
         old = tj.get("status") or {}
         if {k: old.get(k) for k in status} != status:
             await api.patch(path + "/status", {"status": status})

@@ -43,6 +43,12 @@ def script(scenario: str, *extra: str) -> list[str]:
     return [*TORCHRUN_WORKLOAD, "--scenario", scenario, *extra]
 
 
+def torchrun(command: list[str]) -> list[str]:
+    """``python -m X ...`` under torchrun."""
+    assert command[:2] == ["python", "-m"], command
+    return ["python", "-m", "torch.distributed.run", *command[1:]]
+
+
 @dataclass
 class KindJobs:
     """Jobs of one kind on a :class:`Target`."""

@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from e2e_helpers import Target, wait_for
-from e2e_kinds import COMPLETION_INDEX, JOBSET, KINDS, TRAINJOB, KindJobs, PodWatch, script
+from e2e_helpers import GPU_HANG, Target, wait_for
+from e2e_kinds import COMPLETION_INDEX, JOBSET, KINDS, TRAINJOB, KindJobs, PodWatch, script, torchrun
 
 from frwatch_operator import constants as c
 
@@ -98,6 +98,32 @@ def test_skip_verdict_lands_on_the_users_object_with_every_rank_on_its_pod_and_n
         )
     assert jobs.incidents(quiet) == []
     assert c.ANN_VERDICT not in jobs.annotations(quiet)
+
+
+def test_gpu_hang_names_the_node_of_the_culprits_pod(jobs: KindJobs) -> None:
+    """Hardware class: the suspect node is the node of the pod that ran rank 1 (4 pods of 1 rank under
+    torchrun, one per node: a cordon is planned only when few of the job's nodes are suspects), on the user's
+    object, with the cordon planned in dry-run."""
+    if jobs.target.local is None:
+        pytest.skip("needs the stand-ins: the GPU hang is fabricated by the demo workload (no GPU here)")
+    watcher = PodWatch(jobs.target, c.LABEL_JOBSET_NAME)
+    try:
+        name = jobs.submit(torchrun(GPU_HANG), pods=4, nproc=1)
+        ann = jobs.wait_verdict(name)
+    finally:
+        watcher.stop()
+    assert ann[c.ANN_CATEGORY] == "gpu_hang", ann
+    assert ann[c.ANN_SUSPECT_RANKS] == "1", ann
+    pods = watcher.of_job(name)
+    assert len({p["spec"].get("nodeName") for p in pods.values()}) == 4, pods
+    [culprit_pod] = [p for p in pods.values() if node_rank(p) == 1]
+    node = culprit_pod["spec"]["nodeName"]
+    assert ann[c.ANN_SUSPECT_NODES] == node
+    [incident] = jobs.reported_incidents(name, 1)
+    assert incident["status"]["suspectNodes"] == [node]
+    plan = wait_for(lambda: jobs.events(name, "Remediation"), 20, "the remediation plan")
+    assert plan == [f"dry-run: would cordon {node}"], plan
+    assert not jobs.target.node(node)["spec"].get("unschedulable")
 
 
 def test_crashed_rank_is_named_missing(jobs: KindJobs) -> None:

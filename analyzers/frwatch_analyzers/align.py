@@ -9,6 +9,9 @@ by the rule's balance (sums, roots, per-pair splits) at every sequence number ev
 At each sequence number the reference is the behaviour of the most ranks (not whichever file came
 first), so the culprit does not depend on file order; who is wrong in a tie is decided later, from states
 and history (:mod:`.rootcause`).
+
+About 400 lines by choice: group membership and the comparison at each sequence number share the cluster,
+signature and in-flight helpers; the reduce step reads top to bottom in one file.
 """
 
 from __future__ import annotations

@@ -16,9 +16,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import isolation
+from .causes import with_causes
 from .consistency import checked_manifest, consistent_world
 from .diagnose import World, diagnose
+from .evidence_read import gather
 from .isolation import Budget, Lost
+from .layout import split_s3_url
 from .limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
 from .loading import ArrayPool, LoadOptions, load
 from .manifest import Manifest, parse_manifest
@@ -73,9 +76,24 @@ def analyze(
         notes=merged.notes,
     )
     verdict = unchecked_ranks(diagnose(world), checked.outside)
+    verdict = _with_evidence(verdict, location, inputs, checked.manifest, s3)
     verdict.stats["bytes"] = float(loaded.bytes_read)
     verdict.stats["seconds"] = round(time.perf_counter() - started, 3)
     return verdict
+
+
+def _with_evidence(
+    verdict: Verdict, location: str, inputs: Inputs, manifest: Manifest | None, s3: S3Config | None
+) -> Verdict:
+    """The verdict with the logs, NCCL debug files and node records found next to the dumps."""
+    suspects = {*verdict.culprit_ranks, *verdict.missing_dumps}
+    if inputs.bucket is None:  # a single dump file has no evidence beside it: nothing found
+        gathered = gather(location, manifest, suspects=suspects)
+    else:
+        prefix = split_s3_url(location)[1]
+        client = s3_client(s3 or S3Config())
+        gathered = gather(prefix, manifest, bucket=inputs.bucket, client=client, suspects=suspects)
+    return with_causes(verdict, gathered, manifest)
 
 
 def analyze_dumps(

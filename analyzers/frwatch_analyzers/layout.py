@@ -5,7 +5,11 @@ come here; the records themselves are :mod:`~frwatch_analyzers.pod_record`,
 
 ``<prefix>/<namespace>/<job>/<job-uid>/<attempt>/ranks/<global-rank>.<pickle|json>``,
 ``.../ranks-later/<rank>.<unix-ms>.<fmt>`` (a later, different dump of a rank: nothing is overwritten),
-``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``.
+``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``; evidence beyond
+Flight Recorder: ``.../logs/<pod>/<container>.txt`` (the tail of a container's log, UTF-8 text),
+``.../logs/<pod>/<container>.previous.txt`` (the previous instance of a restarted container),
+``.../logs/<pod>/<container>.termination.txt`` (its termination message), ``.../nccl/<rank>.txt`` (a rank's
+NCCL debug file) and ``.../nodes/<node>.json`` (:mod:`~frwatch_analyzers.node_record`).
 
 Keys read back from a listing are untrusted: :func:`parse_key` never sizes anything by them (a rank's
 digits are bounded before they become a number, and a rank at or past ``MAX_WORLD_SIZE`` is said, never
@@ -23,12 +27,23 @@ from .limits import MAX_WORLD_SIZE
 RANKS_DIR = "ranks"
 LATER_DIR = "ranks-later"
 PODS_DIR = "pods"
+LOGS_DIR = "logs"
+NCCL_DIR = "nccl"
+NODES_DIR = "nodes"
 MANIFEST = "manifest.json"
 VERDICT = "verdict.json"
 REPORT = "report.txt"
 #: The formats a dump is stored in (its key's suffix).
 DUMP_FORMATS = ("pickle", "json")
 _POD_SUFFIX = ".json"
+_NODE_SUFFIX = ".json"
+_TEXT_SUFFIX = ".txt"
+#: What a log key holds, by its suffix: the tail of the current container's log, of the previous
+#: instance of a restarted container, and the container's termination message. A container name is a
+#: DNS label (no ``.``), so the suffix cannot be part of it.
+LOG_VARIANTS = {"tail": ".txt", "previous": ".previous.txt", "termination": ".termination.txt"}
+LogVariant = Literal["tail", "previous", "termination"]
+_LONGEST_SUFFIX_FIRST: tuple[LogVariant, ...] = ("termination", "previous", "tail")
 #: Digits of a rank in a key read back: more than this is past every bound without being turned into a number.
 _MAX_RANK_DIGITS = 12
 
@@ -85,6 +100,19 @@ class AttemptKey:
 
     def pod(self, pod: str) -> str:
         return f"{self.root}/{PODS_DIR}/{pod}{_POD_SUFFIX}"
+
+    def log(self, pod: str, container: str, variant: LogVariant = "tail") -> str:
+        """Where a container's log evidence goes: its tail (``tail``), the tail of its previous instance
+        (``previous``) or its termination message (``termination``)."""
+        return f"{self.root}/{LOGS_DIR}/{pod}/{container}{LOG_VARIANTS[variant]}"
+
+    def nccl(self, rank: int) -> str:
+        """Where a rank's NCCL debug file (``NCCL_DEBUG_FILE``) goes."""
+        return f"{self.root}/{NCCL_DIR}/{rank}{_TEXT_SUFFIX}"
+
+    def node(self, node: str) -> str:
+        """Where a suspect node's conditions and Events go (:mod:`~frwatch_analyzers.node_record`)."""
+        return f"{self.root}/{NODES_DIR}/{node}{_NODE_SUFFIX}"
 
     @property
     def manifest(self) -> str:
@@ -177,20 +205,24 @@ def rank_from_name(name: str) -> int | None:
     return int(digits) if len(digits) <= 18 else MAX_WORLD_SIZE
 
 
-KeyKind = Literal["rank", "rank-out-of-bounds", "pod", "manifest", "other"]
+KeyKind = Literal["rank", "rank-out-of-bounds", "pod", "manifest", "log", "nccl", "node", "other"]
 
 
 @dataclass(frozen=True)
 class StoreKey:
     """What one key under an attempt's root names: ``rank`` (a dump, ``ranks/<rank>.<fmt>``, ``rank`` and
     ``fmt`` set), ``rank-out-of-bounds`` (a dump named for a rank at or past ``MAX_WORLD_SIZE``), ``pod``
-    (``pods/<pod>.json``, ``name`` the pod), ``manifest``, or ``other`` (``ranks-later/``, the verdict,
-    the report, anything else)."""
+    (``pods/<pod>.json``, ``name`` the pod), ``manifest``, ``log`` (``logs/<pod>/<container>...txt``:
+    ``name`` the pod, ``container`` and ``variant`` set), ``nccl`` (``nccl/<rank>.txt``, ``rank`` set),
+    ``node`` (``nodes/<node>.json``, ``name`` the node), or ``other`` (``ranks-later/``, the verdict, the
+    report, a log, NCCL or node key whose names are no key segments, anything else)."""
 
     kind: KeyKind
     name: str = ""
     rank: int | None = None
     fmt: str = ""
+    container: str = ""
+    variant: LogVariant | None = None
 
 
 def parse_key(root: str, key: str) -> StoreKey | None:
@@ -206,7 +238,30 @@ def parse_key(root: str, key: str) -> StoreKey | None:
         return _rank_key(leaf)
     if folder == PODS_DIR and "/" not in leaf and leaf.endswith(_POD_SUFFIX):
         return StoreKey("pod", leaf[: -len(_POD_SUFFIX)])
-    return StoreKey("other", rel)
+    evidence = _evidence_key(folder, leaf)
+    return evidence if evidence is not None else StoreKey("other", rel)
+
+
+def _evidence_key(folder: str, leaf: str) -> StoreKey | None:
+    """A log, NCCL or node key (None: ``folder/leaf`` is none of them, or names no usable segment)."""
+    if folder == LOGS_DIR:
+        pod, _, file = leaf.partition("/")
+        if "/" in file or segment_problem(pod):
+            return None
+        for variant in _LONGEST_SUFFIX_FIRST:
+            suffix = LOG_VARIANTS[variant]
+            container = file[: -len(suffix)]
+            if file.endswith(suffix) and "." not in container and not segment_problem(container):
+                return StoreKey("log", pod, container=container, variant=variant)
+        return None
+    if folder == NCCL_DIR and leaf.endswith(_TEXT_SUFFIX):
+        digits = leaf[: -len(_TEXT_SUFFIX)]
+        bounded = digits.isascii() and digits.isdigit() and len(digits) <= _MAX_RANK_DIGITS
+        return StoreKey("nccl", leaf, int(digits)) if bounded and int(digits) < MAX_WORLD_SIZE else None
+    if folder == NODES_DIR and "/" not in leaf and leaf.endswith(_NODE_SUFFIX):
+        node = leaf[: -len(_NODE_SUFFIX)]
+        return None if segment_problem(node) else StoreKey("node", node)
+    return None
 
 
 def _rank_key(leaf: str) -> StoreKey:

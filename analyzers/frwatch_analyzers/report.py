@@ -8,6 +8,9 @@ from .textfmt import ranks_text
 from .verdict import EntryView, Verdict
 
 _MAX_CONSEQUENCES = 6
+_MAX_CAUSES = 8
+#: Cause kinds that follow another rank's failure: summed up in one line.
+_CONSEQUENCES = {"peer_lost", "watchdog_timeout", "nccl_remote_error", "terminated", "exit_code"}
 
 
 def render(v: Verdict) -> str:
@@ -57,6 +60,7 @@ def render(v: Verdict) -> str:
     elif v.summary:
         lines.append("")
         lines.append(f"  {v.summary}")
+    lines.extend(_causes(v))
     if v.consequences:
         lines.append("")
         lines.append("Consequences (explained by the earliest branch):")
@@ -89,6 +93,28 @@ def render(v: Verdict) -> str:
         for i, s in enumerate(v.next_steps, 1):
             lines.append(f"  {i}. {s}")
     return "\n".join(map(printable, lines)) + "\n"  # no name in a line moves the cursor or adds a line
+
+
+def _causes(v: Verdict) -> list[str]:
+    """The evidence beyond Flight Recorder: the causes, then the log lines around the first one."""
+    if not v.causes:
+        return []
+    out = ["", "Evidence from logs, container ends and nodes:"]
+    shown = [c for c in v.causes if c.primary or c.first or c.kind.value not in _CONSEQUENCES][:_MAX_CAUSES]
+    for c in shown:
+        who = f"rank {c.rank}" if c.rank is not None else f"node {c.node}"
+        when = f" at {c.time}" if c.time else ""
+        where = f" [{c.source}{f':{c.line}' if c.line else ''}]"
+        out.append(f"  {'*' if c.first else '-'} {who} {c.kind.value}{when}: {c.message}{where}")
+    rest = [c for c in v.causes if c not in shown and c.rank is not None]
+    if rest:
+        kinds = sorted({c.kind.value for c in rest})
+        out.append(f"  - {ranks_text(c.rank for c in rest if c.rank is not None)} then: {', '.join(kinds)}")
+    lead = next((c for c in v.causes if c.excerpt and (c.first or c.primary)), None)
+    if lead is not None:
+        out.append(f"  Log around it ({lead.source}, line {lead.line}):")
+        out.extend(f"    | {line}" for line in lead.excerpt)
+    return out
 
 
 def _view_line(view: EntryView) -> str:

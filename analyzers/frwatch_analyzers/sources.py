@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from .layout import (
+    LOGS_DIR,
     MANIFEST,
+    NCCL_DIR,
+    NODES_DIR,
     PODS_DIR,
     RANKS_DIR,
     REPORT,
@@ -31,7 +34,7 @@ from .verdict import FileProblem
 
 _SKIP_NAMES = {MANIFEST, VERDICT, REPORT}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".txt", ".md", ".log")
-_LAYOUT_DIRS = {RANKS_DIR, PODS_DIR}
+_LAYOUT_DIRS = {RANKS_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR}  # evidence: frwatch_analyzers.evidence_read
 
 
 class SourceError(Exception):

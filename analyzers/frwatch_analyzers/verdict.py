@@ -199,6 +199,76 @@ class FileProblem(BaseModel):
     rank: int | None = None
 
 
+class CauseKind(StrEnum):
+    """What a log, a container's end or a node says happened (evidence beyond Flight Recorder)."""
+
+    #: A Python exception ended the rank (type, message and the innermost user frame).
+    exception = "exception"
+    #: CUDA ran out of memory (``torch.OutOfMemoryError``).
+    cuda_oom = "cuda_oom"
+    #: CUDA reported an illegal memory access (a kernel bug, or a sick GPU).
+    cuda_illegal_address = "cuda_illegal_address"
+    #: CUDA reported an uncorrectable ECC error: the GPU's memory.
+    cuda_ecc = "cuda_ecc"
+    #: gloo aborted the process (``gloo::EnforceNotMet``), e.g. on a receive larger than posted.
+    gloo_abort = "gloo_abort"
+    #: gloo could not connect its peers (``Gloo connectFullMesh failed``).
+    gloo_connect = "gloo_connect"
+    #: An NCCL WARN of a network error (``NET/IB`` completion errors, sockets).
+    nccl_network_error = "nccl_network_error"
+    #: An NCCL WARN or error of ``ncclInternalError``.
+    nccl_internal_error = "nccl_internal_error"
+    #: ``ncclRemoteError``: a peer exited or the network failed (a consequence on this rank).
+    nccl_remote_error = "nccl_remote_error"
+    #: An NCCL WARN of a timeout.
+    nccl_timeout = "nccl_timeout"
+    #: Any other NCCL WARN.
+    nccl_warn = "nccl_warn"
+    #: The collective watchdog timed out waiting (a consequence of another rank's absence).
+    watchdog_timeout = "watchdog_timeout"
+    #: The rank lost a peer (connection closed or reset): a consequence of another rank's failure.
+    peer_lost = "peer_lost"
+    #: An NVIDIA driver Xid line (a GPU error the kernel logged).
+    xid = "xid"
+    #: The process died of a segmentation fault (exit 139, SIGSEGV).
+    segfault = "segfault"
+    #: The kernel's OOM killer ended the container (OOMKilled, exit 137).
+    oom_killed = "oom_killed"
+    #: The process was killed (SIGKILL, exit 137) from outside.
+    killed = "killed"
+    #: The process aborted (SIGABRT, exit 134): a C++ ``terminate`` (e.g. gloo's enforce) or ``abort()``.
+    aborted = "aborted"
+    #: The process was terminated (SIGTERM, exit 143), usually by the launcher tearing the job down.
+    terminated = "terminated"
+    #: The container exited non-zero with no other sign of why.
+    exit_code = "exit_code"
+    #: A node condition that says the node is unhealthy (GPU health, node-problem-detector, not Ready).
+    node_condition = "node_condition"
+    #: A recent Event naming the node that reports a GPU or hardware error (e.g. an Xid Event).
+    node_event = "node_event"
+
+
+class Cause(BaseModel):
+    """One piece of evidence beyond Flight Recorder about why a rank stopped, and where it was read."""
+
+    rank: int | None = Field(default=None, description="the global rank it is about (None: a node's signal)")
+    kind: CauseKind
+    message: str = Field(description="what the evidence says, secrets masked, at most a few hundred characters")
+    exception: str = Field(default="", description="the exception type, for an exception")
+    location: str = Field(default="", description="file:line of the innermost user frame, when known")
+    time: str = Field(default="", description="when it happened (RFC 3339, UTC), when the evidence says")
+    step: int | None = Field(default=None, description="the training step the log last named before it")
+    source: str = Field(description="the file, object or record it was read from")
+    line: int | None = Field(default=None, description="its line in the tail of the source that was read")
+    pod: str = ""
+    node: str = ""
+    primary: bool = Field(
+        default=False, description="a cause rather than a consequence of another rank's failure"
+    )
+    first: bool = Field(default=False, description="the first rank to fail (the prime suspect)")
+    excerpt: list[str] = Field(default_factory=list, description="a few log lines around it, secrets masked")
+
+
 class Verdict(BaseModel):
     """The analyzer's answer for one job attempt."""
 
@@ -245,3 +315,7 @@ class Verdict(BaseModel):
         default_factory=list, description="every file of the ranks that left more than one, and its use"
     )
     stats: dict[str, float] = Field(default_factory=dict, description="files, entries, seconds")
+    causes: list[Cause] = Field(
+        default_factory=list,
+        description="evidence beyond Flight Recorder (logs, container ends, nodes): why ranks stopped, first first",
+    )

@@ -1,5 +1,9 @@
 """The verdict's words: the headline, what the culprits did (every sentence follows from the evidence it
-cites), and the short form for ``kubectl describe`` (at most 120 characters)."""
+cites), and the short form for ``kubectl describe`` (at most 120 characters).
+
+About 420 lines by choice: every sentence a verdict says is here, so one file shows all the words a person
+reads; each function words one kind of finding, and the rules that decide it are in ``rootcause``.
+"""
 
 from __future__ import annotations
 

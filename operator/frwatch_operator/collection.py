@@ -27,17 +27,11 @@ from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
 from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator.detection import FailureKind, PodFacts
+from frwatch_operator.resources import ConditionReason
 
 #: How many store problems one Event or condition names (the rest are counted).
 ISSUES_SHOWN = 4
 
-# Reasons of the Incident's ``Collected`` condition: how collection ended.
-ALL_DUMPED = "AllRanksDumped"  #: every rank's dump is in the store
-ACCOUNTED = "AllRanksAccounted"  #: the ranks without a dump all had their pod end (settled) before the deadline
-#: No rank dumped and every rank's pod ended with a failed exit: a crash before any collective hung, nothing
-#: to align (the verdict loop runs no analyzer Job for it).
-EVERY_RANK_EXITED = "EveryRankExited"
-DEADLINE = "DeadlineReached"  #: the deadline passed with ranks still missing
 
 
 @dataclass(frozen=True)
@@ -287,10 +281,10 @@ def exited_before_dump(manifest: Manifest) -> bool:
     return all(r.pod in failed for r in manifest.ranks)
 
 
-def collected_reason(manifest: Manifest) -> str:
+def collected_reason(manifest: Manifest) -> ConditionReason:
     """The ``Collected`` condition's reason for a manifest."""
     if manifest.deadline_reached:
-        return DEADLINE
+        return ConditionReason.DEADLINE_REACHED
     if all(r.dumped for r in manifest.ranks):
-        return ALL_DUMPED
-    return EVERY_RANK_EXITED if exited_before_dump(manifest) else ACCOUNTED
+        return ConditionReason.ALL_RANKS_DUMPED
+    return ConditionReason.EVERY_RANK_EXITED if exited_before_dump(manifest) else ConditionReason.ALL_RANKS_ACCOUNTED

@@ -8,6 +8,10 @@ from ``FRWATCH_<S>_<F>`` (upper case), e.g. ``FRWATCH_S3_BUCKET``, ``FRWATCH_FR_
 ``FRWATCH_REMEDIATION_ENABLED``. Values are strings as in a pod spec; structured fields (resources) take
 JSON. S3 credentials come from the usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
 ``AWS_SESSION_TOKEN``; unset, boto3's default chain applies. :func:`env_names` lists every name.
+
+Over 400 lines by choice: every setting (unit, default, bound, reason) is one documented field of one
+model here; the env-var names are derived from it and the chart's environment is checked against them.
+One module is the one place to look for a setting.
 """
 
 from __future__ import annotations
@@ -196,6 +200,25 @@ class OperatorSettings(_Section):
         default="",
         description="Comma-separated namespaces (or kopf glob patterns) to watch; empty: the whole cluster.",
     )
+    job_kinds: str = Field(
+        default=",".join(c.JOB_KINDS),
+        description="Comma-separated job kinds to follow: PyTorchJob (kubeflow.org/v1), TrainJob "
+        "(trainer.kubeflow.org/v1alpha1), JobSet (jobset.x-k8s.io/v1alpha2). A kind whose CRD is not installed "
+        "is logged at start and watched once it is; RBAC (the chart) covers the kinds listed only.",
+    )
+
+    @model_validator(mode="after")
+    def _known_job_kinds(self) -> OperatorSettings:
+        wanted = [k.strip() for k in self.job_kinds.split(",") if k.strip()]
+        unknown = [k for k in wanted if k not in c.JOB_KINDS]
+        if unknown or not wanted:
+            raise ValueError(
+                f"FRWATCH_OPERATOR_JOB_KINDS={self.job_kinds!r}: "
+                + (f"unknown kind(s) {', '.join(unknown)}" if unknown else "no kind")
+                + f"; supported: {', '.join(c.JOB_KINDS)}"
+            )
+        return self
+
     incident_poll_seconds: float = Field(
         default=1.0,
         gt=0,

@@ -76,6 +76,34 @@ KF_LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
 KF_LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
 KF_LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
 
+# --- JobSet (jobset.x-k8s.io/v1alpha2; kubernetes-sigs/jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go,
+# pkg/constants/constants.go; labelAndAnnotateObject in pkg/controllers/jobset_controller.go puts each on the
+# child Jobs and their pod templates, as labels and as annotations) ------------------------------------------
+JOBSET_GROUP: Final = "jobset.x-k8s.io"
+JOBSET_VERSION: Final = "v1alpha2"
+JOBSET_PLURAL: Final = "jobsets"
+LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+LABEL_JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
+LABEL_JOBSET_REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
+LABEL_JOBSET_JOB_GLOBAL_INDEX: Final = "jobset.sigs.k8s.io/job-global-index"
+#: The Indexed Job controller's completion index of a pod (annotation; also a label since Kubernetes 1.28).
+ANN_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+#: The env var the Indexed Job controller adds to every container (fieldRef to the annotation above).
+ENV_JOB_COMPLETION_INDEX: Final = "JOB_COMPLETION_INDEX"
+
+# --- Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1; kubeflow/trainer v2.3.0 pkg/apis/trainer/v1alpha1,
+# pkg/constants/constants.go) ---------------------------------------------------------------------------------
+TRAINER_GROUP: Final = "trainer.kubeflow.org"
+TRAINER_VERSION: Final = "v1alpha1"
+TRAINJOB_PLURAL: Final = "trainjobs"
+TRAINING_RUNTIME_PLURAL: Final = "trainingruntimes"
+CLUSTER_TRAINING_RUNTIME_PLURAL: Final = "clustertrainingruntimes"
+#: The job kinds frwatch follows (``operator.job_kinds``; ``frwatch_operator.jobkinds.KINDS`` has an adapter each).
+JOB_KINDS: Final = ("PyTorchJob", "TrainJob", "JobSet")
+TRAINING_RUNTIME_KIND: Final = "TrainingRuntime"
+CLUSTER_TRAINING_RUNTIME_KIND: Final = "ClusterTrainingRuntime"
+
 # --- Flight Recorder environment variables (torch 2.13 names, with the old names they replace) --------------
 ENV_FR_BUFFER_SIZE: Final = "TORCH_FR_BUFFER_SIZE"
 ENV_FR_BUFFER_SIZE_OLD: Final = "TORCH_NCCL_TRACE_BUFFER_SIZE"

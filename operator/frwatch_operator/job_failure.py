@@ -30,6 +30,8 @@ from frwatch_operator.times import parse_rfc3339, rfc3339
 
 #: The job conditions that mean "this attempt's training failed" (Kubeflow's JobConditionType values).
 FAILURE_CONDITIONS = ("Failed", "Restarting")
+#: The job conditions that mean "the job is over" (Kubeflow's JobConditionType values).
+END_CONDITIONS = ("Succeeded", "Failed")
 
 
 def attempt_started_value(attempt: str, started: datetime) -> str:
@@ -98,17 +100,34 @@ class JobFailure:
         return f"job {self.job} {self.condition}{why}"
 
 
-def job_failure(job: Mapping[str, Any]) -> JobFailure | None:
-    """The failure the job's conditions show for its current attempt (see the module docstring), or None."""
+def job_end(job: Mapping[str, Any], succeeded: str = "Succeeded") -> str | None:
+    """``Succeeded`` or ``Failed`` when the job's condition of that type is True (the job is over), else None.
+    ``succeeded``: the kind's own name of its success condition (Kubeflow's ``Succeeded``, TrainJob's
+    ``Complete``, JobSet's ``Completed``), read as ``Succeeded``."""
+    status = job.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for cond in conditions if isinstance(conditions, list) else []:
+        if not isinstance(cond, Mapping) or cond.get("status") != "True":
+            continue
+        if cond.get("type") == succeeded:
+            return "Succeeded"
+        if cond.get("type") in END_CONDITIONS:
+            return str(cond["type"])
+    return None
+
+
+def job_failure(job: Mapping[str, Any], conditions: tuple[str, ...] = FAILURE_CONDITIONS) -> JobFailure | None:
+    """The failure the job's conditions show for its current attempt (see the module docstring), or None.
+    ``conditions``: the condition types that mean failure for the job's kind (its adapter says)."""
     started = attempt_start(job)
     if started is None or not current_attempt(job):
         return None
     status = job.get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    listed = status.get("conditions") if isinstance(status, Mapping) else None
     meta = job.get("metadata")
     name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
-    for kind in FAILURE_CONDITIONS:
-        for cond in conditions if isinstance(conditions, list) else []:
+    for kind in conditions:
+        for cond in listed if isinstance(listed, list) else []:
             if not isinstance(cond, Mapping) or cond.get("type") != kind or cond.get("status") != "True":
                 continue
             at = parse_rfc3339(cond.get("lastTransitionTime"))

@@ -1,9 +1,12 @@
 """Job kinds behind one small interface: which pods belong to a job, how many ranks it has, which global
 ranks a pod holds. Pure: job and pod bodies in, facts out.
 
-Only the Kubeflow ``PyTorchJob`` (``kubeflow.org/v1``) is implemented; Trainer v2 ``TrainJob``/JobSet
-slots in as another :class:`JobKind` (pods labelled ``jobset.sigs.k8s.io/*``, the completion index as the
-node rank).
+Three kinds, one adapter each: Kubeflow ``PyTorchJob`` (``kubeflow.org/v1``, here), Trainer v2 ``TrainJob``
+(``trainer.kubeflow.org/v1alpha1``) and ``JobSet`` (``jobset.x-k8s.io/v1alpha2``) in
+:mod:`frwatch_operator.jobset_kinds`. Each answers the same questions: which pods belong to a job (its pod
+label and the pods' controller), each pod's global ranks (or why they cannot be derived: never a guess),
+when the job failed (its conditions), whether the object is the one the user created (a JobSet run by a
+TrainJob is not: the TrainJob is followed, annotated and named in Events), and what its spec gets wrong.
 
 PyTorchJob (FACTS.md section 2): ``spec.pytorchReplicaSpecs.{Master,Worker}.replicas`` pods, each running
 ``nprocPerNode`` processes; the node rank is 0 for the master and ``i + masters`` for worker ``i``; a pod
@@ -20,39 +23,14 @@ the operator and the analyzer) is out of bounds (the layout says unknown and why
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
-
-
-@dataclass(frozen=True)
-class RankLayout:
-    """A job's static rank layout, as far as its spec tells it."""
-
-    world_size: int | None  #: total ranks; None when the spec cannot tell (elastic, nproc "auto")
-    nproc_per_node: int | None  #: processes per pod; None when unknown
-    masters: int  #: master replicas (node ranks before the first worker)
-    #: Why the spec's world size is not used ("": it is, or the spec cannot tell): an out-of-bounds spec.
-    problem: str = ""
-
-    def ranks_of(self, replica_type: str, replica_index: int | None) -> range:
-        """Global ranks of the pod ``(replica_type, replica_index)`` (a range: never a list); empty when
-        unknown or past :data:`MAX_WORLD_SIZE`."""
-        if self.nproc_per_node is None or replica_index is None or replica_index >= MAX_WORLD_SIZE:
-            return range(0)
-        kind = replica_type.lower()
-        if kind == "master":
-            node_rank = replica_index
-        elif kind == "worker":
-            node_rank = self.masters + replica_index
-        else:
-            return range(0)
-        first = node_rank * self.nproc_per_node
-        if first + self.nproc_per_node > MAX_WORLD_SIZE:
-            return range(0)
-        return range(first, first + self.nproc_per_node)
+from frwatch_operator.job_failure import JobFailure, job_failure
+from frwatch_operator.rank_layout import RankLayout as RankLayout  # re-exported: the layout of a job kind
+from frwatch_operator.rank_layout import int_or_none, labels_of, short
+from frwatch_operator.torchrun_ranks import PodRanks
 
 
 class JobKind(Protocol):
@@ -64,6 +42,8 @@ class JobKind(Protocol):
     plural: str
     #: The pod label whose value is the job's name (the operator watches pods carrying it).
     pod_job_label: str
+    #: The condition type that says the job succeeded (it ended with no failure).
+    succeeded_condition: str
 
     def layout(self, job: Mapping[str, Any]) -> RankLayout: ...
 
@@ -76,32 +56,30 @@ class JobKind(Protocol):
         (or, with ``job_uid``, not that job). A pod with no controller reference is not ruled out."""
         ...
 
+    def pod_ranks(self, pod: Mapping[str, Any], layout: RankLayout) -> PodRanks:
+        """The pod's global ranks, or (``problem``) why they cannot be derived; never a guessed rank."""
+        ...
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    return labels if isinstance(labels, Mapping) else {}
+    def pod_problems(self, pod: Mapping[str, Any]) -> list[str]:
+        """Labels the kind's controller always sets that the pod lacks (each one sentence)."""
+        ...
+
+    def failure(self, job: Mapping[str, Any]) -> JobFailure | None:
+        """The failure the job's own status shows for its current attempt (``frwatch_operator.job_failure``)."""
+        ...
+
+    def handled_elsewhere(self, job: Mapping[str, Any]) -> str:
+        """Why this object is not the one frwatch follows ("" when it is): a JobSet run by a TrainJob."""
+        ...
+
+    def spec_problems(self, job: Mapping[str, Any]) -> list[str]:
+        """What in the job's spec or status stops capture or ranks (each one sentence; [] when nothing)."""
+        ...
 
 
-#: What a number of more than 12 digits in a spec reads as: out of every bound (never parsed whole).
-_HUGE = 10**12
-
-
-def _int_or_none(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return min(value, _HUGE) if value >= 0 else None
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        digits = value.strip()
-        return int(digits) if len(digits) <= 12 else _HUGE
-    return None
-
-
-def _short(value: object) -> str:
-    """A spec value quoted for a message, cut to 24 characters."""
-    text = repr(value)
-    return text if len(text) <= 24 else text[:23] + "…"
+def api_version(kind: JobKind) -> str:
+    """``group/version`` of the kind (an ownerReference's or an Event's ``involvedObject.apiVersion``)."""
+    return f"{kind.group}/{kind.version}"
 
 
 class PyTorchJobKind:
@@ -112,6 +90,7 @@ class PyTorchJobKind:
     version = c.KF_VERSION
     plural = c.KF_PLURAL
     pod_job_label = c.KF_LABEL_JOB_NAME
+    succeeded_condition = "Succeeded"  # Kubeflow's JobConditionType
 
     def layout(self, job: Mapping[str, Any]) -> RankLayout:
         spec = job.get("spec")
@@ -120,13 +99,13 @@ class PyTorchJobKind:
         replicas = replicas if isinstance(replicas, Mapping) else {}
         counts: dict[str, int] = {}
         for name, replica in replicas.items():
-            n = _int_or_none(replica.get("replicas", 1)) if isinstance(replica, Mapping) else None
+            n = int_or_none(replica.get("replicas", 1)) if isinstance(replica, Mapping) else None
             counts[str(name).lower()] = 1 if n is None else n
         elastic = spec.get("elasticPolicy")
         nproc_raw = spec.get("nprocPerNode")
         if nproc_raw is None and isinstance(elastic, Mapping):
             nproc_raw = elastic.get("nProcPerNode")
-        nproc = 1 if nproc_raw is None else _int_or_none(nproc_raw)
+        nproc = 1 if nproc_raw is None else int_or_none(nproc_raw)
         nodes = sum(counts.values())
         world = nodes * nproc if nproc is not None and nodes else None
         if isinstance(elastic, Mapping) and elastic.get("maxReplicas") not in (
@@ -137,7 +116,7 @@ class PyTorchJobKind:
         masters = counts.get("master", 0)
         if max(nproc or 0, nodes, world or 0) > MAX_WORLD_SIZE:
             problem = (
-                f"the spec claims {nodes} pod(s) x nprocPerNode {_short(nproc_raw)} = "
+                f"the spec claims {nodes} pod(s) x nprocPerNode {short(nproc_raw)} = "
                 f"{nodes * (nproc or 1)} ranks, more than the {MAX_WORLD_SIZE} frwatch takes from a spec: the "
                 "world size is treated as unknown (the dumps and pods that exist are collected)"
             )
@@ -146,7 +125,7 @@ class PyTorchJobKind:
         return RankLayout(world_size=world, nproc_per_node=nproc, masters=masters)
 
     def job_name_of(self, pod: Mapping[str, Any]) -> str | None:
-        name = _labels(pod).get(self.pod_job_label)
+        name = labels_of(pod).get(self.pod_job_label)
         return str(name) if isinstance(name, str) and name else None
 
     def owned_elsewhere(self, pod: Mapping[str, Any], job_uid: str | None = None) -> bool:
@@ -154,20 +133,85 @@ class PyTorchJobKind:
         refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
         for ref in refs if isinstance(refs, list) else []:
             if isinstance(ref, Mapping) and ref.get("controller") is True:
-                mine = ref.get("kind") == self.kind and str(ref.get("apiVersion") or "").split("/")[0] == self.group
+                mine = (
+                    ref.get("kind") == self.kind
+                    and str(ref.get("apiVersion") or "").split("/")[0] == self.group
+                )
                 return not mine or (job_uid is not None and ref.get("uid") != job_uid)
         return False
 
     def ranks_of(self, pod: Mapping[str, Any], layout: RankLayout) -> range:
-        labels = _labels(pod)
+        labels = labels_of(pod)
         return layout.ranks_of(
-            str(labels.get(c.KF_LABEL_REPLICA_TYPE) or ""), _int_or_none(labels.get(c.KF_LABEL_REPLICA_INDEX))
+            str(labels.get(c.KF_LABEL_REPLICA_TYPE) or ""), int_or_none(labels.get(c.KF_LABEL_REPLICA_INDEX))
         )
+
+    def pod_ranks(self, pod: Mapping[str, Any], layout: RankLayout) -> PodRanks:
+        """From the replica labels and the spec's layout; an unknown layout (elastic, nproc "auto") is no
+        problem of the pod's: the agents' records say which ranks it dumped."""
+        ranks = self.ranks_of(pod, layout)
+        missing = self.pod_problems(pod)
+        if not ranks and missing and layout.nproc_per_node is not None:
+            return PodRanks(problem=" ".join(missing))
+        return PodRanks(ranks)
+
+    def pod_problems(self, pod: Mapping[str, Any]) -> list[str]:
+        labels = labels_of(pod)
+        return [
+            f"the pod has no {label} label (the training operator sets it): its ranks cannot be derived"
+            for label in (c.KF_LABEL_REPLICA_TYPE, c.KF_LABEL_REPLICA_INDEX)
+            if not isinstance(labels.get(label), str)
+        ]
+
+    def failure(self, job: Mapping[str, Any]) -> JobFailure | None:
+        return job_failure(job)  # Kubeflow's JobConditionType Failed / Restarting
+
+    def handled_elsewhere(self, job: Mapping[str, Any]) -> str:
+        return ""
+
+    def spec_problems(self, job: Mapping[str, Any]) -> list[str]:
+        return []
 
 
 PYTORCHJOB = PyTorchJobKind()
+
+
+def _all_kinds() -> dict[str, JobKind]:
+    from frwatch_operator.jobset_kinds import JOBSET, TRAINJOB  # they build on this module's names
+
+    return {PYTORCHJOB.kind: PYTORCHJOB, TRAINJOB.kind: TRAINJOB, JOBSET.kind: JOBSET}
+
+
 #: Every supported job kind by its ``kind``.
-KINDS: dict[str, JobKind] = {PYTORCHJOB.kind: PYTORCHJOB}
+KINDS: dict[str, JobKind] = _all_kinds()
+
+
+def enabled_kinds(names: str) -> list[JobKind]:
+    """The kinds named in ``names`` (comma-separated, e.g. the setting ``operator.job_kinds``), in the
+    registry's order; ValueError naming an unknown one."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in KINDS]
+    if unknown:
+        raise ValueError(f"unknown job kind(s) {', '.join(unknown)}; supported: {', '.join(KINDS)}")
+    return [k for n, k in KINDS.items() if n in wanted]
+
+
+def pod_labels(kinds: list[JobKind]) -> list[str]:
+    """The pod labels that mark a pod of one of ``kinds`` (one webhook objectSelector and one pod watch
+    each): ``training.kubeflow.org/job-name`` for PyTorchJob, ``jobset.sigs.k8s.io/jobset-name`` for
+    TrainJob and JobSet (a TrainJob's pods are its JobSet's)."""
+    return list(dict.fromkeys(k.pod_job_label for k in kinds))
+
+
+def kinds_for_pod(pod: Mapping[str, Any], kinds: list[JobKind]) -> tuple[str, list[JobKind]]:
+    """(the job name the pod's label gives, the enabled kinds that label may stand for); ("", []) when the
+    pod carries none of them."""
+    labels = labels_of(pod)
+    for kind in kinds:
+        name = labels.get(kind.pod_job_label)
+        if isinstance(name, str) and name:
+            return name, [k for k in kinds if k.pod_job_label == kind.pod_job_label]
+    return "", []
 
 
 def kind_of(name: str) -> JobKind | None:

@@ -1,5 +1,5 @@
 """Kubernetes API errors in frwatch's words: the one translation every adapter uses (``kube``, the verdict
-loop's ``verdictloop.kube_actions``, ``own_secrets`` for the webhook certificate and the agents' key ring).
+loop, ``own_secrets`` for the webhook certificate and the agents' key ring).
 
 =============================  ======================  ==================================================
 the API answered               raised                  the caller

@@ -79,6 +79,7 @@ def run(config: Config) -> None:
     from kubernetes import config as kube_config
 
     from frwatch_operator.handlers import Deps, register_all
+    from frwatch_operator.jobkinds import enabled_kinds
     from frwatch_operator.kube import Kube
     from frwatch_operator.metrics import Metrics, serve
     from frwatch_operator.observations import Observations
@@ -105,6 +106,11 @@ def run(config: Config) -> None:
     deps = Deps(config, JobIndex(), Observations(), kube, S3Store(config.s3), metrics, agent_keys,
                 elector or Alone())  # fmt: skip
     register_all(registry, deps)
+    for kind in enabled_kinds(config.operator.job_kinds):  # kopf watches a kind once its CRD appears
+        if kube.served(kind) is False:
+            logger.warning("%s (%s/%s %s) is not installed in this cluster: frwatch follows %ss once their CRD "
+                           "is", kind.kind, kind.group, kind.version, kind.plural, kind.kind)  # fmt: skip
+    logger.info("job kinds followed: %s", config.operator.job_kinds)
     try:
         serve(metrics, config.operator.metrics_port, addr=config.operator.listen_addr)
     except OSError as exc:

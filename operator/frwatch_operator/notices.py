@@ -1,14 +1,15 @@
-"""The Events frwatch posts: :class:`Notice` (the one Event type: the object it is about is chosen by the
-caller), :class:`Reason` (every reason frwatch gives, the REASON column of ``kubectl describe``), and the
+"""The Events frwatch posts: :class:`Notice` (the one Event type: the object it is about, an
+:class:`ObjectRef`, is chosen by the caller), :class:`Reason` (every reason frwatch gives, the REASON column of ``kubectl describe``), and the
 notices of detection and collection, with a message a person reads (what happened, why, what happens next
 or what to do); the verdict loop's are in ``verdictloop.job_report`` and ``verdictloop.cordoning``. Pure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
@@ -28,7 +29,14 @@ class Reason(StrEnum):
     POD_NOT_CAPTURED = "PodNotCaptured"  #: a pod of a captured attempt the webhook missed (job)
     # detection and collection (on the job, the Incident)
     INCIDENT_OPENED = "IncidentOpened"  #: a failure opened the attempt's Incident (job)
+    #: The job ended and frwatch opens no Incident for it: it succeeded (captured: nothing to capture), or
+    #: it failed without capture (not opted in, or opted out); Normal, once per job (job).
+    NO_INCIDENT = "NoIncident"
     SPEC_OUT_OF_BOUNDS = "JobSpecOutOfBounds"  #: the job's rank layout is not trusted (job)
+    #: The job's spec or status stops capture or ranks (a TrainJob's runtime missing, ...) (job)
+    JOB_SPEC_PROBLEM = "JobSpecProblem"
+    RANKS_UNKNOWN = "RanksUnknown"  #: a pod whose global ranks cannot be derived: it gets none (job)
+    POD_LABELS_MISSING = "PodLabelsMissing"  #: a pod lacks labels its job's controller always sets (job)
     DUMPS_COLLECTED = "DumpsCollected"  #: every rank's dump is in the store (job)
     DUMPS_MISSING = "DumpsMissing"  #: collection ended with ranks missing (job)
     #: What the store (or the verdict) said that the cluster contradicts: what was dropped (job, Incident;
@@ -52,6 +60,25 @@ class Reason(StrEnum):
 
 
 EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The object an Event is about."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> ObjectRef:
+        meta = body.get("metadata") or {}
+        return cls(
+            str(body.get("apiVersion") or ""), str(body.get("kind") or ""), str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""), str(meta.get("uid") or ""),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -121,6 +148,12 @@ def collected(incident: str, manifest: Manifest, url: str) -> Notice:
     )
 
 
+def no_incident(end: str, why: str) -> Notice:
+    """The job ended (``end``: Succeeded or Failed) and frwatch opens no Incident for it, because ``why``.
+    Deterministic for one job: posted once, even across restarts."""
+    return Notice("Normal", Reason.NO_INCIDENT, f"this job {end}: frwatch opens no Incident for it ({why})")
+
+
 def spec_out_of_bounds(problem: str) -> Notice:
     """The job's spec claims a world size past frwatch's bound: it is not used as one."""
     return Notice("Warning", Reason.SPEC_OUT_OF_BOUNDS, f"frwatch does not trust this job's rank layout: {problem}")
@@ -160,3 +193,22 @@ def pod_not_captured(pod: str, attempt: str) -> Notice:
         f"unreachable, or the job not yet known; it fails open): attempt {attempt}'s Incident will have no dump "
         "of its ranks",
     )
+
+
+def job_spec_problem(problem: str) -> Notice:
+    """Something in the job's spec or status keeps frwatch (or the job's controller) from working."""
+    return Notice("Warning", Reason.JOB_SPEC_PROBLEM, f"frwatch: {problem}")
+
+
+def ranks_unknown(pod: str, problem: str) -> Notice:
+    """A pod whose ranks cannot be derived: it gets no rank (never a guessed one)."""
+    return Notice(
+        "Warning",
+        Reason.RANKS_UNKNOWN,
+        f"pod {pod}: its global ranks cannot be derived ({problem}); frwatch gives it (and every pod of the job "
+        "with the same problem) no rank: only the dumps its agent uploads say which ranks it held",
+    )
+
+
+def pod_labels_missing(pod: str, problem: str) -> Notice:
+    return Notice("Warning", Reason.POD_LABELS_MISSING, f"pod {pod}: {problem}")

@@ -14,7 +14,9 @@ import threading
 from frwatch_operator.detection import PodFacts
 from frwatch_operator.jobkinds import RankLayout
 
-AttemptId = tuple[str, str, str]  #: (namespace, job, attempt)
+AttemptId = tuple[str, str, str]
+#: Problems remembered per job (the first ones: an Incident's condition names them).
+MAX_PROBLEMS = 32  #: (namespace, job, attempt)
 
 
 class Observations:
@@ -27,6 +29,7 @@ class Observations:
         self._opened: set[tuple[str, str]] = set()
         self._said: set[str] = set()
         self._uncaptured: dict[tuple[str, str], frozenset[str]] = {}
+        self._problems: dict[tuple[str, str], dict[str, str]] = {}
 
     # --- jobs -------------------------------------------------------------------------------------------
     def set_layout(self, namespace: str, job: str, layout: RankLayout) -> None:
@@ -43,6 +46,7 @@ class Observations:
             for key in [k for k in self._pods if k[:2] == (namespace, job)]:
                 del self._pods[key]
             self._uncaptured.pop((namespace, job), None)
+            self._problems.pop((namespace, job), None)
 
     # --- pods running without capture (no frwatch agent), per job -------------------------------------
     def note_uncaptured(self, namespace: str, job: str, pod: str, present: bool) -> None:
@@ -59,6 +63,18 @@ class Observations:
         """The job's live pods without capture, by name."""
         with self._lock:
             return sorted(self._uncaptured.get((namespace, job), ()))
+
+    # --- bad input named once: (namespace, job) -> {what: why} (an Incident's conditions list them) ------
+    def note_problem(self, namespace: str, job: str, what: str, why: str) -> None:
+        """Remember one problem of the job's input (``what``: e.g. "pod x" or "spec"), latest wins."""
+        with self._lock:
+            known = self._problems.get((namespace, job), {})
+            if what in known or len(known) < MAX_PROBLEMS:  # bounded: a job of many bad pods names the first
+                self._problems[(namespace, job)] = {**known, what: why}
+
+    def problems(self, namespace: str, job: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._problems.get((namespace, job), {}))
 
     # --- pods -------------------------------------------------------------------------------------------
     def record_pod(self, facts: PodFacts) -> None:

@@ -1,11 +1,15 @@
 """Pydantic models of frwatch's custom resources (group ``frwatch.io``, version ``v1alpha1``).
 
-``CapturePolicy`` (namespaced): which PyTorchJobs of its namespace get Flight Recorder capture, and with
+``CapturePolicy`` (namespaced): which jobs (PyTorchJob, TrainJob, JobSet) of its namespace get Flight Recorder capture, and with
 which settings. ``Incident`` (namespaced, owned by the job): one captured failure of one job attempt.
 
 Every field is documented where it is declared: the CRD YAML in ``crds/`` is generated from / checked
 against these models (``model_json_schema()``). Field names are the wire (camelCase) names through
 aliases; Python code uses snake_case and ``populate_by_name``.
+
+Over 400 lines by choice: every CRD field is documented where it is declared and the CRDs are generated from
+these models, with the enums of the Incident's phases, condition types and condition reasons; one module keeps
+the API of ``frwatch.io/v1alpha1`` in one view.
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ class LabelSelectorRequirement(_Wire):
 
 
 class LabelSelector(_Wire):
-    """A Kubernetes label selector over the PyTorchJob's labels. Empty selects every job of the namespace."""
+    """A Kubernetes label selector over the job's labels (a PyTorchJob, TrainJob or JobSet: every kind frwatch
+    follows). Empty selects every job of the namespace."""
 
     match_labels: dict[str, str] = Field(
         default_factory=dict, description="Labels the job must carry with exactly these values."
@@ -119,7 +124,7 @@ class RemediationPolicy(_Wire):
 
 
 class CapturePolicySpec(_Wire):
-    """Opt the selected PyTorchJobs of this namespace into capture, with these settings.
+    """Opt the selected jobs of this namespace (any kind frwatch follows) into capture, with these settings.
 
     Unset fields take the operator's defaults. A job annotated ``frwatch.io/capture: disabled`` is never
     captured; when several policies select one job, the oldest (then by name) wins and the others are
@@ -127,7 +132,8 @@ class CapturePolicySpec(_Wire):
     """
 
     job_selector: LabelSelector = Field(
-        default_factory=LabelSelector, description="Which PyTorchJobs (by their labels) this policy opts in."
+        default_factory=LabelSelector,
+        description="Which jobs (PyTorchJobs, TrainJobs, JobSets: by their labels) this policy opts in.",
     )
     buffer_size: int | None = Field(
         default=None,
@@ -189,7 +195,7 @@ class JobRef(_Wire):
     """The training job an incident belongs to."""
 
     api_version: str = Field(default="kubeflow.org/v1", description="apiVersion of the job.")
-    kind: str = Field(default="PyTorchJob", description="Kind of the job.")
+    kind: str = Field(default="PyTorchJob", description="Kind of the job: PyTorchJob, TrainJob or JobSet.")
     name: str = Field(description="Name of the job (same namespace as the incident).")
     uid: str = Field(description="uid of the job: a recreated job with the same name is another job.")
 
@@ -226,6 +232,54 @@ class ConditionType(StrEnum):
     ANALYSIS_REQUESTED = "AnalysisRequested"
     ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
     REMEDIATED = "Remediated"  #: what the cordon policy did
+    #: False: pods of the attempt whose global ranks cannot be derived (named in the message; they got none)
+    RANKS_KNOWN = "RanksKnown"
+    #: False: the job's spec, status or pods say something that stops capture or ranks (named in the message)
+    JOB_INPUT_VALID = "JobInputValid"
+
+
+class ConditionReason(StrEnum):
+    """The reasons frwatch writes in an Incident's conditions (``status.conditions[].reason``), by condition
+    type. ``Analyzed`` False may also carry the analyzer Job's own failure reason, passed through from its
+    ``Failed`` condition (Kubernetes' e.g. ``DeadlineExceeded``, ``BackoffLimitExceeded``)."""
+
+    # WorldSize
+    SPEC_OUT_OF_BOUNDS = "SpecOutOfBounds"  #: False: the world size the job's spec claims is not taken
+    # RanksKnown / JobInputValid: bad input seen for the job (the message names each pod or problem)
+    RANKS_UNKNOWN = "RanksUnknown"  #: False: pods whose global ranks cannot be derived (they got none)
+    BAD_INPUT = "BadInput"  #: False: the job's spec, status or pods say something that stops capture or ranks
+    # Collected: how collection ended
+    ALL_RANKS_DUMPED = "AllRanksDumped"  #: every rank's dump is in the store
+    #: The ranks without a dump all had their pod end (settled) before the deadline.
+    ALL_RANKS_ACCOUNTED = "AllRanksAccounted"
+    #: No rank dumped and every rank's pod ended with a failed exit: a crash before any collective hung,
+    #: nothing to align (the verdict loop runs no analyzer Job for it).
+    EVERY_RANK_EXITED = "EveryRankExited"
+    DEADLINE_REACHED = "DeadlineReached"  #: the deadline passed with ranks still missing
+    # EvidenceConsistent
+    MATCHES_CLUSTER = "MatchesCluster"  #: True: the store's records agree with the cluster
+    #: False: what the store (or the verdict) said that the cluster contradicts (also an Event reason).
+    EVIDENCE_INCONSISTENT = "EvidenceInconsistent"
+    # AnalysisRequested: the hand-off from collection to analysis
+    REQUESTED = "Requested"  #: the analyzer Job was asked for
+    NOTHING_TO_ALIGN = "NothingToAlign"  #: collection ended EveryRankExited: the exits are the verdict
+    # Analyzed
+    ANALYZER_JOB_NOT_CREATED = "AnalyzerJobNotCreated"  #: Unknown: created on a later pass
+    ANALYZER_RUNNING = "AnalyzerRunning"  #: Unknown: the analyzer Job runs
+    DIAGNOSED = "Diagnosed"  #: True: the verdict is on the job (also an Event reason)
+    API_REFUSED = "ApiRefused"  #: False: given up on after API refusals
+    ANALYZER_JOB_GONE = "AnalyzerJobGone"  #: False: the analyzer Job vanished before its verdict was read
+    ANALYZER_OVERDUE = "AnalyzerOverdue"  #: False: the Job did not finish long past its deadline
+    VERDICT_MISSING = "VerdictMissing"  #: False: the analyzer ended without a verdict in the store
+    VERDICT_MALFORMED = "VerdictMalformed"  #: False: the stored verdict does not parse
+    VERDICT_TOO_LARGE = "VerdictTooLarge"  #: False: the stored verdict is past the size this operator reads
+    # Remediated: what the cordon policy did
+    REMEDIATION_OFF = "RemediationOff"  #: remediation is off
+    DRY_RUN = "DryRun"  #: dry-run: the plan is recorded, no node touched
+    CORDONED = "Cordoned"  #: True: a suspect node was cordoned
+    NO_CORDON = "NoCordon"  #: False: no node cordoned (software fault, opt-out, cap ...: the message says)
+    #: False: the circuit breaker's ConfigMap cannot be read or stored (also an Event reason).
+    BREAKER_STATE_UNAVAILABLE = "BreakerStateUnavailable"
 
 
 class Condition(_Wire):

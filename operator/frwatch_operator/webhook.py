@@ -3,7 +3,9 @@
 Two ways to serve the same logic (:func:`review`):
 
 * inside the kopf operator: :func:`register` adds an ``@kopf.on.mutate`` handler (pods, CREATE,
-  ``failurePolicy: Ignore``, only pods labelled ``training.kubeflow.org/job-name``);
+  ``failurePolicy: Ignore``, only pods carrying the job label of an enabled kind:
+  ``training.kubeflow.org/job-name`` for PyTorchJob, ``jobset.sigs.k8s.io/jobset-name`` for TrainJob and
+  JobSet; the job of a JobSet pod is the TrainJob of that name when frwatch follows one, else the JobSet);
 * standalone (tests, benchmarks, or an operator that prefers its own server): :func:`serve` runs a
   ``kopf.WebhookServer`` whose handler is :func:`review` directly (no API server needed).
 
@@ -36,7 +38,7 @@ from frwatch_operator import constants as c
 from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.injection import InjectionError, NotInjected, apply_ops, attempt_of, inject
-from frwatch_operator.jobkinds import PYTORCHJOB
+from frwatch_operator.jobkinds import enabled_kinds, kind_of, kinds_for_pod, pod_labels
 from frwatch_operator.optin import CaptureDecision, OptIn, resolve
 from frwatch_operator.sidecar import JobContext
 
@@ -75,7 +77,7 @@ class JobEntry:
 class JobIndex:
     """The operator's in-memory view of jobs and CapturePolicies, read by the webhook.
 
-    Feed it from watch handlers (kopf ``on.event``/``on.resume`` for PyTorchJobs and CapturePolicies).
+    Feed it from watch handlers (kopf ``on.event`` for the jobs of each enabled kind and CapturePolicies).
     Writes replace whole entries (atomic under the GIL), so a handler thread and the webhook's event
     loop can share it without locks.
     """
@@ -168,17 +170,17 @@ async def mutate_pod(
     """The decision for one pod (shared by the kopf handler and the standalone server). Never raises.
     ``keys``: the agents' key ring (None: the agent gets no token and refuses control calls)."""
     meta = pod.get("metadata") if isinstance(pod, Mapping) else None
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    job_name = labels.get(c.KF_LABEL_JOB_NAME) if isinstance(labels, Mapping) else None
-    if not isinstance(job_name, str) or not job_name:
+    job_name, kinds = kinds_for_pod(pod, enabled_kinds(config.operator.job_kinds)) if isinstance(meta, Mapping) else ("", [])
+    if not kinds:
         return Mutation([], [], None)
-    pod_name = str(meta.get("name") or meta.get("generateName") or "") if isinstance(meta, Mapping) else ""
-    namespace = namespace or (str(meta.get("namespace") or "") if isinstance(meta, Mapping) else "")
-    if PYTORCHJOB.owned_elsewhere(pod):  # another kind's pod sharing the label: never wait for a job
+    assert isinstance(meta, Mapping)
+    pod_name = str(meta.get("name") or meta.get("generateName") or "")
+    namespace = namespace or str(meta.get("namespace") or "")
+    if all(kind.owned_elsewhere(pod) for kind in kinds):  # another kind's pod sharing the label: never wait
         return Mutation([], [], None)
     try:
         entry = await index.wait_for_job(namespace, job_name, config.webhook.job_wait_seconds)
-        if entry is None:
+        if entry is None or kind_of(entry.kind) not in kinds:
             logger.warning("pod %s/%s of unknown job %s admitted unchanged", namespace, pod_name, job_name)
             return Mutation([], [], None)
         decision = resolve(entry.as_body(), index.policies(namespace), config)
@@ -302,13 +304,19 @@ def register(
     ``keys``: the agents' key ring."""
     import kopf
 
+    wanted = pod_labels(enabled_kinds(config.operator.job_kinds))
+
+    def job_pod(body: Any, **_: Any) -> bool:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        return any(label in labels for label in wanted)
+
     @kopf.on.mutate(
         "v1",
         "pods",
         id=HANDLER_ID,
         operations=["CREATE"],
         ignore_failures=True,
-        labels={c.KF_LABEL_JOB_NAME: kopf.PRESENT},
+        when=job_pod,
         registry=registry,
     )
     async def frwatch_inject(body: Any, patch: Any, warnings: list[str], **_: Any) -> None:
@@ -332,7 +340,7 @@ def register(
 def main(argv: list[str] | None = None) -> int:
     """Serve the webhook standalone with an index loaded from a JSON file of job/policy bodies."""
     parser = argparse.ArgumentParser(prog="python -m frwatch_operator.webhook")
-    parser.add_argument("--objects", help="JSON file: a list of PyTorchJob and CapturePolicy bodies")
+    parser.add_argument("--objects", help="JSON file: a list of job (any kind) and CapturePolicy bodies")
     args = parser.parse_args(argv)
     config = load_config(os.environ)
     logging.basicConfig(level=config.log_level)

@@ -19,6 +19,8 @@ Lifetimes and rotation (:class:`TlsPolicy`, from ``config.webhook``):
 * a Secret that cannot be used (a key missing, not base64, not PEM, a key that does not match its
   certificate, a certificate its CA did not sign, a CA that is no CA) is replaced, CA and all.
 
+Making the keys and certificates is :mod:`frwatch_operator.webhook_certs`.
+
 The Secret (type ``kubernetes.io/tls``) holds ``tls.crt``, ``tls.key``, ``ca.crt``, ``ca.key`` and,
 after a CA rotation, ``ca-previous.crt``.
 """
@@ -36,21 +38,19 @@ from typing import Any, Protocol
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import WebhookSettings
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.times import rfc3339
+from frwatch_operator.webhook_certs import issue_ca, issue_certificate
 
 #: Keys of the Secret's data.
 TLS_CRT, TLS_KEY, CA_CRT, CA_KEY, CA_PREVIOUS = "tls.crt", "tls.key", "ca.crt", "ca.key", "ca-previous.crt"
 REQUIRED_KEYS = (CA_CRT, CA_KEY, TLS_CRT, TLS_KEY)
 SECRET_TYPE = "kubernetes.io/tls"  # noqa: S105 - a Secret type, not a password
-#: Certificates start this long before they are made, so a node whose clock runs behind accepts them.
-BACKDATE = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -286,98 +286,6 @@ def carry_out(
     ca = x509.load_pem_x509_certificate(ca_crt)
     crt, key = issue_certificate(ca, _key(ca_key_pem, CA_KEY), names, now, policy.cert_validity)
     return Material(ca_crt, ca_key_pem, crt, key, previous)
-
-
-# --- making certificates --------------------------------------------------------------------------------
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def issue_ca(service_name: str, now: datetime, validity: timedelta) -> tuple[bytes, bytes]:
-    """A self-signed CA for the webhook (certificate PEM, key PEM); it can sign leaf certificates only."""
-    key = _new_key()
-    name = x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "frwatch"),
-        x509.NameAttribute(NameOID.COMMON_NAME, f"frwatch webhook CA ({service_name})"[:64]),
-    ])  # fmt: skip
-    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ski, critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
-
-
-def issue_certificate(
-    ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, names: tuple[str, ...], now: datetime,
-    validity: timedelta,
-) -> tuple[bytes, bytes]:  # fmt: skip
-    """A serving certificate for ``names`` signed by ``ca`` (certificate PEM, key PEM); it never outlives
-    its CA."""
-    key = _new_key()
-    not_after = min(now + validity, ca.not_valid_after_utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])]))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 
 
 # --- the MutatingWebhookConfiguration ---------------------------------------------------------------------

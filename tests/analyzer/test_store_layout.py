@@ -6,9 +6,18 @@ import json
 
 import pytest
 
-from frwatch_analyzers.layout import AttemptKey, RootUrl, StoreKey, parse_key
+from frwatch_analyzers.layout import AttemptKey, LogVariant, RootUrl, StoreKey, parse_key
 from frwatch_analyzers.limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, parse_manifest
+from frwatch_analyzers.node_record import (
+    MAX_EVENTS,
+    MAX_MESSAGE,
+    MAX_NODE_RECORD_BYTES,
+    NodeCondition,
+    NodeEvent,
+    NodeRecord,
+    parse_node_record,
+)
 from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, RankUpload, StoredPodRecord, parse_pod_record
 
 KEY = AttemptKey("frwatch/x", "team", "llama", "u-1", "3")
@@ -137,3 +146,106 @@ def test_a_manifest_past_its_limit_is_refused_unparsed() -> None:
     with pytest.raises(ValueError, match="over the limit"):
         parse_manifest(b" " * (MAX_MANIFEST_BYTES + 1))
     assert parse_manifest(Manifest(world_size=2).model_dump_json().encode()).world_size == 2
+
+
+# --- evidence beyond Flight Recorder: logs, NCCL debug files, nodes ------------------------------------------
+def test_evidence_keys_are_pinned_and_parse_back() -> None:
+    root = KEY.root
+    assert KEY.log("llama-worker-3", "trainer") == f"{root}/logs/llama-worker-3/trainer.txt"
+    assert KEY.log("llama-worker-3", "trainer", "previous") == f"{root}/logs/llama-worker-3/trainer.previous.txt"
+    termination = KEY.log("llama-worker-3", "trainer", "termination")
+    assert termination == f"{root}/logs/llama-worker-3/trainer.termination.txt"
+    assert KEY.nccl(5) == f"{root}/nccl/5.txt"
+    assert KEY.node("gpu-node-7.zone-a") == f"{root}/nodes/gpu-node-7.zone-a.json"
+    variants: tuple[LogVariant, ...] = ("tail", "previous", "termination")
+    for variant in variants:
+        assert parse_key(root, KEY.log("p-0", "c-1", variant)) == StoreKey("log", "p-0", container="c-1", variant=variant)
+    assert parse_key(root, KEY.nccl(MAX_WORLD_SIZE - 1)) == StoreKey(
+        "nccl", f"{MAX_WORLD_SIZE - 1}.txt", MAX_WORLD_SIZE - 1
+    )
+    assert parse_key(root, KEY.node("gpu-node-7.zone-a")) == StoreKey("node", "gpu-node-7.zone-a")
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "logs/p/c.log",  # not text
+        "logs/p/a.b.txt",  # a container name holds no '.'
+        "logs/p/x/c.txt",  # too deep
+        "logs/../c.txt",
+        "logs/p/.txt",
+        f"nccl/{MAX_WORLD_SIZE}.txt",
+        "nccl/" + "9" * 23 + ".txt",
+        "nccl/\u0663.txt",
+        "nccl/3.log",
+        "nodes/a b.json",
+        "nodes/x/n.json",
+    ],
+)
+def test_evidence_keys_that_name_nothing_usable_are_other(rel: str) -> None:
+    assert parse_key(KEY.root, f"{KEY.root}/{rel}") == StoreKey("other", rel)
+
+
+# --- nodes/<node>.json ---------------------------------------------------------------------------------------
+NODE_BYTES = b"""{
+ "conditions": [
+  {
+   "last_transition_time": "2026-11-25T10:00:00Z",
+   "message": "GPU 3 reported Xid 79",
+   "reason": "XidCriticalError",
+   "status": "True",
+   "type": "GpuUnhealthy"
+  }
+ ],
+ "events": [
+  {
+   "count": 2,
+   "last_timestamp": "2026-11-25T10:00:01Z",
+   "message": "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+   "reason": "XidError",
+   "source_component": "nvsentinel",
+   "type": "Warning"
+  }
+ ],
+ "node": "gpu-7",
+ "node_record_version": "frwatch.io/node/v1",
+ "read_at": "2026-11-25T10:05:00Z",
+ "unavailable": [
+  "events: partial"
+ ]
+}"""
+
+
+def test_the_node_record_keeps_its_bytes_and_reads_back() -> None:
+    record = NodeRecord(
+        node="gpu-7",
+        conditions=(NodeCondition(type="GpuUnhealthy", status="True", reason="XidCriticalError",
+                                  message="GPU 3 reported Xid 79", last_transition_time="2026-11-25T10:00:00Z"),),
+        events=(NodeEvent(type="Warning", reason="XidError", count=2, last_timestamp="2026-11-25T10:00:01Z",
+                          message="NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+                          source_component="nvsentinel"),),
+        read_at="2026-11-25T10:05:00Z",
+        unavailable=("events: partial",),
+    )  # fmt: skip
+    assert record.to_json() == NODE_BYTES
+    assert parse_node_record(NODE_BYTES) == record
+
+
+def test_a_node_record_is_read_strictly_and_within_bounds() -> None:
+    assert parse_node_record(b" " * (MAX_NODE_RECORD_BYTES + 1)) is None
+    assert parse_node_record(b'{"node": 3}') is None  # the node must be named
+    assert parse_node_record(b"[1]") is None and parse_node_record(b"\xff") is None
+    many = {"node": "n", "events": [{"reason": "XidError", "message": "m"}] * (MAX_EVENTS + 5)}
+    assert len(parse_node_record(json.dumps(many).encode()).events) == MAX_EVENTS  # type: ignore[union-attr]
+    odd = parse_node_record(
+        json.dumps({
+            "node": "n\x1b[2J",
+            "conditions": [{"type": 3}, {"type": "Ready", "status": 1}, 5, {"type": "X", "message": "m" * 5000}],
+            "events": {"not": "a list"},
+            "unavailable": [1, "node: not found"],
+            "read_at": 7,
+        }).encode()
+    )
+    assert odd is not None and odd.node == "n\\x1b[2J" and odd.events == () and odd.read_at == ""
+    assert [c.type for c in odd.conditions] == ["Ready", "X"] and odd.conditions[0].status == ""
+    assert len(odd.conditions[1].message) < MAX_MESSAGE + 40 and odd.unavailable == ("node: not found",)

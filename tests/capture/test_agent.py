@@ -7,8 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -69,13 +67,13 @@ def test_s3_down_while_dumps_appear_then_back_nothing_lost(start_agent, s3, torc
         wait_for(
             lambda: "pending" in agent.log.read_text() or "failed" in agent.log.read_text(), 20, "retries"
         )
-        time.sleep(1.5)
-        status, body = agent.request("GET", "/status", TOKEN)
-        assert (
-            status == 200
-            and {p["rank"] for p in body["pending"]} == {0, 1}
-            and body["pending"][0]["tries"] >= 1
-        )
+        def both_pending_and_tried() -> bool:
+            status, body = agent.request("GET", "/status", TOKEN)
+            assert status == 200, body
+            pending = body["pending"]
+            return {p["rank"] for p in pending} == {0, 1} and all(p["tries"] >= 1 for p in pending)
+
+        wait_for(both_pending_and_tried, 20, "both dumps queued and tried while the store is down")
     key = agent.root
     wait_for(
         lambda: store.exists(f"{key}/ranks/0.pickle") and store.exists(f"{key}/ranks/1.pickle"), 30, "uploads"
@@ -104,7 +102,8 @@ def test_half_written_dump_is_never_uploaded(start_agent, s3, torch_dumps):
     with open(path, "wb") as f:
         f.write(data[:cut])
         f.flush()
-        time.sleep(2.0)  # far past stable_seconds (0.3 s): the size holds still, but it does not parse
+        # the size holds still past stable_seconds (0.3 s), but it is not framed as a whole dump: held back
+        wait_for(lambda: "not framed as a whole dump yet: held back" in agent.log.read_text(), 20, "held back")
         assert not store.list(f"{agent.root}/ranks/"), "a half-written dump was uploaded"
         f.write(data[cut:])
     wait_for(lambda: store.exists(f"{agent.root}/ranks/0.pickle"), what="upload")
@@ -132,25 +131,32 @@ def test_dump_on_demand_through_the_pipe_with_auth(start_agent, s3, torch_dumps)
     store = store_of(s3)
     pipe = agent.dump_dir / f"{PREFIX}0.pipe"
     os.mkfifo(pipe)
-    asked = threading.Event()
+    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # the rank listens from now on: every write reaches it
+    received = bytearray()
 
-    def rank_watchdog() -> None:  # what an NCCL rank's watchdog does with TORCH_NCCL_DEBUG_INFO_PIPE_FILE
-        with open(pipe, "rb") as f:
-            if f.read(1):
-                asked.set()
-                write_direct(agent.dump_dir / f"{PREFIX}0", torch_dumps["rank0.pickle"])
+    def drain() -> bytes:  # what an NCCL rank's watchdog reads from TORCH_NCCL_DEBUG_INFO_PIPE_FILE
+        while True:
+            try:
+                chunk = os.read(fd, 64)
+            except BlockingIOError:
+                chunk = b""
+            if not chunk:
+                return bytes(received)
+            received.extend(chunk)
 
-    reader = threading.Thread(target=rank_watchdog, daemon=True)
-    reader.start()
-    wait_for(lambda: agent.request("GET", "/healthz")[0] == 200, what="healthz")
-    assert agent.request("POST", "/dump", "wrong-token")[0] == 401
-    assert agent.request("POST", "/dump")[0] == 401
-    assert agent.request("GET", "/status", "wrong")[0] == 401
-    time.sleep(0.3)
-    assert not asked.is_set(), "a refused request reached the rank"
-    status, body = agent.request("POST", "/dump", TOKEN, {"ranks": [0, 1]})
-    assert status == 200 and body["asked"] == [0] and "no pipe" in body["failed"]["1"]
-    assert asked.wait(5)
+    try:
+        wait_for(lambda: agent.request("GET", "/healthz")[0] == 200, what="healthz")
+        assert agent.request("POST", "/dump", "wrong-token")[0] == 401
+        assert agent.request("POST", "/dump")[0] == 401
+        assert agent.request("GET", "/status", "wrong")[0] == 401
+        # every request above was answered: whatever it wrote to the pipe is in it by now
+        assert drain() == b"", "a refused request reached the rank"
+        status, body = agent.request("POST", "/dump", TOKEN, {"ranks": [0, 1]})
+        assert status == 200 and body["asked"] == [0] and "no pipe" in body["failed"]["1"]
+        assert drain() == b"1\n"  # asked once
+    finally:
+        os.close(fd)
+    write_direct(agent.dump_dir / f"{PREFIX}0", torch_dumps["rank0.pickle"])  # the rank dumps
     wait_for(lambda: store.exists(f"{agent.root}/ranks/0.pickle"), what="on-demand dump upload")
     # a pipe nobody reads (the rank is gone): reported, never blocks
     os.mkfifo(agent.dump_dir / f"{PREFIX}3.pipe")

@@ -14,7 +14,9 @@ import kubernetes_validate
 import pytest
 from chart_helpers import CHART, KUBE_VERSION, NAMESPACE, one, render
 
+from frwatch_operator import constants as c
 from frwatch_operator.config import env_names, load_config
+from frwatch_operator.jobkinds import enabled_kinds, pod_labels
 from frwatch_operator.webhook import HANDLER_ID
 
 #: Value sets that turn on every optional branch of the templates.
@@ -230,15 +232,38 @@ def test_s3_credentials_come_from_the_existing_secret() -> None:
     assert env["FRWATCH_AGENT_IMAGE"] == "registry.example/frwatch@sha256:" + "a" * 64
 
 
-def _webhook(docs: list[dict[str, Any]]) -> dict[str, Any]:
+def _webhooks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The configuration's webhook entries: one per job label of the enabled kinds, the same otherwise."""
     hooks: list[dict[str, Any]] = one(docs, "MutatingWebhookConfiguration")["webhooks"]
-    assert len(hooks) == 1
-    return hooks[0]
+    assert hooks and all(h["clientConfig"] == hooks[0]["clientConfig"] for h in hooks)
+    return hooks
+
+
+def _webhook(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return _webhooks(docs)[0]
+
+
+@pytest.mark.parametrize(
+    "kinds", [["PyTorchJob", "TrainJob", "JobSet"], ["PyTorchJob"], ["TrainJob"], ["JobSet", "TrainJob"]]
+)
+def test_webhook_selects_the_pods_of_the_enabled_kinds_only(kinds: list[str]) -> None:
+    """One entry per pod label the operator's own code watches for those kinds (jobkinds.pod_labels)."""
+    docs = render({"operator": {"jobKinds": kinds}})
+    selected = [h["objectSelector"]["matchExpressions"] for h in _webhooks(docs)]
+    assert selected == [[{"key": label, "operator": "Exists"}] for label in pod_labels(enabled_kinds(",".join(kinds)))]
+    assert len({h["name"] for h in _webhooks(docs)}) == len(selected)
+    assert _env(docs)["FRWATCH_OPERATOR_JOB_KINDS"] == ",".join(kinds)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_webhook_can_never_block_a_pod(variant: str) -> None:
-    hook = _webhook(render(VARIANTS[variant]))
+    for hook in _webhooks(render(VARIANTS[variant])):
+        _never_blocks(hook)
+    labels = [h["objectSelector"]["matchExpressions"][0]["key"] for h in _webhooks(render(VARIANTS[variant]))]
+    assert labels == [c.KF_LABEL_JOB_NAME, c.LABEL_JOBSET_NAME]
+
+
+def _never_blocks(hook: dict[str, Any]) -> None:
     assert hook["failurePolicy"] == "Ignore"
     assert hook["sideEffects"] == "None"
     assert hook["reinvocationPolicy"] == "Never"
@@ -252,9 +277,6 @@ def test_webhook_can_never_block_a_pod(variant: str) -> None:
             "scope": "Namespaced",
         }
     ]
-    assert hook["objectSelector"] == {
-        "matchExpressions": [{"key": "training.kubeflow.org/job-name", "operator": "Exists"}]
-    }
     excluded = hook["namespaceSelector"]["matchExpressions"][0]
     assert excluded["operator"] == "NotIn" and {"kube-system", NAMESPACE} <= set(excluded["values"])
     assert hook["clientConfig"]["service"] == {
@@ -443,4 +465,4 @@ def test_network_policy_only_when_asked_and_it_lets_the_operator_work() -> None:
     assert ([443, 80], [{"ipBlock": {"cidr": "10.1.0.0/16"}}]) in egress
     agents = next(to for ports, to in egress if ports == [8089])
     assert agents == [{"namespaceSelector": {}, "podSelector": {"matchExpressions": [
-        {"key": "training.kubeflow.org/job-name", "operator": "Exists"}]}}]
+        {"key": label, "operator": "Exists"}]}} for label in (c.KF_LABEL_JOB_NAME, c.LABEL_JOBSET_NAME)]

@@ -53,7 +53,10 @@ def call(
 # --- deriving the calls from the code -------------------------------------------------------------------
 
 
-def kopf_calls(*, namespaced: bool = False) -> list[AuditEntry]:
+ALL_KINDS = ",".join(c.JOB_KINDS)
+
+
+def kopf_calls(*, namespaced: bool = False, kinds: str = ALL_KINDS) -> list[AuditEntry]:
     """What kopf does for the operator's registry and settings (main.run: standalone; clusterwide, or
     ``namespaced``: FRWATCH_OPERATOR_NAMESPACES set, when kopf also lists and watches namespaces)."""
     import kopf
@@ -65,7 +68,8 @@ def kopf_calls(*, namespaced: bool = False) -> list[AuditEntry]:
     from frwatch_operator.webhook import JobIndex
 
     registry = kopf.OperatorRegistry()
-    register_all(registry, Deps(Config(), JobIndex(), Observations(), Kube(client.ApiClient()), None))  # type: ignore[arg-type]
+    config = load_config({"FRWATCH_OPERATOR_JOB_KINDS": kinds})
+    register_all(registry, Deps(config, JobIndex(), Observations(), Kube(client.ApiClient()), None))  # type: ignore[arg-type]
     calls = [call("list", "apiextensions.k8s.io", "customresourcedefinitions"),
              call("watch", "apiextensions.k8s.io", "customresourcedefinitions"),
              call("create", "", "events", JOB_NS)]  # fmt: skip
@@ -91,10 +95,14 @@ _GROUP_OF_API = {"core": "", "batch": "batch", "admission": "admissionregistrati
                  "coordination": "coordination.k8s.io"}  # fmt: skip
 
 
-def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
+def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS) -> list[AuditEntry]:
     """Every ``<x>.core|batch|custom|admission|coordination.<method>(...)`` call in the operator's modules, as RBAC sees
-    it (the modules of ``OPERATOR_TLS_ONLY`` only when ``tls_mode`` is ``operator``)."""
+    it (the modules of ``OPERATOR_TLS_ONLY`` only when ``tls_mode`` is ``operator``; a call on the training job
+    once per enabled kind, a Trainer runtime's only with TrainJob)."""
+    from frwatch_operator.jobkinds import enabled_kinds
+
     config = Config()
+    enabled = enabled_kinds(kinds)
     calls: list[AuditEntry] = []
     for path in sorted(OPERATOR_SRC.rglob("*.py")):
         if any(part in NOT_OPERATOR for part in path.relative_to(OPERATOR_SRC).parts):
@@ -121,8 +129,17 @@ def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
                     group, resource = c.GROUP, c.INCIDENT_PLURAL
                 elif "POLICY_PLURAL" in text:
                     group, resource = c.GROUP, c.POLICY_PLURAL
-                else:  # the training job (kind.group/kind.plural, _job_args(...)): every supported job kind
-                    group, resource = c.KF_GROUP, c.KF_PLURAL
+                elif "TRAINING_RUNTIME_PLURAL" in text:  # a TrainJob's runtime (kube.Kube.runtime_exists)
+                    if "TrainJob" not in kinds:
+                        continue
+                    cluster = "CLUSTER_TRAINING_RUNTIME_PLURAL" in text
+                    resource = c.CLUSTER_TRAINING_RUNTIME_PLURAL if cluster else c.TRAINING_RUNTIME_PLURAL
+                    calls.append(call(verb, c.TRAINER_GROUP, resource, "" if cluster else JOB_NS, "x"))
+                    continue
+                else:  # the training job (kind.group/kind.plural, _job_args(...)): every enabled job kind
+                    for kind in enabled:
+                        calls.append(call(verb, kind.group, kind.plural, JOB_NS, "" if verb in ("list", "create") else "x"))
+                    continue
             else:
                 group = _GROUP_OF_API[owner.attr]
                 kind = m["kind"]
@@ -150,10 +167,10 @@ def client_calls(tls_mode: str = "helm") -> list[AuditEntry]:
     return calls
 
 
-def operator_calls(tls_mode: str = "helm", *, namespaced: bool = False) -> list[AuditEntry]:
+def operator_calls(tls_mode: str = "helm", *, namespaced: bool = False, kinds: str = ALL_KINDS) -> list[AuditEntry]:
     """The analyzer Job runs in the release namespace with the chart: never owned by an Incident there (an
     owner cannot live in another namespace), so no update on incidents/finalizers is needed."""
-    calls = kopf_calls(namespaced=namespaced) + client_calls(tls_mode)
+    calls = kopf_calls(namespaced=namespaced, kinds=kinds) + client_calls(tls_mode, kinds)
     assert any(e.resource == "incidents" and e.verb == "create" for e in calls), "derivation found no calls"
     return calls
 
@@ -161,7 +178,9 @@ def operator_calls(tls_mode: str = "helm", *, namespaced: bool = False) -> list[
 def _coverage(values: dict[str, Any]) -> Coverage:
     tls_mode = values.get("webhook", {}).get("tls", {}).get("mode", "helm")
     namespaced = bool(values.get("operator", {}).get("namespaces"))
-    return check(operator_calls(tls_mode, namespaced=namespaced), grants_for(render(values), SA, NAMESPACE))
+    kinds = ",".join(values.get("operator", {}).get("jobKinds", c.JOB_KINDS))
+    calls = operator_calls(tls_mode, namespaced=namespaced, kinds=kinds)
+    return check(calls, grants_for(render(values), SA, NAMESPACE))
 
 
 def test_rbac_with_cordoning_on_is_exactly_what_the_code_calls() -> None:
@@ -194,6 +213,18 @@ def test_watched_namespaces_add_exactly_kopfs_namespace_scanning() -> None:
         chart.validate_schema({"operator": {"namespaces": "team-a,team-b"}})  # a list, not kopf's string
 
 
+@pytest.mark.parametrize("kinds", [["PyTorchJob"], ["TrainJob"], ["JobSet"], ["TrainJob", "JobSet"]])
+def test_rbac_covers_each_job_kind_only_when_it_is_enabled(kinds: list[str]) -> None:
+    """Exactly the calls of the enabled kinds, and no grant on a kind that is not enabled."""
+    values: dict[str, Any] = {"remediation": {"enabled": True, "dryRun": False}, "operator": {"jobKinds": kinds}}
+    coverage = _coverage(values)
+    assert coverage.exact, coverage.explain()
+    groups = {g for d in render(values) for r in d.get("rules") or [] for g in r.get("apiGroups", [])}
+    assert ("kubeflow.org" in groups) == ("PyTorchJob" in kinds)
+    assert ("trainer.kubeflow.org" in groups) == ("TrainJob" in kinds)
+    assert ("jobset.x-k8s.io" in groups) == ("JobSet" in kinds)
+
+
 def test_the_derivation_sees_the_operators_calls() -> None:
     calls = {(e.verb, e.api_group, e.resource_path) for e in operator_calls()}
     assert {
@@ -201,6 +232,10 @@ def test_the_derivation_sees_the_operators_calls() -> None:
         ("create", c.GROUP, "incidents"),
         ("patch", c.GROUP, "incidents/status"),
         ("patch", c.KF_GROUP, "pytorchjobs"),
+        ("patch", c.TRAINER_GROUP, "trainjobs"),
+        ("patch", c.JOBSET_GROUP, "jobsets"),
+        ("get", c.TRAINER_GROUP, "clustertrainingruntimes"),
+        ("watch", c.JOBSET_GROUP, "jobsets"),
         ("create", "batch", "jobs"),
         ("create", "", "events"),
     } <= calls

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 import urllib.request
 
 import pytest
@@ -83,7 +82,8 @@ def test_gpu_hang_on_one_node_cordons_it_when_enabled(cordoning_target: Target) 
 def test_healthy_job_opens_no_incident(target: Target) -> None:
     name = target.submit([*WORKLOAD, "--scenario", "healthy"])
     assert "Succeeded" in target.wait_finished(name)
-    time.sleep(3)  # a late Incident would show up by now
+    [said] = wait_for(lambda: target.events(name, "NoIncident"), 60, "frwatch deciding: no Incident")
+    assert "succeeded" in said and "nothing to capture" in said, said
     assert target.incidents(name) == []
     assert c.ANN_VERDICT not in target.annotations(name)
 
@@ -97,7 +97,8 @@ def test_opted_out_job_gets_nothing_injected(target: Target) -> None:
         assert not any(
             e["name"].startswith("TORCH_FR") for e in pod["spec"]["containers"][0].get("env") or []
         )
-    time.sleep(3)
+    [said] = wait_for(lambda: target.events(name, "NoIncident"), 60, "frwatch deciding: no Incident")
+    assert "failed" in said and "not captured" in said, said
     assert target.incidents(name) == []
 
 

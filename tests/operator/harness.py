@@ -158,6 +158,22 @@ class Cluster:
     def delete_pod(self, name: str) -> None:
         self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
 
+    def failure_looked_at(self, op: OperatorProcess, *pods: str, timeout: float = 20.0) -> list[str]:
+        """Wait until ``op`` has handled the current state of each (failed) pod: its log line "failure seen
+        on pod <ns>/<pod> (resourceVersion <rv>): ...; Incident <name>" (or "...: no Incident"), for the
+        resourceVersion the pod has now. The operator's explicit "looked and decided": what it did about
+        those pods is done by then. Returns those lines."""
+        wanted = {
+            f"failure seen on pod {self.namespace}/{p} (resourceVersion {self.pod(p)['metadata']['resourceVersion']})"
+            for p in pods
+        }
+
+        def lines() -> list[str] | None:
+            found = [r["event"] for r in op.log_records() if str(r.get("event", "")).startswith(tuple(wanted))]
+            return found if {w for w in wanted if any(f.startswith(w) for f in found)} == wanted else None
+
+        return eventually(lines, f"the operator looking at the failure of {', '.join(pods)}", timeout)  # type: ignore[no-any-return]
+
     # --- incidents and events ---
     def incidents(self) -> list[dict[str, Any]]:
         return list(

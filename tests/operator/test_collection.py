@@ -3,7 +3,6 @@ why the others did not, and nothing is lost when S3 goes down or a pod goes away
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -119,7 +118,10 @@ def test_a_pod_deleted_right_after_its_dump_still_counts(
     cluster.incident()
     upload_as_agent(store, job, pods[0], "node-0", {0: real_dumps[0]})
     cluster.delete_pod(pods[0])  # the training-operator cleans up at once
-    time.sleep(1)
+    eventually(  # a collection pass recorded the deletion (it is what the manifest will say)
+        lambda: any(p.get("deleted") for p in (cluster.incident()["status"].get("observed") or {}).get("pods", [])),
+        "a collection pass that recorded the deleted pod",
+    )
     upload_as_agent(store, job, pods[1], "node-1", {1: real_dumps[1]})
 
     cluster.incident(phase="Analyzing", timeout=15)

@@ -13,10 +13,6 @@ from test_domain import pod, terminated
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator.collection import (
-    ACCOUNTED,
-    ALL_DUMPED,
-    DEADLINE,
-    EVERY_RANK_EXITED,
     assess,
     build_manifest,
     collected_reason,
@@ -24,6 +20,7 @@ from frwatch_operator.collection import (
     settled_ranks,
 )
 from frwatch_operator.detection import PodFacts, pod_facts
+from frwatch_operator.resources import ConditionReason
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 KEY = AttemptKey("p", "ns", "j", "uid", "0")
@@ -92,12 +89,12 @@ def manifest(pods: list[PodFacts], dumped: dict[int, str], deadline_reached: boo
 
 def test_how_collection_ended_is_named() -> None:
     ended = [facts(f"j-{r}", r, pod(statuses=[terminated(1)], **AGENT_ENDED)) for r in range(2)]
-    assert collected_reason(manifest(ended, {})) == EVERY_RANK_EXITED
-    assert collected_reason(manifest(ended, {0: "ranks/0.pickle"})) == ACCOUNTED
-    assert collected_reason(manifest(ended, {0: "ranks/0.pickle", 1: "ranks/1.json"})) == ALL_DUMPED
-    assert collected_reason(manifest(ended, {}, deadline_reached=True)) == DEADLINE
+    assert collected_reason(manifest(ended, {})) == ConditionReason.EVERY_RANK_EXITED
+    assert collected_reason(manifest(ended, {0: "ranks/0.pickle"})) == ConditionReason.ALL_RANKS_ACCOUNTED
+    assert collected_reason(manifest(ended, {0: "ranks/0.pickle", 1: "ranks/1.json"})) == ConditionReason.ALL_RANKS_DUMPED
+    assert collected_reason(manifest(ended, {}, deadline_reached=True)) == ConditionReason.DEADLINE_REACHED
     gone = [ended[0], facts("j-1", 1, pod(statuses=[], **AGENT_RUNNING), deleted=True)]
-    assert collected_reason(manifest(gone, {})) == ACCOUNTED  # rank 1's pod vanished without an exit: no crash said
+    assert collected_reason(manifest(gone, {})) == ConditionReason.ALL_RANKS_ACCOUNTED  # rank 1's pod vanished without an exit: no crash said
 
 
 def test_the_manifest_says_a_settled_rank_left_no_dump() -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import re
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,7 +47,9 @@ HUNG_RANK = 3
 LATE_RANK = 2  #: dumps only after the operator asked its agent
 USER = "frwatch-operator"  #: the operator's bearer token through the proxy: its name in the audit log
 SA = "frwatch"  #: the chart's ServiceAccount (release "frwatch")
-CORDON_VALUES = {"remediation": {"enabled": True, "dryRun": False}}
+#: This run is a PyTorchJob's: the chart and the operator follow that kind only (every kind's grants are
+#: derived from the code in tests/chart/test_rbac.py).
+CORDON_VALUES = {"remediation": {"enabled": True, "dryRun": False}, "operator": {"jobKinds": ["PyTorchJob"]}}
 CRD_FILES = [ROOT / "crds" / "incident.yaml", ROOT / "crds" / "capturepolicy.yaml",
              ROOT / "tests" / "emulator" / "pytorchjob-crd.yaml"]  # fmt: skip
 
@@ -138,7 +139,7 @@ def run(
         FRWATCH_AGENT_CONTROL_PORT=str(free_port()),  # nothing listens: the asked agent does not answer
         # as the chart runs it: elected over its Lease in the release namespace (created, renewed, released)
         FRWATCH_OPERATOR_LEADER_ELECTION="true", FRWATCH_OPERATOR_LEASE_NAMESPACE=release_ns,
-        FRWATCH_OPERATOR_IDENTITY="frwatch-5d8c7-x2x9q",
+        FRWATCH_OPERATOR_IDENTITY="frwatch-5d8c7-x2x9q", FRWATCH_OPERATOR_JOB_KINDS="PyTorchJob",
     )  # fmt: skip
     op = OperatorProcess(env, workdir / "operator.log")
     try:
@@ -169,8 +170,16 @@ def run(
         finish_job(batch, core, analyzer, condition="Complete", termination_message=ran.termination_message)
         incident = cluster.incident(phase="Reported", timeout=20)
         node = op_api.sanitize_for_serialization(core.read_node(nodes[HUNG_RANK]))
-        time.sleep(1.0)  # a few more timer passes: whatever the operator does at rest is recorded too
-        metrics, health = op.metrics(), op.healthz()
+        at_rest = len(proxy.entries_for(USER))  # whatever the operator does at rest is recorded too:
+        eventually(  # a Lease renewal after the Incident was Reported
+            lambda: [e for e in proxy.entries_for(USER)[at_rest:] if e.resource == "leases" and e.verb == "update"],
+            "a Lease renewal at rest", 30,
+        )  # fmt: skip
+        metrics = eventually(  # and the Incident's end phase counted (the Incident's event handler)
+            lambda: m if _value(m := op.metrics(), "frwatch_incidents_finished_total", phase="Reported") else None,
+            "the Reported Incident in the metrics",
+        )  # fmt: skip
+        health = op.healthz()
     finally:
         exit_code = op.stop()
         proxy.stop()

@@ -23,7 +23,7 @@ from frwatch_operator.collection import (
 from frwatch_operator.config import Config
 from frwatch_operator.detection import PodFacts, attempt_of
 from frwatch_operator.errors import FatalError
-from frwatch_operator.handlers.incidents import decode
+from frwatch_operator.incident import Incident
 from frwatch_operator.incident_naming import incident_body, storage_url, valid_attempt
 from frwatch_operator.job_failure import current_attempt
 from frwatch_operator.jobkinds import PYTORCHJOB
@@ -244,8 +244,8 @@ def _incident(storage: str) -> dict[str, object]:
 
 def test_an_incident_is_driven_only_on_its_own_attempt_root() -> None:
     key = AttemptKey("frwatch/x", "team", "llama", "u-1", "3")
-    inc = decode(_incident(storage_url("fr-dumps", key)))
-    assert inc.key == key and inc.bucket == "fr-dumps"
+    inc = Incident.of(_incident(storage_url("fr-dumps", key))).checked()
+    assert inc.attempt_key == key and inc.bucket == "fr-dumps"
     for other, says in (
         ("s3://fr-dumps/frwatch/team/llama/u-1/4", "is not this attempt's root"),  # another attempt's evidence
         ("s3://fr-dumps/frwatch/team/other/u-1/3", "is not this attempt's root"),
@@ -254,4 +254,4 @@ def test_an_incident_is_driven_only_on_its_own_attempt_root() -> None:
         ("https://fr-dumps/frwatch/team/llama/u-1/3", "storageUrl"),
     ):
         with pytest.raises(FatalError, match=says):
-            decode(_incident(other))
+            Incident.of(_incident(other)).checked()

@@ -14,7 +14,7 @@ from kubernetes import client, config
 
 from frwatch_dev.localcluster.apiserver import ApiServerHandle
 from frwatch_dev.localcluster.kubectl import kubectl_path
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
+from frwatch_operator.kube import Kube
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -57,8 +57,8 @@ def custom(api_client: client.ApiClient) -> client.CustomObjectsApi:
 
 
 @pytest.fixture
-def kube(api_client: client.ApiClient) -> KubernetesActions:
-    return KubernetesActions(api_client)
+def kube(api_client: client.ApiClient) -> Kube:
+    return Kube(api_client)
 
 
 @pytest.fixture

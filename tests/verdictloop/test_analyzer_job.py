@@ -46,10 +46,10 @@ def opened(k8s_namespace: str, crds: None, custom: Any) -> tuple[dict[str, Any],
 
 def created_job(api_client: Any, ns: str) -> dict[str, Any]:
     """The one Job of the namespace, as the API serves it (a raw GET: apiVersion and kind included)."""
-    from frwatch_operator.verdictloop.kube_actions import KubernetesActions
+    from frwatch_operator.kube import Kube
 
     (job,) = client.BatchV1Api(api_client).list_namespaced_job(ns).items
-    got = KubernetesActions(api_client).get_job(ns, job.metadata.name)
+    got = Kube(api_client).get_batch_job(ns, job.metadata.name)
     assert got is not None
     return got
 

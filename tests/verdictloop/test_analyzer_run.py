@@ -200,7 +200,7 @@ def test_a_gpu_hang_cordons_its_node(
     meta = incident["metadata"]
     start_analysis(AnalysisRequest(ns, meta["name"], meta["uid"], url, settings(config)), config, kube=kube)
     (analyzer,) = client.BatchV1Api(api_client).list_namespaced_job(ns).items
-    analyzer = kube.get_job(ns, analyzer.metadata.name)
+    analyzer = kube.get_batch_job(ns, analyzer.metadata.name)
 
     run = run_container(analyzer, core, tmp_path)
     assert run.returncode == 0, run.stderr

@@ -37,10 +37,10 @@ from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, Config, OperatorSettings
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.handlers.incident_phases import active, handed_over
+from frwatch_operator.kube import Kube
 from frwatch_operator.resources import IncidentPhase, IncidentStatus
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 T0 = datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
 
@@ -115,7 +115,7 @@ def a_pass(
     return step, status
 
 
-def analysed(setup: Setup, api_client: Any, core: Any, kube: KubernetesActions) -> None:
+def analysed(setup: Setup, api_client: Any, core: Any, kube: Kube) -> None:
     """The analyzer Job created, finished, and its verdict in S3: the next pass reports."""
     start_analysis(setup.request(), setup.config, kube=kube, now=T0)
     batch = client.BatchV1Api(api_client)
@@ -144,7 +144,7 @@ def warnings(core: Any, ns: str, name: str) -> list[Any]:
 
 
 def test_forbidden_annotation_backs_off_then_fails_once_with_what_to_grant(
-    setup: Setup, custom: Any, core: Any, kube: KubernetesActions, api_client: Any, kubectl: Any
+    setup: Setup, custom: Any, core: Any, kube: Kube, api_client: Any, kubectl: Any
 ) -> None:  # fmt: skip
     analysed(setup, api_client, core, kube)
     denied = (
@@ -203,7 +203,7 @@ def test_forbidden_annotation_backs_off_then_fails_once_with_what_to_grant(
 
 
 def test_a_refusal_fixed_in_time_resumes_and_clears(
-    setup: Setup, custom: Any, core: Any, kube: KubernetesActions, api_client: Any
+    setup: Setup, custom: Any, core: Any, kube: Kube, api_client: Any
 ) -> None:  # fmt: skip
     analysed(setup, api_client, core, kube)
     answers: list[Exception | None] = [refusal(422, "metadata.annotations: Invalid value"), None]
@@ -232,7 +232,7 @@ def test_a_refusal_fixed_in_time_resumes_and_clears(
     ids=["503", "409", "429", "timeout"],
 )
 def test_transient_errors_are_retried_soon_and_recorded_nowhere(
-    setup: Setup, custom: Any, core: Any, kube: KubernetesActions, api_client: Any,
+    setup: Setup, custom: Any, core: Any, kube: Kube, api_client: Any,
     transient: Callable[[], Exception],
 ) -> None:  # fmt: skip
     analysed(setup, api_client, core, kube)
@@ -250,7 +250,7 @@ def test_transient_errors_are_retried_soon_and_recorded_nowhere(
 
 
 def test_analyzer_job_create_refused_is_retried_by_the_loop_then_created(
-    setup: Setup, custom: Any, core: Any, kube: KubernetesActions, api_client: Any
+    setup: Setup, custom: Any, core: Any, kube: Kube, api_client: Any
 ) -> None:  # fmt: skip
     denied = 'jobs.batch is forbidden: User "system:serviceaccount:frwatch:op" cannot create resource "jobs"'
     answers: list[Exception | None] = [refusal(403, denied), refusal(403, denied), None]
@@ -282,7 +282,7 @@ def test_analyzer_job_create_refused_is_retried_by_the_loop_then_created(
 
 
 def test_give_up_zero_fails_at_the_first_refusal(
-    setup: Setup, custom: Any, core: Any, kube: KubernetesActions
+    setup: Setup, custom: Any, core: Any, kube: Kube
 ) -> None:
     kube.batch = Refusing(  # type: ignore[assignment]
         kube.batch,

@@ -10,10 +10,10 @@ from vl_builders import create_node, events_about, hardware_verdict
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
+from frwatch_operator.incident import IncidentIdentity
+from frwatch_operator.kube import Kube
 from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.cordoning import remediate
-from frwatch_operator.verdictloop.incident import IncidentIdentity
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 from frwatch_operator.verdictloop.remediation import effective_rules
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -117,7 +117,7 @@ def test_breaker_trips_and_stays_tripped_after_a_restart(
     # a new operator process: a fresh client, an hour later (the window is long empty): still tripped
     from kubernetes import config as kconfig
 
-    restarted = KubernetesActions(kconfig.new_client_from_config())
+    restarted = Kube(kconfig.new_client_from_config())
     later = NOW + timedelta(hours=1)
     still = run(restarted, ns, "llama-1", [names[2]], names, remediation, now=later)
     assert still.cordoned == [] and "circuit breaker TRIPPED since" in still.summary

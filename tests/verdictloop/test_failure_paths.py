@@ -27,9 +27,9 @@ from vl_builders import (
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
+from frwatch_operator.kube import Kube
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Case:
 
 @pytest.fixture
 def case(
-    k8s_namespace: str, crds: None, s3: Any, custom: Any, kube: KubernetesActions, api_client: Any
+    k8s_namespace: str, crds: None, s3: Any, custom: Any, kube: Kube, api_client: Any
 ) -> Case:
     ns = k8s_namespace
     config = Config(

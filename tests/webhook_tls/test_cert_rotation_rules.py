@@ -14,6 +14,7 @@ from cryptography import x509
 
 from frwatch_operator.config import WebhookSettings, load_config
 from frwatch_operator.errors import FatalError
+from frwatch_operator.webhook_certs import issue_ca
 from frwatch_operator.webhook_tls import (
     CA_CRT,
     CA_KEY,
@@ -30,7 +31,6 @@ from frwatch_operator.webhook_tls import (
     certificate_names,
     dns_names,
     ensure_tls,
-    issue_ca,
     material_of,
 )
 

@@ -34,7 +34,8 @@ from frwatch_operator import constants as c
 from frwatch_operator.config import Config, WebhookSettings
 from frwatch_operator.webhook import JobIndex
 from frwatch_operator.webhook import review as review_fn
-from frwatch_operator.webhook_tls import CA_CRT, TLS_CRT, certificate_names, dns_names, issue_ca
+from frwatch_operator.webhook_certs import issue_ca
+from frwatch_operator.webhook_tls import CA_CRT, TLS_CRT, certificate_names, dns_names
 from frwatch_operator.webhook_tls_kube import CertKeeper, TlsKube, start_webhook_tls
 
 SECRET = "frwatch-webhook-certs"

@@ -136,3 +136,16 @@ app.kubernetes.io/part-of: frwatch
 {{- define "frwatch.analyzerNamespace" -}}
 {{- default .Release.Namespace .Values.analyzer.namespace -}}
 {{- end -}}
+
+{{/* The pod labels that mark the pods of the enabled job kinds (operator.jobKinds), as a JSON list: one
+webhook entry each (frwatch_operator.jobkinds.pod_labels). */}}
+{{- define "frwatch.podJobLabels" -}}
+{{- $labels := list -}}
+{{- if has "PyTorchJob" .Values.operator.jobKinds -}}
+{{- $labels = append $labels "training.kubeflow.org/job-name" -}}
+{{- end -}}
+{{- if or (has "TrainJob" .Values.operator.jobKinds) (has "JobSet" .Values.operator.jobKinds) -}}
+{{- $labels = append $labels "jobset.sigs.k8s.io/jobset-name" -}}
+{{- end -}}
+{{- toJson $labels -}}
+{{- end -}}

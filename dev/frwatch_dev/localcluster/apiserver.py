@@ -14,6 +14,9 @@ events.k8s.io) and whatever CRDs are created, with GET/LIST/WATCH/CREATE/PUT/PAT
 field selectors, server-side Tables for kubectl, and Status errors. No authentication, no scheduling,
 no controllers: the local cluster adds those it needs. Admission on CREATE is a hook
 (``ApiServer.admission_hooks``): ``localcluster/admission.py`` calls mutating webhooks through it.
+
+Over 400 lines by choice: the HTTP surface (every verb, selectors, watches, Status errors, server-side Tables)
+is one routing table read as one; the state is ``storage.py``, admission ``admission.py``.
 """
 
 from __future__ import annotations

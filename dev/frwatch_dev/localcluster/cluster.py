@@ -30,6 +30,9 @@ What runs (every process's output in ``cluster.logs_dir``):
   ``cluster.operator_status``, while ``frwatch_operator.main`` does not exist. With
   ``operator_replicas=N`` (N > 1), N operator processes with leader election, behind a webhook Service
   (``replicas.py``).
+
+About 500 lines by choice: the one call that starts and stops everything, in the order the parts depend on
+each other; each part it starts is its own module.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ What it does not: images (see ``podspec``), resource limits and ``OOMKilled``, p
 container is ready), networking beyond loopback (every pod shares the host's ports: a server in a pod
 binds its pod IP, from the downward API ``status.podIP``), ephemeral containers, ``kubectl exec``. Each container instance's output is a file in ``logs_dir``
 (``podlogs``: the real kubelet's layout), which the emulator serves as ``kubectl logs``.
+
+Over 400 lines by choice: scheduling, the pod's lifecycle (init containers, sidecars, restarts and back-off,
+deletion) and its status act on one pod's record together; the pod spec's translation is ``podspec.py``, the
+logs ``podlogs.py``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ collective) shows another function; a wrong tensor passed to the right call show
 
 Each rank prints one line saying what it did, and exits 0 (trained to the end), 1 (a collective failed
 and the rank dumped, or a Python crash), or dies of SIGABRT (torn down after dumping, or killed by gloo).
+
+Over 400 lines by choice: one runnable training program, each collective in its own named function so the
+Flight Recorder frames differ where a real bug's would; the scenarios are ``scenarios.py``.
 """
 
 from __future__ import annotations

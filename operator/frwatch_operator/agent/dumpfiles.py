@@ -159,6 +159,7 @@ class _Seen:
     file: FileId
     since: float
     taken: bool = False  # this content was handed out (or was a copy of one handed out before)
+    held: bool = False  # held back once as not (yet) a whole dump: said in the log
 
 
 @dataclass
@@ -301,6 +302,12 @@ class DumpWatcher:
             corrupt = whole is None
             if whole is None:
                 if now - seen.since < self.corrupt_after_seconds:
+                    if not seen.held:  # looked and decided: not uploaded yet (once per file version)
+                        seen.held = True
+                        logger.info(
+                            "dump %s is not framed as a whole dump yet: held back (uploaded as is after %.0fs)",
+                            path, self.corrupt_after_seconds,
+                        )  # fmt: skip
                     return None
                 logger.warning(
                     "dump %s stayed incomplete for %.0fs (not framed as a whole dump): uploading as is",

@@ -1,8 +1,9 @@
 """kopf handlers of the operator: thin functions that decode an event, call the pure domain code and the
 adapters. Each module has a ``register(registry, deps)``; :func:`register_all` wires every one of them.
 
-``jobs``: PyTorchJobs into the job index (opt-in, Events for a malformed opt-in); ``policies``:
-CapturePolicies into the same index; ``pods``: failures of opted-in jobs' pods -> one Incident per job
+``jobs``: training jobs of each enabled kind (PyTorchJob, TrainJob, JobSet: ``operator.job_kinds``) into
+the job index (opt-in, Events for a malformed opt-in or a bad spec); ``policies``: CapturePolicies into
+the same index; ``pods``: failures of opted-in jobs' pods (each kind's pod label) -> one Incident per job
 attempt; ``incident_phases``: each Incident's one state machine, driven by phase from its persisted
 status (``incidents``: its Collecting phase; ``frwatch_operator.verdictloop``: its Analyzing phase); plus the admission
 webhook (``frwatch_operator.webhook``) fed by the same index.

@@ -11,7 +11,7 @@ import kopf
 
 from frwatch_operator import notices
 from frwatch_operator.handlers import Deps
-from frwatch_operator.jobkinds import PYTORCHJOB
+from frwatch_operator.jobkinds import PYTORCHJOB, api_version, kind_of
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.webhook import AdmissionNote
@@ -36,9 +36,8 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
         notice = notice_for(note)
         if entry is None or notice is None:
             return
-        ref = ObjectRef(
-            f"{PYTORCHJOB.group}/{PYTORCHJOB.version}", entry.kind, entry.namespace, entry.name, entry.uid
-        )
+        kind = kind_of(entry.kind) or PYTORCHJOB
+        ref = ObjectRef(api_version(kind), kind.kind, entry.namespace, entry.name, entry.uid)
         if deps.seen.first_time(f"{ref.uid}/{notice.reason}/{notice.message}"):
             try:
                 deps.kube.post_event(ref, notice)

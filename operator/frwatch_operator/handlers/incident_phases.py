@@ -23,27 +23,29 @@ from typing import Any
 import kopf
 
 from frwatch_operator import constants as c
-from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.errors import NotFoundError
 from frwatch_operator.handlers import Deps, translate_errors
 from frwatch_operator.handlers.incidents import (
-    NOTHING_TO_ALIGN,
     NOTHING_TO_ALIGN_MESSAGE,
     OPEN,
-    Incident,
     collect,
     condition,
-    decode,
     forget,
     settings_of,
     start,
     write_status,
 )
-from frwatch_operator.resources import Condition, ConditionType, IncidentPhase, IncidentStatus
+from frwatch_operator.incident import Incident
+from frwatch_operator.resources import (
+    Condition,
+    ConditionReason,
+    ConditionType,
+    IncidentPhase,
+    IncidentStatus,
+)
 from frwatch_operator.times import parse_rfc3339
 from frwatch_operator.verdictloop import AnalysisRequest, KubeActions, advance_analysis, start_analysis
 from frwatch_operator.verdictloop.handler import record
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 
 def handed_over(status: IncidentStatus) -> bool:
@@ -55,7 +57,7 @@ def drive(deps: Deps, actions: KubeActions, body: Mapping[str, Any], now: dateti
     """One pass over one Incident, from whatever phase its status says: Detected -> Collecting ->
     Analyzing -> Reported or Failed."""
     now = now or datetime.now(UTC)
-    inc = decode(body)
+    inc = Incident.of(body).checked()
     status = inc.status
     if status.phase.value in OPEN and (
         status.phase is IncidentPhase.DETECTED or not status.collection_deadline
@@ -77,8 +79,8 @@ def hand_off(
     when every rank exited before any dump there is nothing to align, and no Job)."""
     conditions = [x for x in status.conditions if x.type != ConditionType.ANALYSIS_REQUESTED]
     collected = next((x.reason for x in status.conditions if x.type == ConditionType.COLLECTED), "")
-    if collected == EVERY_RANK_EXITED:  # nothing to align: no analyzer Job
-        handed = condition(ConditionType.ANALYSIS_REQUESTED, True, NOTHING_TO_ALIGN, NOTHING_TO_ALIGN_MESSAGE, now)
+    if collected == ConditionReason.EVERY_RANK_EXITED:  # nothing to align: no analyzer Job
+        handed = condition(ConditionType.ANALYSIS_REQUESTED, True, ConditionReason.NOTHING_TO_ALIGN, NOTHING_TO_ALIGN_MESSAGE, now)
         return write_status(deps, inc, status.model_copy(update={"conditions": [*conditions, handed]}))
     request = AnalysisRequest(
         namespace=inc.namespace, incident=inc.name, incident_uid=inc.uid, storage_url=inc.spec.storage_url,
@@ -89,7 +91,7 @@ def hand_off(
     patch = dict(step.status)
     theirs = [Condition.model_validate(x) for x in patch.pop("conditions", None) or []]
     kept = [x for x in conditions if x.type not in {t.type for t in theirs}]
-    handed = condition(ConditionType.ANALYSIS_REQUESTED, True, "Requested", "the verdict loop took the incident", now)
+    handed = condition(ConditionType.ANALYSIS_REQUESTED, True, ConditionReason.REQUESTED, "the verdict loop took the incident", now)
     new = status.model_copy(update={"conditions": [*kept, *theirs, handed]})
     deps.kube.patch_incident_status(inc.namespace, inc.name, {**new.wire(), **patch})
     return IncidentStatus.model_validate({**new.wire(), **patch})
@@ -124,7 +126,7 @@ def active(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    actions = KubernetesActions(deps.kube.api)
+    actions = deps.kube  # the one adapter, as the verdict loop's port
 
     @kopf.on.event(c.GROUP, c.VERSION, c.INCIDENT_PLURAL, id="frwatch-incident-phases", registry=registry)
     def incident_event(type: str | None, body: kopf.Body, **_: Any) -> None:

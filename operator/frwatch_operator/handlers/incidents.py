@@ -26,20 +26,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from pydantic import ValidationError
-
-from frwatch_analyzers.layout import AttemptKey, RootUrl
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import Manifest
 from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
-from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.agentclient import ask_to_dump
 from frwatch_operator.collection import (
-    ACCOUNTED,
-    EVERY_RANK_EXITED,
     Progress,
     StoreListing,
     assess,
@@ -52,30 +45,28 @@ from frwatch_operator.collection import (
     settled_ranks,
 )
 from frwatch_operator.detection import PodFacts, pod_facts
-from frwatch_operator.errors import FatalError, NotFoundError
+from frwatch_operator.errors import NotFoundError
 from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
-from frwatch_operator.incident_naming import valid_attempt
-from frwatch_operator.jobkinds import JobKind, kind_of
-from frwatch_operator.kube import ObjectRef
+from frwatch_operator.incident import Incident
 from frwatch_operator.observed_facts import facts_of, observe
 from frwatch_operator.optin import defaults
 from frwatch_operator.resources import (
     CaptureSettings,
     Condition,
+    ConditionReason,
     ConditionType,
     IncidentCounts,
     IncidentPhase,
-    IncidentSpec,
     IncidentStatus,
 )
 from frwatch_operator.times import parse_rfc3339, rfc3339
 
 logger = logging.getLogger(__name__)
 OPEN = {"", IncidentPhase.DETECTED.value, IncidentPhase.COLLECTING.value}
-#: The hand-off's reason when collection ended ``EveryRankExited``: no dump at all, every rank's pod failed.
-#: No analyzer Job (it would have nothing to align): the Analyzing passes report the exits the cluster showed.
-NOTHING_TO_ALIGN = "NothingToAlign"
+#: The hand-off's message when collection ended ``EveryRankExited`` (reason ``NothingToAlign``): no dump at
+#: all, every rank's pod failed. No analyzer Job (it would have nothing to align): the Analyzing passes
+#: report the exits the cluster showed.
 NOTHING_TO_ALIGN_MESSAGE = (
     "every rank's pod ended with a failed exit before any dump: no analyzer Job (nothing to align); the "
     "verdict is the exits the cluster showed"
@@ -102,58 +93,6 @@ def _mem(uid: str) -> _Memory:
         return _memory.setdefault(uid, _Memory())
 
 
-@dataclass(frozen=True)
-class Incident:
-    namespace: str
-    name: str
-    uid: str
-    created: str
-    spec: IncidentSpec
-    status: IncidentStatus
-    kind: JobKind
-    bucket: str
-    key: AttemptKey
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(f"{c.GROUP}/{c.VERSION}", c.INCIDENT_KIND, self.namespace, self.name, self.uid)
-
-    @property
-    def job_ref(self) -> ObjectRef:
-        j = self.spec.job_ref
-        return ObjectRef(j.api_version, j.kind, self.namespace, j.name, j.uid)
-
-
-def decode(body: Mapping[str, Any]) -> Incident:
-    """The Incident as typed data; FatalError when it cannot be driven (say what is wrong)."""
-    meta = body.get("metadata") or {}
-    ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-    try:
-        spec = IncidentSpec.model_validate(body.get("spec") or {})
-        status = IncidentStatus.model_validate(
-            {k: v for k, v in (body.get("status") or {}).items() if k in IncidentStatus.model_fields
-             or k in {f.alias for f in IncidentStatus.model_fields.values()}}
-        )  # fmt: skip
-    except ValidationError as exc:
-        raise FatalError(f"Incident {ns}/{name} is malformed: {exc.errors()[0]['msg']}") from exc
-    kind = kind_of(spec.job_ref.kind)
-    if kind is None:
-        raise FatalError(f"Incident {ns}/{name}: job kind {spec.job_ref.kind!r} is not supported")
-    if not valid_attempt(spec.attempt):
-        raise FatalError(f"Incident {ns}/{name}: spec.attempt {spec.attempt[:32]!r} is not a decimal number")
-    try:
-        root = RootUrl.parse(spec.storage_url)
-        key = root.attempt()
-    except ValueError as exc:
-        raise FatalError(f"Incident {ns}/{name}: spec.storageUrl: {exc}") from exc
-    if key != AttemptKey(key.prefix, ns, spec.job_ref.name, spec.job_ref.uid, spec.attempt):
-        raise FatalError(
-            f"Incident {ns}/{name}: spec.storageUrl {spec.storage_url} is not this attempt's root"
-        )
-    return Incident(ns, name, str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""),
-                    spec, status, kind, root.bucket, key)  # fmt: skip
-
-
 def settings_of(deps: Deps, inc: Incident, status: IncidentStatus) -> CaptureSettings:
     """The settings the Incident runs with: fixed in its status when it opened (:func:`start` fixes them
     for an Incident whose creator did not); resolved from the job's policy only before that."""
@@ -168,6 +107,20 @@ def condition(kind: str, status: bool, reason: str, message: str, now: datetime)
         type=kind, status="True" if status else "False", reason=reason, message=message,
         last_transition_time=rfc3339(now, "milliseconds"),
     )  # fmt: skip
+
+
+def input_conditions(problems: Mapping[str, str], have: list[Condition], now: datetime) -> list[Condition]:
+    """The bad input seen for the job (pods whose ranks cannot be derived, the spec, missing labels) as the
+    Incident's RanksKnown / JobInputValid conditions (False, naming each); [] when nothing or already set."""
+    ranks = sorted(v for k, v in problems.items() if k.endswith(f"/{notices.Reason.RANKS_UNKNOWN}"))
+    other = sorted(v for k, v in problems.items() if not k.endswith(f"/{notices.Reason.RANKS_UNKNOWN}"))
+    types = {x.type for x in have}
+    out = []
+    if ranks and ConditionType.RANKS_KNOWN not in types:
+        out.append(condition(ConditionType.RANKS_KNOWN, False, ConditionReason.RANKS_UNKNOWN, " | ".join(ranks)[:1024], now))
+    if other and ConditionType.JOB_INPUT_VALID not in types:
+        out.append(condition(ConditionType.JOB_INPUT_VALID, False, ConditionReason.BAD_INPUT, " | ".join(other)[:1024], now))
+    return out
 
 
 def write_status(deps: Deps, inc: Incident, status: IncidentStatus) -> IncidentStatus:
@@ -190,8 +143,9 @@ def start(deps: Deps, inc: Incident, now: datetime) -> IncidentStatus:
         expected = layout.world_size
     conditions = list(s.conditions)
     if layout.problem and not any(x.type == ConditionType.WORLD_SIZE for x in conditions):
-        conditions.append(condition(ConditionType.WORLD_SIZE, False, "SpecOutOfBounds", layout.problem, now))
+        conditions.append(condition(ConditionType.WORLD_SIZE, False, ConditionReason.SPEC_OUT_OF_BOUNDS, layout.problem, now))
         deps.kube.post_event(inc.job_ref, notices.spec_out_of_bounds(layout.problem))
+    conditions += input_conditions(deps.seen.problems(inc.namespace, inc.spec.job_ref.name), conditions, now)
     # before the status write, so that a crash in between repeats them (both are idempotent)
     deps.kube.bump_attempt(inc.kind, inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
     seconds = round((deadline - detected).total_seconds())
@@ -285,7 +239,7 @@ def _look(
     settled has all its dumps in the listing that follows), and where collection stands."""
     pods = _pods(deps, inc, live=live, status=status)
     keys, cut = _list_keys(deps, inc)
-    listing = read_listing(inc.key, keys)
+    listing = read_listing(inc.attempt_key, keys)
     dumped = frozenset(listing.rank_keys)
     records = _pod_records(deps, inc, listing.pod_keys, dumped)
     deadline = parse_rfc3339(status.collection_deadline) or now
@@ -324,7 +278,7 @@ def collect(deps: Deps, inc: Incident, status: IncidentStatus, now: datetime) ->
 def _list_keys(deps: Deps, inc: Incident) -> tuple[list[str], bool]:
     """The keys under the attempt's root, at most MAX_LISTED_KEYS of them; and whether there were more."""
     keys: list[str] = []
-    for key in deps.s3.iter_keys(inc.key.root + "/", bucket=inc.bucket):
+    for key in deps.s3.iter_keys(inc.attempt_key.root + "/", bucket=inc.bucket):
         if len(keys) == MAX_LISTED_KEYS:
             return keys, True
         keys.append(key)
@@ -341,26 +295,26 @@ def _manifest(deps: Deps, inc: Incident, status: IncidentStatus, listing: StoreL
     issues += out_of_range(listing, status.counts.expected_ranks)
     observed = observe(status.observed, pods, trusted)
     manifest = build_manifest(
-        inc.key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=trusted,
+        inc.attempt_key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=trusted,
         asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now, "milliseconds"), deadline_reached=deadline_reached,
     )  # fmt: skip
     for pod in manifest.pods:
         if pod.pod not in listing.pod_keys:
-            record = StoredPodRecord.of_manifest_pod(pod, inc.key)
-            deps.s3.put(inc.key.pod(pod.pod), record.operator_json(), bucket=inc.bucket,
+            record = StoredPodRecord.of_manifest_pod(pod, inc.attempt_key)
+            deps.s3.put(inc.attempt_key.pod(pod.pod), record.operator_json(), bucket=inc.bucket,
                         content_type="application/json")  # fmt: skip
-    there = deps.s3.etag(inc.key.manifest, bucket=inc.bucket)
+    there = deps.s3.etag(inc.attempt_key.manifest, bucket=inc.bucket)
     if there is not None and there != status.manifest_etag:
         issues.append("a manifest.json frwatch did not write was in the store: replaced with frwatch's own")
         logger.warning("incident %s/%s: s3://%s/%s (ETag %s) was not written by frwatch: replaced",
-                       inc.namespace, inc.name, inc.bucket, inc.key.manifest, there[:40])  # fmt: skip
+                       inc.namespace, inc.name, inc.bucket, inc.attempt_key.manifest, there[:40])  # fmt: skip
     data = manifest.model_dump_json(indent=1).encode()
     etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
     # the ETag first: a pass that dies after the put knows the manifest there as its own
     status = write_status(deps, inc, status.model_copy(update={"manifest_etag": etag, "observed": observed}))
-    deps.s3.put(inc.key.manifest, data, bucket=inc.bucket, content_type="application/json")
+    deps.s3.put(inc.attempt_key.manifest, data, bucket=inc.bucket, content_type="application/json")
     logger.warning("incident %s/%s: manifest written to s3://%s/%s (%d/%s ranks dumped)", inc.namespace, inc.name,
-                   inc.bucket, inc.key.manifest, sum(r.dumped for r in manifest.ranks), manifest.world_size)  # fmt: skip
+                   inc.bucket, inc.attempt_key.manifest, sum(r.dumped for r in manifest.ranks), manifest.world_size)  # fmt: skip
     return status, manifest, issues
 
 
@@ -373,9 +327,9 @@ def _collected(
     message = f"{dumped} of {len(manifest.ranks)} ranks dumped" + (
         f"; {missing} missing (see manifest.json)" if missing else ""
     )
-    if reason == EVERY_RANK_EXITED:
+    if reason == ConditionReason.EVERY_RANK_EXITED:
         message += "; every rank's pod ended with an exit before any dump: nothing to align"
-    elif reason == ACCOUNTED:
+    elif reason == ConditionReason.ALL_RANKS_ACCOUNTED:
         message += "; their pods ended without a dump of them"
     conditions = [x for x in status.conditions if x.type not in (ConditionType.COLLECTED, ConditionType.ANALYSIS_REQUESTED, ConditionType.EVIDENCE_CONSISTENT)]
     conditions.append(condition(ConditionType.COLLECTED, True, reason, message, now))
@@ -383,7 +337,7 @@ def _collected(
     if evidence is not None:
         conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, False, evidence.reason, evidence.message[:1024], now))
     else:
-        conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, True, "MatchesCluster", "the store's records agree with the cluster", now))
+        conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, True, ConditionReason.MATCHES_CLUSTER, "the store's records agree with the cluster", now))
     new = status.model_copy(
         update={
             "phase": IncidentPhase.ANALYZING,
@@ -396,7 +350,7 @@ def _collected(
     write_status(deps, inc, new)
     detected = parse_rfc3339(status.detected_at) or parse_rfc3339(inc.created) or now
     deps.metrics.collection_finished((now - detected).total_seconds(), dumped, missing)
-    url = str(inc.key.at(inc.bucket))
+    url = str(inc.attempt_key.at(inc.bucket))
     deps.kube.post_event(inc.job_ref, notices.collected(inc.name, manifest, url))
     if evidence is not None:
         deps.kube.post_event(inc.job_ref, evidence)

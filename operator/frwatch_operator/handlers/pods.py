@@ -1,6 +1,10 @@
 """Pods of opted-in jobs -> the operator's view of each job attempt, and failure -> one Incident per attempt.
 
-Every event of a pod labelled ``training.kubeflow.org/job-name`` (no finalizers) updates the pod's facts.
+Every event of a pod labelled ``training.kubeflow.org/job-name`` (PyTorchJob) or
+``jobset.sigs.k8s.io/jobset-name`` (TrainJob, JobSet; the job is the TrainJob of that name if frwatch follows
+one, else the JobSet) updates the pod's facts (no finalizers). A pod whose ranks cannot be derived gets
+none, and is named in an Event on the job (and in its Incidents' conditions); so is a pod without the labels
+its controller always sets.
 A failure signal (``frwatch_operator.detection``) opens the Incident of the pod's own attempt: the name
 is deterministic, a 409 on create is success, so several failing pods, duplicated events and pods
 re-listed after an operator restart all land in the same Incident. Opening it moves the job's attempt
@@ -26,7 +30,15 @@ from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps, retrying, translate_errors
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
 from frwatch_operator.job_failure import current_attempt, start_to_record
-from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, RankLayout
+from frwatch_operator.jobkinds import (
+    PYTORCHJOB,
+    JobKind,
+    RankLayout,
+    enabled_kinds,
+    kind_of,
+    kinds_for_pod,
+    pod_labels,
+)
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.optin import resolve
 from frwatch_operator.resources import CaptureSettings, IncidentCounts, IncidentPhase, IncidentStatus
@@ -42,17 +54,35 @@ def _job_entry(deps: Deps, kind: JobKind, namespace: str, name: str) -> JobEntry
     if entry is not None:
         return entry
     job = deps.kube.get_job(kind, namespace, name)  # the pod's event came before its job's
-    if job is None:
+    if job is None or kind.handled_elsewhere(job):
         return None
     deps.seen.set_layout(namespace, name, kind.layout(job))
     return deps.index.upsert_job(job)
 
 
-def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PYTORCHJOB) -> str | None:
-    """Record the pod; open its attempt's Incident on a failure. Returns the Incident's name, if any."""
+def kind_of_pod(deps: Deps, pod: dict[str, Any]) -> JobKind | None:
+    """The enabled kind whose job the pod belongs to: the one frwatch follows under the pod's job label
+    (the index), else the first that exists (a TrainJob before the JobSet it runs); None: none."""
     namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-    job_name = kind.job_name_of(pod)
-    if job_name is None:
+    name, candidates = kinds_for_pod(pod, enabled_kinds(deps.config.operator.job_kinds))
+    entry = deps.index.job(namespace, name) if candidates else None
+    if entry is not None:
+        known = kind_of(entry.kind)
+        return known if known in candidates else None
+    for kind in candidates[:-1]:
+        job = deps.kube.get_job(kind, namespace, name)
+        if job is not None and not kind.handled_elsewhere(job):
+            return kind
+    return candidates[-1] if candidates else None
+
+
+def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind | None = None) -> str | None:
+    """Record the pod; open its attempt's Incident on a failure. Returns the Incident's name, if any.
+    ``kind``: the pod's job kind (None: found by :func:`kind_of_pod`)."""
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+    kind = kind if kind is not None else kind_of_pod(deps, pod)
+    job_name = kind.job_name_of(pod) if kind is not None else None
+    if kind is None or job_name is None:
         return None
     if kind.owned_elsewhere(pod):
         return None  # another kind's pod that shares the label: not frwatch's to look up or wait for
@@ -60,17 +90,25 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
     if entry is None or kind.owned_elsewhere(pod, entry.uid):
         return None
     layout = deps.seen.layout(namespace, job_name) or UNKNOWN_LAYOUT
-    facts = pod_facts(pod, ranks=kind.ranks_of(pod, layout), deleted=deleted)
+    ranks = kind.pod_ranks(pod, layout)
+    facts = pod_facts(pod, ranks=ranks.ranks, deleted=deleted)
     # remembered whatever the opt-in: a job opted in while it runs has such pods (handlers.jobs says so)
     deps.seen.note_uncaptured(namespace, job_name, facts.name, present=not facts.injected and not deleted)
     decision = resolve(entry.as_body(), deps.index.policies(namespace), deps.config)
+    seen = f"pod {namespace}/{facts.name} (resourceVersion {(pod.get('metadata') or {}).get('resourceVersion')})"
     if not decision.enabled or decision.settings is None:
+        if facts.failure is not None and not deleted:  # looked and decided: said in the log
+            logger.info("failure seen on %s: %s; job %s is not captured: no Incident", seen, facts.failure.describe(), job_name)
         return None
     if not facts.injected and not deleted:
         not_captured(deps, kind, entry, facts.name)
     if facts.attempt is None:
         return None  # not injected by frwatch: no dumps to collect, no attempt to name
     deps.seen.record_pod(facts)
+    if not deleted:
+        said = [(notices.ranks_unknown(facts.name, ranks.problem), ranks.problem)] if ranks.problem else []
+        bad_input(deps, kind, entry, facts.name, said + [(notices.pod_labels_missing(facts.name, p), p)
+                                                         for p in kind.pod_problems(pod)])  # fmt: skip
     created = parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
     if not deleted and start_to_record(entry.as_body(), facts.attempt, created) is not None:
         try:  # best effort: it must never stand between a failure and its Incident
@@ -79,7 +117,27 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind = PY
             logger.warning("job %s/%s: attempt %s's start not recorded: %s", namespace, job_name, facts.attempt, exc)
     if facts.failure is None or deleted:
         return None
-    return open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
+    name = open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
+    logger.info("failure seen on %s: %s; Incident %s", seen, facts.failure.describe(), name)  # looked and decided
+    return name
+
+
+def bad_input(
+    deps: Deps, kind: JobKind, entry: JobEntry, pod: str, said: list[tuple[notices.Notice, str]]
+) -> None:
+    """Name a pod's bad input (``(notice, problem)`` pairs): kept for its Incidents' conditions, and one Event
+    on the job per distinct problem (the first pod that shows it: a 1000-pod job with the same problem posts
+    one). Best effort: saying it must never stand between a failure and its Incident."""
+    ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, entry.namespace, entry.name, entry.uid)
+    for notice, problem in said:
+        deps.seen.note_problem(entry.namespace, entry.name, f"pod {pod}/{notice.reason}", notice.message)
+        if not deps.seen.first_time(f"{entry.uid}/{notice.reason}/{problem}"):
+            continue
+        logger.warning("%s %s/%s: %s", kind.kind, entry.namespace, entry.name, notice.message)
+        try:
+            deps.kube.post_event(ref, notice)
+        except FrwatchError as exc:
+            logger.warning("%s %s/%s: not posted: %s", kind.kind, entry.namespace, entry.name, exc)
 
 
 def not_captured(deps: Deps, kind: JobKind, entry: JobEntry, pod: str) -> None:
@@ -143,9 +201,14 @@ def open_incident(
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    @kopf.on.event(
-        "v1", "pods", id="frwatch-pods", labels={PYTORCHJOB.pod_job_label: kopf.PRESENT}, registry=registry
-    )
+    for label in pod_labels(enabled_kinds(deps.config.operator.job_kinds)):
+        _register_label(registry, deps, label)
+
+
+def _register_label(registry: kopf.OperatorRegistry, deps: Deps, label: str) -> None:
+    handler_id = "frwatch-pods" if label == PYTORCHJOB.pod_job_label else "frwatch-jobset-pods"
+
+    @kopf.on.event("v1", "pods", id=handler_id, labels={label: kopf.PRESENT}, registry=registry)
     @translate_errors
     def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         retrying(lambda: on_pod(deps, dict(body), deleted=type == "DELETED"), "pod event")

@@ -4,7 +4,7 @@ and the policy-gated cordoning of suspect nodes (issue 4).
 The Incident's timer (:mod:`frwatch_operator.handlers.incident_phases`) calls :func:`start_analysis` when
 collection ends and :func:`advance_analysis` on every later pass while the Incident is ``Analyzing``; both
 return a :class:`Step` (a status merge patch and what comes next).
-Kubernetes is reached through :class:`KubernetesActions` (the ``KubeActions`` port), S3 through
+Kubernetes is reached through :class:`frwatch_operator.kube.Kube` (the ``KubeActions`` port), S3 through
 :class:`frwatch_operator.s3store.S3Store`.
 """
 

@@ -23,8 +23,8 @@ from typing import Any
 from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, S3Settings
+from frwatch_operator.incident import IncidentIdentity
 from frwatch_operator.resources import CaptureSettings, ComputeResources
-from frwatch_operator.verdictloop.incident import IncidentIdentity
 
 JOB_NAME_PREFIX = "frwatch-analyze-"
 #: The analyzer runs as this non-root user (any image frwatch ships has no need of root).

@@ -39,11 +39,18 @@ from frwatch_analyzers.layout import MANIFEST, REPORT, VERDICT, RootUrl
 from frwatch_analyzers.report import render
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
-from frwatch_operator.collection import EVERY_RANK_EXITED
 from frwatch_operator.config import Config
 from frwatch_operator.errors import ApiRefusedError, FatalError, FrwatchError, RetryableError
+from frwatch_operator.incident import Incident, IncidentIdentity, evidence_url
 from frwatch_operator.notices import Notice, Reason
-from frwatch_operator.resources import ApiRefusals, CaptureSettings, Condition, ConditionType, IncidentPhase
+from frwatch_operator.resources import (
+    ApiRefusals,
+    CaptureSettings,
+    Condition,
+    ConditionReason,
+    ConditionType,
+    IncidentPhase,
+)
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
@@ -51,7 +58,6 @@ from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.exit_verdict import exit_verdict
-from frwatch_operator.verdictloop.incident import IncidentIdentity, IncidentView, evidence_url
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
 from frwatch_operator.verdictloop.job_report import (
     analyzing_status,
@@ -68,11 +74,6 @@ from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, rea
 
 logger = logging.getLogger(__name__)
 
-#: Condition reason (type Analyzed) of an Incident whose analyzer Job could not be created yet: the
-#: verdict loop creates it on a later pass.
-NOT_CREATED = "AnalyzerJobNotCreated"
-#: Condition reason and the Warning's "no verdict (...)" of an Incident given up on after API refusals.
-API_REFUSED = "ApiRefused"
 
 #: How soon to look at a running analyzer Job again (seconds).
 POLL_SECONDS = 5.0
@@ -125,7 +126,7 @@ def _job_ended(state: JobState, reason: str) -> str:
     """The metrics' word for an analyzer Job's end."""
     if state is JobState.SUCCEEDED:
         return "succeeded"
-    return "deadline" if reason in ("DeadlineExceeded", "AnalyzerOverdue") else "failed"
+    return "deadline" if reason in ("DeadlineExceeded", ConditionReason.ANALYZER_OVERDUE) else "failed"
 
 
 def start_analysis(
@@ -151,22 +152,22 @@ def start_analysis(
         return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
     except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
         not_created = Condition(
-            type=ConditionType.ANALYZED, status="Unknown", reason=NOT_CREATED,
+            type=ConditionType.ANALYZED, status="Unknown", reason=ConditionReason.ANALYZER_JOB_NOT_CREATED,
             message=one_line(f"analyzer Job {name} not created: {exc}", 1024), last_transition_time=rfc3339(now),
         )  # fmt: skip
         refused, give_up = _refusal_status(None, exc, config, now)
         if give_up:  # refused_give_up_seconds 0: no second try
             message = f"the API refused creating the analyzer Job: {_refusal_text(exc)}"
             spec = Notice(
-                "Warning", Reason.ANALYSIS_FAILED, f"no verdict ({API_REFUSED}): {message}"[:1024]
+                "Warning", Reason.ANALYSIS_FAILED, f"no verdict ({ConditionReason.API_REFUSED}): {message}"[:1024]
             )
             try:
-                kube.post_event(
+                kube.create_event(
                     event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now)
                 )
             except FatalError as post:
                 logger.warning("Incident %s: Warning Event not posted: %s", incident.key, post)
-            return Step(failed_status(API_REFUSED, message, now=now, conditions=()), done=True)
+            return Step(failed_status(ConditionReason.API_REFUSED, message, now=now, conditions=()), done=True)
         status = {
             "phase": IncidentPhase.ANALYZING.value,
             "analyzerJob": name,
@@ -203,7 +204,7 @@ def _create_analyzer_job(
         )
     where = name if ns == incident.namespace else f"{ns}/{name}"
     spec = Notice("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
-    kube.post_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
+    kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
     status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
     return Step(status, done=False, retry_after=POLL_SECONDS)
 
@@ -225,7 +226,7 @@ def advance_analysis(
     recorded and bounded instead (see the module's docstring).
     """
     now = now or datetime.now(UTC)
-    view = IncidentView.of(incident)
+    view = Incident.of(incident)
     if view.status.phase is not IncidentPhase.ANALYZING:
         return Step(done=view.status.phase in (IncidentPhase.REPORTED, IncidentPhase.FAILED))
     refusals = view.status.api_refusals
@@ -243,7 +244,7 @@ def advance_analysis(
 
 
 def _advance(
-    view: IncidentView,
+    view: Incident,
     config: Config,
     kube: KubeActions,
     store: S3Store,
@@ -251,14 +252,14 @@ def _advance(
     now: datetime,
 ) -> Step:
     """One pass of :func:`advance_analysis` (raises what the adapters raise)."""
-    if _collected_reason(view) == EVERY_RANK_EXITED and not view.status.analyzer_job:
+    if _collected_reason(view) == ConditionReason.EVERY_RANK_EXITED and not view.status.analyzer_job:
         verdict = exit_verdict(view.status.observed, view.status.counts.expected_ranks, view.namespace)
         if verdict is not None:  # nothing to align: the exits the cluster showed are the verdict
             return _report_exits(view, verdict, config, kube, store, settings, now)
         return _create_analyzer_job(  # status.observed cannot say it: the analyzer decides, as usual
             view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
         )
-    if _analyzed_reason(view) == NOT_CREATED:
+    if _analyzed_reason(view) == ConditionReason.ANALYZER_JOB_NOT_CREATED:
         return _create_analyzer_job(
             view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
         )
@@ -270,7 +271,7 @@ def _advance(
         {} if view.status.analyzer_job
         else {**analyzing_status(name, now=now, conditions=view.status.conditions), "analyzerNamespace": ns}
     )  # fmt: skip
-    job = kube.get_job(ns, name)
+    job = kube.get_batch_job(ns, name)
     note = ""
     ended = Observed()
     if job is None:
@@ -298,7 +299,7 @@ def _advance(
         verdict = read_verdict(store, url)
     except VerdictUnavailable as exc:
         message = str(exc) if not note else f"{note}, and {exc}"
-        reason = "AnalyzerJobGone" if job is None else exc.reason
+        reason = ConditionReason.ANALYZER_JOB_GONE if job is None else exc.reason
         return replace(_fail(view, training, kube, reason, message, now, first), observed=ended)
     step = _report(view, training, verdict, config, kube, store, settings, url, note, now)
     observed = replace(step.observed, analyzer_job=ended.analyzer_job)
@@ -309,7 +310,7 @@ def _advance(
 
 
 def _report_exits(
-    view: IncidentView,
+    view: Incident,
     verdict: Verdict,
     config: Config,
     kube: KubeActions,
@@ -331,7 +332,7 @@ def _report_exits(
 
 
 def _report(
-    view: IncidentView,
+    view: Incident,
     training: Obj | None,
     verdict: Verdict,
     config: Config,
@@ -354,9 +355,9 @@ def _report(
             "nodes that ran this attempt's pods (status.observed) and cordons nothing else", 1024))  # fmt: skip
         for about in (job_ref, view.identity.reference()):
             if about is not None:
-                kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+                kube.create_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
         evidence = Condition(
-            type=ConditionType.EVIDENCE_CONSISTENT, status="False", reason=Reason.EVIDENCE_INCONSISTENT.value, message=spec.message,
+            type=ConditionType.EVIDENCE_CONSISTENT, status="False", reason=ConditionReason.EVIDENCE_INCONSISTENT, message=spec.message,
             last_transition_time=rfc3339(now),
         )  # fmt: skip
         conditions = [Condition.model_validate(x) for x in with_condition(conditions, evidence)]
@@ -369,12 +370,12 @@ def _report(
             job_annotations(verdict, incident=view.name, report=report, observed=seen, attempt=view.spec.attempt),
         )
         for spec in said:
-            kube.post_event(event_object(spec, about=job_ref, incident_uid=view.uid, now=now))
+            kube.create_event(event_object(spec, about=job_ref, incident_uid=view.uid, now=now))
     else:
         gone = f"the {view.spec.job_ref.kind} was deleted while it was analysed: nothing annotated, no node touched"
         note = f"{note}; {gone}" if note else gone
     diagnosed = said[0]
-    kube.post_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
+    kube.create_event(event_object(diagnosed, about=view.identity.reference(), incident_uid=view.uid, now=now))
     remediated = None
     detected = parse_rfc3339(view.status.detected_at)
     observed = Observed(
@@ -406,7 +407,7 @@ def _report(
     return Step(status, done=True, observed=observed)
 
 
-def _manifest_changed(view: IncidentView, store: S3Store, url: str) -> list[str]:
+def _manifest_changed(view: Incident, store: S3Store, url: str) -> list[str]:
     """Whether the manifest under the verdict is still the one frwatch wrote (its ETag in the status)."""
     if not view.status.manifest_etag:
         return []
@@ -418,7 +419,7 @@ def _manifest_changed(view: IncidentView, store: S3Store, url: str) -> list[str]
 
 
 def _fail(
-    view: IncidentView,
+    view: Incident,
     training: Obj | None,
     kube: KubeActions,
     reason: str,
@@ -436,7 +437,7 @@ def _fail(
         targets.append(_job_involved(view, training))
     for about in targets:
         try:
-            kube.post_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
+            kube.create_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
         except FatalError as exc:
             if not best_effort:
                 raise
@@ -476,7 +477,7 @@ def _refusal_status(
     return {"apiRefusals": refusals.wire(), "message": one_line(message, 1024)}, now >= give_up
 
 
-def _refused(view: IncidentView, exc: FatalError, config: Config, kube: KubeActions, now: datetime) -> Step:
+def _refused(view: Incident, exc: FatalError, config: Config, kube: KubeActions, now: datetime) -> Step:
     """A refused pass: back off, or (past the give-up time) end the Incident Failed with one Warning."""
     prior = view.status.api_refusals
     patch, give_up = _refusal_status(prior, exc, config, now)
@@ -491,13 +492,13 @@ def _refused(view: IncidentView, exc: FatalError, config: Config, kube: KubeActi
         training = _training_job(view, kube)
     except FrwatchError:
         training = None
-    return _fail(view, training, kube, API_REFUSED, message, now, {"apiRefusals": None}, best_effort=True)
+    return _fail(view, training, kube, ConditionReason.API_REFUSED, message, now, {"apiRefusals": None}, best_effort=True)
 
 
 # --- small helpers -----------------------------------------------------------------------------------
 
 
-def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
+def _training_job(view: Incident, kube: KubeActions) -> Obj | None:
     """The incident's training job, or None when it is gone (or replaced by another of the same name)."""
     job = kube.get_training_job(view.namespace, view.spec.job_ref)
     if job is None or (job.get("metadata") or {}).get("uid") != view.spec.job_ref.uid:
@@ -505,14 +506,14 @@ def _training_job(view: IncidentView, kube: KubeActions) -> Obj | None:
     return job
 
 
-def _analyzed_reason(view: IncidentView) -> str:
+def _analyzed_reason(view: Incident) -> str:
     return next((x.reason for x in view.status.conditions if x.type == ConditionType.ANALYZED), "")
 
 
-def _collected_reason(view: IncidentView) -> str:
+def _collected_reason(view: Incident) -> str:
     return next((x.reason for x in view.status.conditions if x.type == ConditionType.COLLECTED), "")
 
 
-def _job_involved(view: IncidentView, training: Obj) -> dict[str, str]:
+def _job_involved(view: Incident, training: Obj) -> dict[str, str]:
     ref = view.spec.job_ref
     return involved(training, api_version=ref.api_version, kind=ref.kind)

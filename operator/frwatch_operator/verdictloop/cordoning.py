@@ -25,11 +25,11 @@ from datetime import datetime
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.config import RemediationSettings
 from frwatch_operator.errors import ConflictError, FatalError, NamespaceMissingError
+from frwatch_operator.incident import IncidentIdentity
 from frwatch_operator.notices import Notice, Reason
-from frwatch_operator.resources import Condition
+from frwatch_operator.resources import Condition, ConditionReason
 from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.events import event_object
-from frwatch_operator.verdictloop.incident import IncidentIdentity
 from frwatch_operator.verdictloop.job_report import one_line, remediated_condition
 from frwatch_operator.verdictloop.ports import KubeActions
 from frwatch_operator.verdictloop.remediation import (
@@ -116,7 +116,7 @@ def remediate(
     spec = Notice("Warning" if cordoned else "Normal", Reason.REMEDIATION, one_line(result.summary, 1024))
     for about in (job_object, incident_ref):
         if about is not None:
-            kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
+            kube.create_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
     return RemediationResult(
         result.plan, result.cordoned, result.failed, condition, result.nodes, result.breaker_tripped
     )
@@ -218,8 +218,8 @@ def _without_breaker(
     spec = Notice("Warning", reason, one_line(summary, 1024))
     for about in (job_object, incident.reference()):
         if about is not None:
-            kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
-    condition = remediated_condition(rules.mode.value, summary, cordoned=False, now=now, reason=reason.value)
+            kube.create_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
+    condition = remediated_condition(rules.mode.value, summary, cordoned=False, now=now, reason=ConditionReason.BREAKER_STATE_UNAVAILABLE)
     return RemediationResult(plan, condition=condition)
 
 
@@ -255,4 +255,4 @@ def _node_events(
                 "Normal", Reason.NODE_CORDON_SKIPPED,
                 f"frwatch did not cordon this node for incident {incident.key}: {d.reason}", d.node,
             )  # fmt: skip
-        kube.post_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
+        kube.create_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))

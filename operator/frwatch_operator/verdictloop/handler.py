@@ -16,13 +16,12 @@ from frwatch_operator.handlers import Deps
 from frwatch_operator.metrics import Metrics
 from frwatch_operator.verdictloop import breaker
 from frwatch_operator.verdictloop.analyzing import Observed
-from frwatch_operator.verdictloop.kube_actions import KubernetesActions
 
 logger = logging.getLogger(__name__)
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    kube = KubernetesActions(deps.kube.api)
+    kube = deps.kube
 
     @kopf.on.startup(id="frwatch-breaker-gauge", registry=registry)
     def breaker_gauge(**_: Any) -> None:

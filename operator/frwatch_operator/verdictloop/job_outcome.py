@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from frwatch_operator import constants as c
+from frwatch_operator.resources import ConditionReason
 from frwatch_operator.times import parse_rfc3339
 
 #: What the analyzer's exit codes mean (frwatch_analyzers.cli).
@@ -140,7 +141,7 @@ def job_outcome(
         if created is not None and now - created > overdue_after:
             return JobOutcome(
                 JobState.FAILED,
-                "AnalyzerOverdue",
+                ConditionReason.ANALYZER_OVERDUE,
                 f"analyzer Job {name} has not finished {int(overdue_after.total_seconds())} s after its "
                 f"creation ({_waiting(pods)}); is the Job controller running?",
             )

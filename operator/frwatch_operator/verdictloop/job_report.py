@@ -21,6 +21,7 @@ from frwatch_operator.notices import EventType, Notice, Reason
 from frwatch_operator.resources import (
     SUSPECTS_MAX,
     Condition,
+    ConditionReason,
     ConditionType,
     IncidentObserved,
     IncidentPhase,
@@ -251,7 +252,7 @@ def analyzing_status(job_name: str, *, now: datetime, conditions: Sequence[Condi
         "conditions": with_condition(
             conditions,
             Condition(
-                type=ConditionType.ANALYZED, status="Unknown", reason="AnalyzerRunning",
+                type=ConditionType.ANALYZED, status="Unknown", reason=ConditionReason.ANALYZER_RUNNING,
                 message=f"analyzer Job {job_name} created", last_transition_time=rfc3339(now),
             ),
         ),
@@ -288,7 +289,7 @@ def reported_status(
         "conditions": with_condition(
             conditions,
             Condition(
-                type=ConditionType.ANALYZED, status="True", reason=Reason.DIAGNOSED.value,
+                type=ConditionType.ANALYZED, status="True", reason=ConditionReason.DIAGNOSED,
                 message=one_line(message, 1024), last_transition_time=rfc3339(now),
             ),
         ),
@@ -321,8 +322,8 @@ def remediated_condition(
 ) -> Condition:
     """The Incident's ``Remediated`` condition: the cordon plan (done, dry-run or skipped) in words.
     ``reason``: instead of the one the mode and outcome give (e.g. ``BreakerStateUnavailable``)."""
-    reason = reason or {"off": "RemediationOff", "dry-run": "DryRun"}.get(
-        mode, "Cordoned" if cordoned else "NoCordon"
+    reason = reason or {"off": ConditionReason.REMEDIATION_OFF, "dry-run": ConditionReason.DRY_RUN}.get(
+        mode, ConditionReason.CORDONED if cordoned else ConditionReason.NO_CORDON
     )
     return Condition(
         type=ConditionType.REMEDIATED,

@@ -1,4 +1,5 @@
-"""What the verdict loop needs from Kubernetes: one small interface (the adapter is :mod:`.kube_actions`).
+"""What the verdict loop needs from Kubernetes: one small interface (the adapter is
+:class:`frwatch_operator.kube.Kube`, the operator's one Kubernetes adapter).
 
 Objects go in and come out as plain dicts in wire form (camelCase), as the API serves them. Every method
 raises frwatch's errors (``frwatch_operator.errors``): ``RetryableError`` (API unreachable, 5xx,
@@ -22,7 +23,7 @@ class KubeActions(Protocol):
         """Create the Job; when one of that name exists, return it (the caller checks its owner)."""
         ...
 
-    def get_job(self, namespace: str, name: str) -> Obj | None: ...
+    def get_batch_job(self, namespace: str, name: str) -> Obj | None: ...
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete the Job and (background propagation) its pods; absent is fine."""
@@ -40,7 +41,7 @@ class KubeActions(Protocol):
         ...
 
     # Events
-    def post_event(self, event: Mapping[str, Any]) -> None:
+    def create_event(self, event: Mapping[str, Any]) -> None:
         """Create the Event; one of the same name already there is fine (idempotent)."""
         ...
 

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from frwatch_analyzers.layout import VERDICT, RootUrl
 from frwatch_analyzers.verdict import SCHEMA_VERSION, Verdict
 from frwatch_operator.errors import FatalError, NotFoundError
+from frwatch_operator.resources import ConditionReason
 from frwatch_operator.s3store import S3Store
 
 #: A verdict larger than this is refused, whatever a HEAD said before the read (a 16k-rank verdict with
@@ -36,13 +37,13 @@ def parse_verdict(data: bytes, url: str) -> Verdict:
         where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
         what = errors[0]["msg"] if errors else str(exc)
         raise VerdictUnavailable(
-            "VerdictMalformed",
+            ConditionReason.VERDICT_MALFORMED,
             f"{url} is not a valid verdict: {where or '(document)'}: {what} ({exc.error_count()} problem(s)); "
             "re-run the analyzer Job, or check that its image matches the operator's version",
         ) from exc
     if verdict.schema_version.split("/")[:3] != SCHEMA_VERSION.split("/")[:3]:
         raise VerdictUnavailable(
-            "VerdictMalformed",
+            ConditionReason.VERDICT_MALFORMED,
             f"{url}: schema_version {verdict.schema_version!r}, this operator reads {SCHEMA_VERSION!r}; "
             "use an analyzer image of the operator's version",
         )
@@ -56,20 +57,20 @@ def read_verdict(store: S3Store, evidence_url: str) -> Verdict:
     size = store.size(key, bucket=bucket)
     if size is None:
         raise VerdictUnavailable(
-            "VerdictMissing",
+            ConditionReason.VERDICT_MISSING,
             f"{url} does not exist: the analyzer ended without writing its verdict (see the analyzer "
             "Job's termination message and logs)",
         )
     if size > MAX_VERDICT_BYTES:
         raise VerdictUnavailable(
-            "VerdictTooLarge", f"{url} is {size} bytes, more than the {MAX_VERDICT_BYTES} this operator reads"
+            ConditionReason.VERDICT_TOO_LARGE, f"{url} is {size} bytes, more than the {MAX_VERDICT_BYTES} this operator reads"
         )
     try:
         data = store.get_bounded(key, MAX_VERDICT_BYTES, bucket=bucket)
     except NotFoundError as exc:
-        raise VerdictUnavailable("VerdictMissing", f"{url} vanished while being read: {exc}") from exc
+        raise VerdictUnavailable(ConditionReason.VERDICT_MISSING, f"{url} vanished while being read: {exc}") from exc
     if data is None:  # replaced by a larger object since the HEAD
         raise VerdictUnavailable(
-            "VerdictTooLarge", f"{url} grew past the {MAX_VERDICT_BYTES} bytes this operator reads while it was read"
+            ConditionReason.VERDICT_TOO_LARGE, f"{url} grew past the {MAX_VERDICT_BYTES} bytes this operator reads while it was read"
         )
     return parse_verdict(data, url)

@@ -6,7 +6,7 @@ Exit codes (also in ``--help`` and the README):
 - 1: with ``--fail-on``, the verdict is at or above the threshold (``problem``: a problem;
   ``inconclusive``: a problem or an inconclusive verdict, no dump included);
 - 2: no verdict could be made (the location is unusable, or the arguments are wrong); the reason is on stderr;
-- 3: a verdict was made but could not be written (``--out``, ``--report-out``, ``--termination-log``).
+- 3: a verdict was made but could not be written (``--out``, ``--report-out``, ``--html``, ``--termination-log``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _EPILOG = """exit codes:
   0  a verdict was made (below the --fail-on threshold, when one is given)
   1  the verdict is at or above the --fail-on threshold
   2  no verdict: the location cannot be read, or the arguments are wrong (the reason is on stderr)
-  3  a verdict was made but --out, --report-out or --termination-log could not be written
+  3  a verdict was made but --out, --report-out, --html or --termination-log could not be written
 
 limits: every file is decoded in a worker process that may map --worker-memory-mb more memory and take
 --file-seconds (plus %(per_mb)s s per MB of the file); a file over a limit, or one that crashes its
@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text", help="what to print (default: text)")
     p.add_argument("--out", help="also write the verdict JSON to FILE or s3://bucket/key")
     p.add_argument("--report-out", help="also write the text report to FILE or s3://bucket/key")
+    p.add_argument(
+        "--html", help="also write the HTML report (one self-contained page) to FILE or s3://bucket/key"
+    )
+    p.add_argument(
+        "--source",
+        help="the training code's folder: the HTML report shows the code where the ranks' paths part (never run)",
+    )
     p.add_argument(
         "--fail-on",
         choices=tuple(FAIL_ON),
@@ -125,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.schema:
         print(json.dumps(Verdict.model_json_schema(), indent=2))
         return EXIT_OK
+    if args.source and not Path(args.source).is_dir():
+        print(f"frwatch analyze: --source {printable(args.source)} is not a folder", file=sys.stderr)
+        return EXIT_NO_VERDICT
     if not args.path:
         print("frwatch analyze: a PATH is needed (a folder, a file or s3://bucket/prefix)", file=sys.stderr)
         return EXIT_NO_VERDICT
@@ -153,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             _write(args.out, as_json.encode(), s3)
         if args.report_out:
             _write(args.report_out, text.encode(), s3)
+        if args.html:
+            _write(args.html, _html(verdict, args.source), s3, "text/html; charset=utf-8")
         if args.termination_log:
             Path(args.termination_log).write_text(
                 printable(f"{verdict.status.value}/{verdict.category.value}: {verdict.headline}")[:3500]
@@ -168,13 +180,20 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-def _write(target: str, data: bytes, s3: S3Config) -> None:
+def _html(verdict: Verdict, source: str | None) -> bytes:
+    from .htmlreport import render_html  # Jinja2 is imported only when a page is asked for
+
+    return render_html(verdict, Path(source) if source else None).encode()
+
+
+def _write(target: str, data: bytes, s3: S3Config, content_type: str = "") -> None:
     if target.startswith("s3://"):
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             bucket, key = split_s3_url(target)
-            s3_client(s3).put_object(Bucket=bucket, Key=key, Body=data)
+            extra = {"ContentType": content_type} if content_type else {}
+            s3_client(s3).put_object(Bucket=bucket, Key=key, Body=data, **extra)
         except (ValueError, BotoCoreError, ClientError) as exc:
             raise SourceError(f"{target}: {exc}") from exc
         return

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .align import Disagreement, GroupInfo, compare_group, infer_groups
 from .evidence import evidence, nodes_of, rank_groups, root_sites
+from .lanes import places, timelines
 from .manifest import Manifest
 from .nextsteps import next_steps
 from .p2p import compare_p2p
@@ -73,6 +74,8 @@ def diagnose(world: World) -> Verdict:
     }
     notes = [n for n in (world_note, _version_note(traces), _benign_note(groups), *world.notes) if n]
     late_note = _straggler_note(late)
+    drawn, undrawn = timelines(world, groups, top)
+    culprit_ranks = top.culprits if top is not None else []
     common = {
         "world_size": len(expected) or None,
         "ranks_seen": sorted(traces),
@@ -81,6 +84,9 @@ def diagnose(world: World) -> Verdict:
         "stats": stats,
         "stragglers": late,
         "dump_files": world.files,
+        "timelines": drawn,
+        "timelines_omitted": undrawn,
+        "places": places(world, culprit_ranks, missing, [s.rank for s in late]),
     }
     if top is None:
         return Verdict(

@@ -5,7 +5,7 @@ come here; the records themselves are :mod:`~frwatch_analyzers.pod_record`,
 
 ``<prefix>/<namespace>/<job>/<job-uid>/<attempt>/ranks/<global-rank>.<pickle|json>``,
 ``.../ranks-later/<rank>.<unix-ms>.<fmt>`` (a later, different dump of a rank: nothing is overwritten),
-``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``; evidence beyond
+``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``, ``.../report.html``; evidence beyond
 Flight Recorder: ``.../logs/<pod>/<container>.txt`` (the tail of a container's log, UTF-8 text),
 ``.../logs/<pod>/<container>.previous.txt`` (the previous instance of a restarted container),
 ``.../logs/<pod>/<container>.termination.txt`` (its termination message), ``.../nccl/<rank>.txt`` (a rank's
@@ -33,6 +33,8 @@ NODES_DIR = "nodes"
 MANIFEST = "manifest.json"
 VERDICT = "verdict.json"
 REPORT = "report.txt"
+#: The HTML report, beside report.txt (``frwatch analyze --html``).
+REPORT_HTML = "report.html"
 #: The formats a dump is stored in (its key's suffix).
 DUMP_FORMATS = ("pickle", "json")
 _POD_SUFFIX = ".json"
@@ -126,6 +128,10 @@ class AttemptKey:
     def report(self) -> str:
         return f"{self.root}/{REPORT}"
 
+    @property
+    def report_html(self) -> str:
+        return f"{self.root}/{REPORT_HTML}"
+
     def at(self, bucket: str) -> RootUrl:
         """The attempt's root in ``bucket`` (what an Incident's ``spec.storageUrl`` holds)."""
         return RootUrl(bucket, self.root)
@@ -177,6 +183,10 @@ class RootUrl:
     @property
     def report_url(self) -> str:
         return self.url(REPORT)
+
+    @property
+    def report_html_url(self) -> str:
+        return self.url(REPORT_HTML)
 
     def attempt(self) -> AttemptKey:
         """The attempt this root is of; ValueError when the root is not an attempt's."""

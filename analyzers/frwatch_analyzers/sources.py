@@ -22,6 +22,7 @@ from .layout import (
     PODS_DIR,
     RANKS_DIR,
     REPORT,
+    REPORT_HTML,
     VERDICT,
     rank_digits,
     rank_from_name,
@@ -32,7 +33,7 @@ from .limits import MAX_FILES, MAX_WORLD_SIZE
 from .safe_text import printable
 from .verdict import FileProblem
 
-_SKIP_NAMES = {MANIFEST, VERDICT, REPORT}
+_SKIP_NAMES = {MANIFEST, VERDICT, REPORT, REPORT_HTML}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".txt", ".md", ".log")
 _LAYOUT_DIRS = {RANKS_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR}  # evidence: frwatch_analyzers.evidence_read
 

@@ -191,6 +191,48 @@ class Finding(BaseModel):
     silent: bool = Field(default=False, description="did not hang: wrong results instead (silent corruption)")
 
 
+class TimelineCell(BaseModel):
+    """What a lane of ranks recorded at one sequence number of a group (op None: never enqueued it)."""
+
+    seq: int
+    op: str | None = None
+    state: str = ""
+    detail: str = Field(default="", description="input sizes and dtypes, short")
+    site: str = Field(default="", description="the innermost user frame: 'fn at file.py:42'")
+
+
+class TimelineLane(BaseModel):
+    """Ranks of one group that recorded the same thing at every sequence number drawn."""
+
+    ranks: list[int]
+    cells: list[TimelineCell]
+    culprit: bool = False
+    no_dump: bool = False
+    nodes: list[str] = Field(default_factory=list, description="where these ranks ran (at most 16 named)")
+    nodes_total: int = 0
+
+
+class GroupTimeline(BaseModel):
+    """The last collectives of one process group, one lane per behaviour (for the HTML report)."""
+
+    process_group: str = Field(description="the group's key")
+    label: str
+    members: int
+    seqs: list[int]
+    branch_seq: int | None = Field(default=None, description="the earliest branch, when it is in this group")
+    lanes: list[TimelineLane]
+    lanes_omitted: int = 0
+
+
+class Place(BaseModel):
+    """Where a run of ranks a person looks for ran (from the manifest; empty when unknown)."""
+
+    role: str = Field(description="culprit | no dump | straggler")
+    ranks: list[int]
+    pod: str = ""
+    node: str = ""
+
+
 class FileProblem(BaseModel):
     """An input file that could not be used, and why. The analysis goes on without it."""
 
@@ -315,6 +357,14 @@ class Verdict(BaseModel):
         default_factory=list, description="every file of the ranks that left more than one, and its use"
     )
     stats: dict[str, float] = Field(default_factory=dict, description="files, entries, seconds")
+    timelines: list[GroupTimeline] = Field(
+        default_factory=list, description="per process group, the last collectives of each lane of ranks"
+    )
+    timelines_omitted: int = Field(default=0, description="process groups left without a timeline")
+    places: list[Place] = Field(
+        default_factory=list,
+        description="pods and nodes of the culprits, the ranks without a dump, stragglers",
+    )
     causes: list[Cause] = Field(
         default_factory=list,
         description="evidence beyond Flight Recorder (logs, container ends, nodes): why ranks stopped, first first",

@@ -23,6 +23,7 @@ ANN_CATEGORY: Final = PREFIX + "category"  #: a Category value of the analyzer
 ANN_SUSPECT_RANKS: Final = PREFIX + "suspect-ranks"  #: comma-separated global ranks
 ANN_SUSPECT_NODES: Final = PREFIX + "suspect-nodes"  #: comma-separated node names
 ANN_REPORT: Final = PREFIX + "report"  #: s3:// URL of report.txt
+ANN_REPORT_HTML: Final = PREFIX + "report-html"  #: s3:// URL of report.html (the HTML report)
 ANN_INCIDENT: Final = PREFIX + "incident"  #: name of the Incident
 #: The attempt the verdict annotations are about (the Incident's spec.attempt); frwatch.io/attempt is then
 #: already the next one, the attempt of the pods created since the failure.

@@ -417,6 +417,7 @@ class IncidentStatus(_Wire):
         "64 characters; empty: nobody named.",
     )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
+    report_html_url: str = Field(default="", description="s3:// URL of report.html (the HTML report).")
     verdict: IncidentVerdict | None = Field(
         default=None, description="The verdict in words (headline, short, kind, culprits, where they ran, next steps)."
     )

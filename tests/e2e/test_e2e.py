@@ -28,7 +28,9 @@ def test_skipped_collective_gives_a_software_verdict_and_no_cordon(target: Targe
     assert f"rank 1 ran on node {node}" in said and "no node is suspect" in said
     assert len(ann[c.ANN_VERDICT]) <= 120  # whole in kubectl describe
     assert ann[c.ANN_REPORT].startswith("s3://")
+    assert ann[c.ANN_REPORT_HTML] == ann[c.ANN_REPORT].removesuffix("report.txt") + "report.html"
     incident = target.reported_incident(name)
+    assert incident["status"]["reportHtmlUrl"] == ann[c.ANN_REPORT_HTML]
     assert ann[c.ANN_INCIDENT] == incident["metadata"]["name"]
     verdict = incident["status"]["verdict"]  # the verdict in words outlives the Events
     assert verdict["short"] == ann[c.ANN_VERDICT] and verdict["kind"] in SOFTWARE_KINDS, verdict

@@ -1,7 +1,7 @@
 """Least privilege for the evidence, on a real store: the path-scoped identities docs/install.md shows
 (SeaweedFS here; AWS says the same with IAM/bucket policies). A namespace's agent keys write only its own
-ranks/, ranks-later/ and pods/; the analyzer's keys read everything and write only verdict.json and
-report.txt; neither can write a manifest."""
+ranks/, ranks-later/ and pods/; the analyzer's keys read everything and write only verdict.json,
+report.txt and report.html; neither can write a manifest."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ TEAM_A = {"name": "team-a", "credentials": [{"accessKey": "team-a-key", "secretK
           "actions": ["Write:frwatch/frwatch/team-a/*/ranks/*", "Write:frwatch/frwatch/team-a/*/ranks-later/*",
                       "Write:frwatch/frwatch/team-a/*/pods/*"]}  # fmt: skip
 ANALYZER = {"name": "frwatch-analyzer", "credentials": [{"accessKey": "analyzer-key", "secretKey": "analyzer-secret"}],
-            "actions": ["Read:frwatch", "List:frwatch", "Write:frwatch/*/verdict.json", "Write:frwatch/*/report.txt"]}  # fmt: skip
+            "actions": ["Read:frwatch", "List:frwatch", "Write:frwatch/*/verdict.json", "Write:frwatch/*/report.txt",
+                        "Write:frwatch/*/report.html"]}  # fmt: skip
 ROOT_A = "frwatch/team-a/llama/0b4c-uid/0"
 ROOT_B = "frwatch/team-b/other/9f1e-uid/0"
 
@@ -48,16 +49,18 @@ def test_agent_and_analyzer_keys_write_only_what_they_must(tmp_path: Path) -> No
         assert may_write(agent, f"{ROOT_A}/ranks/0.pickle")
         assert may_write(agent, f"{ROOT_A}/ranks-later/0.1700000000000.pickle")
         assert may_write(agent, f"{ROOT_A}/pods/llama-worker-0.json")
-        for forbidden in ("manifest.json", "verdict.json", "report.txt"):
+        for forbidden in ("manifest.json", "verdict.json", "report.txt", "report.html"):
             assert not may_write(agent, f"{ROOT_A}/{forbidden}"), forbidden
         assert not may_write(agent, f"{ROOT_B}/ranks/0.pickle")  # another namespace
         assert not may_write(agent, f"{ROOT_A}/ranks/../manifest.json")
 
         assert may_write(analyzer, f"{ROOT_A}/verdict.json") and may_write(analyzer, f"{ROOT_A}/report.txt")
+        assert may_write(analyzer, f"{ROOT_A}/report.html")
+        assert not may_write(analyzer, f"{ROOT_A}/report.html.pickle")  # the pattern names the page, no more
         for forbidden in ("manifest.json", "ranks/1.pickle", "pods/x.json"):
             assert not may_write(analyzer, f"{ROOT_A}/{forbidden}"), forbidden
         assert analyzer.get_object(Bucket="frwatch", Key=f"{ROOT_A}/ranks/0.pickle")["Body"].read() == b"x"
-        assert len(analyzer.list_objects_v2(Bucket="frwatch", Prefix=f"{ROOT_A}/")["Contents"]) == 5
+        assert len(analyzer.list_objects_v2(Bucket="frwatch", Prefix=f"{ROOT_A}/")["Contents"]) == 6
         with pytest.raises(agent.exceptions.ClientError):
             agent.get_object(Bucket="frwatch", Key=f"{ROOT_A}/verdict.json")  # agents read nothing
     finally:

@@ -95,7 +95,7 @@ def test_real_dumps_to_verdict_on_the_job(
     (container,) = pod["containers"]
     assert container["command"] == [
         "frwatch", "analyze", url, "--format", "json", "--out", f"{url}/verdict.json",
-        "--report-out", f"{url}/report.txt", "--termination-log", "/dev/termination-log", "--jobs", "1",
+        "--report-out", f"{url}/report.txt", "--html", f"{url}/report.html", "--termination-log", "/dev/termination-log", "--jobs", "1",
         "--deadline-seconds", str(analysis_budget_seconds(analyzer["spec"]["activeDeadlineSeconds"])),
     ]  # fmt: skip
 
@@ -110,6 +110,8 @@ def test_real_dumps_to_verdict_on_the_job(
     assert not stored.hardware_class
     report = store.get(key.report).decode()
     assert "rank" in report and "1" in report
+    page = store.get(key.report_html).decode()  # the HTML report beside it: culprit, its pod and node
+    assert 'class="side culprit"' in page and "node-1" in page and "<script" not in page
     assert run.termination_message.startswith(f"{stored.status.value}/{stored.category.value}: ")
     assert json.loads(run.stdout)["headline"] == stored.headline
 
@@ -124,6 +126,7 @@ def test_real_dumps_to_verdict_on_the_job(
     assert written["suspects"] == "rank 1 ran on node node-1"
     assert written["verdict"]["ranOn"] == "rank 1 ran on node node-1" and written["verdict"]["nextSteps"]
     assert written["reportUrl"] == f"{url}/report.txt"
+    assert written["reportHtmlUrl"] == f"{url}/report.html"
     remediated = next(x for x in written["conditions"] if x["type"] == "Remediated")
     assert remediated["status"] == "False" and "not hardware-class" in remediated["message"]
     assert {x["type"] for x in written["conditions"]} >= {
@@ -140,6 +143,7 @@ def test_real_dumps_to_verdict_on_the_job(
     assert annotations[c.ANN_CATEGORY] == stored.category.value
     assert annotations[c.ANN_SUSPECT_RANKS] == "1" and c.ANN_SUSPECT_NODES not in annotations
     assert annotations[c.ANN_REPORT] == f"{url}/report.txt"
+    assert annotations[c.ANN_REPORT_HTML] == f"{url}/report.html"
     assert annotations[c.ANN_INCIDENT] == incident["metadata"]["name"]
     # the verdict says which attempt it is about; frwatch.io/attempt is the next one (pods created since)
     assert annotations[c.ANN_INCIDENT_ATTEMPT] == incident["spec"]["attempt"]

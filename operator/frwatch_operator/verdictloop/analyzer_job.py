@@ -104,13 +104,15 @@ def analyzer_labels(incident: IncidentIdentity) -> dict[str, str]:
 
 
 def analyzer_command(evidence_url: str) -> list[str]:
-    """The container's command: analyze the attempt's evidence, write verdict.json and report.txt beside it."""
+    """The container's command: analyze the attempt's evidence, write verdict.json, report.txt and report.html
+    beside it."""
     root = RootUrl.parse(evidence_url)
     return [
         "frwatch", "analyze", str(root),
         "--format", "json",
         "--out", root.verdict_url,
         "--report-out", root.report_url,
+        "--html", root.report_html_url,
         "--termination-log", c.ANALYZER_TERMINATION_LOG,
     ]  # fmt: skip
 

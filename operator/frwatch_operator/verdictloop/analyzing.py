@@ -35,7 +35,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from frwatch_analyzers.layout import MANIFEST, REPORT, VERDICT, RootUrl
+from frwatch_analyzers.htmlreport import render_html
+from frwatch_analyzers.layout import MANIFEST, REPORT, REPORT_HTML, VERDICT, RootUrl
 from frwatch_analyzers.report import render
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
@@ -324,6 +325,7 @@ def _report_exits(
     for name, data, kind in (
         (VERDICT, verdict.model_dump_json(indent=1).encode(), "application/json"),
         (REPORT, render(verdict).encode(), "text/plain; charset=utf-8"),
+        (REPORT_HTML, render_html(verdict).encode(), "text/html; charset=utf-8"),
     ):
         root = RootUrl.parse(url)
         store.put(root.key(name), data, bucket=root.bucket, content_type=kind)

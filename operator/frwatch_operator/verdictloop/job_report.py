@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from frwatch_analyzers.layout import REPORT, REPORT_HTML
 from frwatch_analyzers.verdict import Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.notices import EventType, Notice, Reason
@@ -111,6 +112,12 @@ def verdict_line(verdict: Verdict) -> str:
     return words(verdict).short
 
 
+def report_html_url(report: str) -> str:
+    """The HTML report beside report.txt (the analyzer Job writes both); '' when ``report`` names no report.txt."""
+    head, sep, tail = report.rpartition("/")
+    return f"{head}/{REPORT_HTML}" if sep and tail == REPORT else ""
+
+
 def job_annotations(
     verdict: Verdict, *, incident: str, report: str, observed: IncidentObserved | None = None, attempt: str = ""
 ) -> dict[str, str | None]:
@@ -124,6 +131,7 @@ def job_annotations(
         c.ANN_SUSPECT_RANKS: comma_list(verdict.culprit_ranks) or None,
         c.ANN_SUSPECT_NODES: (comma_list(verdict.suspect_nodes) or None) if verdict.hardware_class else None,
         c.ANN_REPORT: report,
+        c.ANN_REPORT_HTML: report_html_url(report) or None,
         c.ANN_INCIDENT: incident,
         c.ANN_INCIDENT_ATTEMPT: attempt or None,
     }
@@ -284,6 +292,7 @@ def reported_status(
         "suspectNodes": list(verdict.suspect_nodes[:STATUS_LIST_MAX]) if verdict.hardware_class else [],
         "suspects": culprits_line(verdict, observed),
         "reportUrl": report,
+        "reportHtmlUrl": report_html_url(report),
         "verdict": verdict_summary(verdict, report=report, observed=observed, namespace=namespace).wire(),
         "message": one_line(message, 1024),
         "conditions": with_condition(

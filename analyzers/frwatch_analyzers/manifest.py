@@ -9,7 +9,7 @@ holds its ranks and world size to sane bounds (:mod:`frwatch_analyzers.consisten
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -36,6 +36,21 @@ class ContainerEnd(BaseModel):
     restart_count: int = 0
 
 
+class ContainerLog(BaseModel):
+    """A training container's log evidence (``logs/<pod>/<container>[.previous|.termination].txt``, the
+    operator read it from the API), or why there is none (``unavailable``: the pod was deleted first,
+    pods/log was forbidden, ...)."""
+
+    model_config = _STRICT
+
+    container: Text
+    variant: Literal["tail", "previous", "termination"] = "tail"
+    key: Text = Field(default="", description="object key of the stored log, when stored")
+    bytes: int = 0
+    cut: bool = Field(default=False, description="only its tail was kept (evidence.log_max_bytes)")
+    unavailable: Text = Field(default="", description="why there is no log; empty when stored")
+
+
 class PodRecord(BaseModel):
     """One pod of the job attempt."""
 
@@ -47,6 +62,7 @@ class PodRecord(BaseModel):
     phase: Text = ""
     deleted: bool = False
     ended: list[ContainerEnd] = Field(default_factory=list)
+    logs: list[ContainerLog] = Field(default_factory=list, description="its containers' log evidence")
 
 
 class RankRecord(BaseModel):

@@ -24,7 +24,7 @@ from datetime import datetime
 
 from frwatch_analyzers.layout import AttemptKey, parse_key
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
+from frwatch_analyzers.manifest import ContainerEnd, ContainerLog, Manifest, PodRecord, RankRecord
 from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator.detection import FailureKind, PodFacts
 from frwatch_operator.resources import ConditionReason
@@ -43,15 +43,18 @@ class StoreListing:
     manifest_key: str | None  #: the manifest, when already written
     #: dumps whose rank is past MAX_WORLD_SIZE (their keys): never a rank of any job
     absurd_ranks: tuple[str, ...] = ()
+    #: (pod, container, variant, key) of each container log in the store (``logs/``)
+    log_keys: tuple[tuple[str, str, str, str], ...] = ()
 
 
 def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
-    """Sort the keys under ``key.root`` into dumps, pod records and the manifest (``ranks-later/`` and
-    anything else are not collection's business)."""
+    """Sort the keys under ``key.root`` into dumps, pod records, container logs and the manifest
+    (``ranks-later/`` and anything else are not collection's business)."""
     ranks: dict[int, str] = {}
     pods: dict[str, str] = {}
     manifest: str | None = None
     absurd: list[str] = []
+    logs: list[tuple[str, str, str, str]] = []
     for k in keys:
         parsed = parse_key(key.root, k)
         if parsed is None:
@@ -64,7 +67,11 @@ def read_listing(key: AttemptKey, keys: Iterable[str]) -> StoreListing:
             absurd.append(k)
         elif parsed.kind == "pod":
             pods[parsed.name] = k
-    return StoreListing(dict(sorted(ranks.items())), dict(sorted(pods.items())), manifest, tuple(absurd))
+        elif parsed.kind == "log" and parsed.variant is not None:
+            logs.append((parsed.name, parsed.container, parsed.variant, k))
+    return StoreListing(
+        dict(sorted(ranks.items())), dict(sorted(pods.items())), manifest, tuple(absurd), tuple(logs)
+    )
 
 
 def check_records(
@@ -197,9 +204,14 @@ def why_missing(rank: int, pod: PodFacts | None, record: StoredPodRecord | None,
     return "; ".join(parts)
 
 
-def merged_pods(pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]) -> list[PodRecord]:
+def merged_pods(
+    pods: Iterable[PodFacts],
+    records: Mapping[str, StoredPodRecord],
+    logs: Mapping[str, list[ContainerLog]] | None = None,
+) -> list[PodRecord]:
     """The manifest's pod list: the pods the operator saw (node and exits from the API), with the ranks
-    their agents recorded when there is a record (``records`` already checked: :func:`check_records`)."""
+    their agents recorded when there is a record (``records`` already checked: :func:`check_records`), and
+    their containers' log evidence (``logs``: pod -> ``container_logs.notes``)."""
     out: list[PodRecord] = []
     for facts in sorted(pods, key=lambda p: p.name):
         record = records.get(facts.name)
@@ -211,6 +223,7 @@ def merged_pods(pods: Iterable[PodFacts], records: Mapping[str, StoredPodRecord]
                 phase=facts.phase,
                 deleted=facts.deleted,
                 ended=list(facts.ended),
+                logs=list((logs or {}).get(facts.name, [])),
             )
         )
     return out
@@ -227,6 +240,7 @@ def build_manifest(
     started: str,
     ended: str,
     deadline_reached: bool,
+    logs: Mapping[str, list[ContainerLog]] | None = None,
 ) -> Manifest:
     """The manifest of the attempt: every rank -> pod -> node, who dumped, and why the others did not.
     ``asked``: pod -> what became of asking its agent (goes into why_missing). ``pods`` are the pods the
@@ -236,7 +250,7 @@ def build_manifest(
     owners = rank_owners(pod_list, records)
     all_ranks = set(range(min(world_size, MAX_WORLD_SIZE))) if world_size is not None else set(owners)
     all_ranks |= set(listing.rank_keys)
-    manifest_pods = merged_pods(pod_list, records)
+    manifest_pods = merged_pods(pod_list, records, logs)
     node_of = {p.pod: p.node for p in manifest_pods}
     ranks: list[RankRecord] = []
     for rank in sorted(all_ranks):

@@ -185,6 +185,46 @@ class FlightRecorderSettings(_Section):
         return f"{self.dump_dir.rstrip('/')}/{self.file_prefix}"
 
 
+class EvidenceSettings(_Section):
+    """Evidence beyond Flight Recorder: container logs and node records (the operator), the NCCL debug file
+    (the webhook sets it, the agent uploads it). Stored as the API or the file gave them: the analyzer masks
+    secrets before anything reaches an annotation, an Event or the report; the store holds the raw text."""
+
+    log_tail_lines: int = Field(
+        default=2000, ge=1, le=100000,
+        description="Lines asked of each training container's log (pods/log tailLines), at collection time.",
+    )
+    log_max_bytes: int = Field(
+        default=256 * 1024, ge=1024, le=16 * 1024 * 1024,
+        description="Bytes kept of each container log (its tail; the previous instance's and the termination "
+        "message's too): a log of many MB is cut to its last log_max_bytes. The API is asked for at most "
+        "4x this (limitBytes) per request.",
+    )
+    log_readers: int = Field(
+        default=8, ge=1, le=64,
+        description="Container logs read at once (threads): when collection ends every running container's "
+        "log is read, and pods/log goes through each node's kubelet.",
+    )
+    nccl_debug: bool = Field(
+        default=True,
+        description="The webhook sets NCCL_DEBUG=WARN and NCCL_DEBUG_FILE into the dump folder in training "
+        "containers, never over a value the user set; the agent uploads the file as nccl/<rank>.txt.",
+    )
+    nccl_max_bytes: int = Field(
+        default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+        description="Bytes the agent keeps of an NCCL debug file (its tail).",
+    )
+    max_nodes: int = Field(
+        default=64, ge=0, le=4096,
+        description="Node records (conditions and recent Events naming the node: nodes/<node>.json) written "
+        "per Incident, the nodes of failed pods and of ranks without a dump first (RBAC: get nodes, list "
+        "events). 0: none.",
+    )
+    node_events_max: int = Field(
+        default=256, ge=1, le=256, description="Events read per node (the most recent are kept)."
+    )
+
+
 class CollectionSettings(_Section):
     """How long the operator waits for dumps after a failure."""
 
@@ -509,6 +549,7 @@ class Config(BaseModel):
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
     fr: FlightRecorderSettings = Field(default_factory=FlightRecorderSettings)
     collection: CollectionSettings = Field(default_factory=CollectionSettings)
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     operator: OperatorSettings = Field(default_factory=OperatorSettings)
     analyzer: AnalyzerSettings = Field(default_factory=AnalyzerSettings)
     remediation: RemediationSettings = Field(default_factory=RemediationSettings)

@@ -115,6 +115,13 @@ ENV_NCCL_PIPE_FILE: Final = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
 ENV_NCCL_ASYNC_ERROR_HANDLING: Final = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 ENV_FR_CPP_STACK: Final = "TORCH_FR_CPP_STACK"
 ENV_FR_CPP_STACK_OLD: Final = "TORCH_NCCL_TRACE_CPP_STACK"
+#: NCCL's own logging (NCCL docs, "Logging"): the level, and the file it writes to (``%h``: host, ``%p``: pid).
+ENV_NCCL_DEBUG: Final = "NCCL_DEBUG"
+ENV_NCCL_DEBUG_FILE: Final = "NCCL_DEBUG_FILE"
+#: The NCCL debug file's name in the dump folder: ``nccl.<rank>.<host>.<pid>.txt`` when the webhook knows the
+#: pod's one rank, else ``nccl.<host>.<pid>.txt`` (the agent then takes the rank of the pod's dumps).
+NCCL_FILE_PREFIX: Final = "nccl."
+NCCL_FILE_SUFFIX: Final = ".txt"
 
 # --- what the webhook gives the agent and the ranks -------------------------------------------------------
 # These names are the config loader's (config.env_name(section, field)); a test keeps them in step.

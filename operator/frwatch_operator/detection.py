@@ -67,6 +67,21 @@ def _signal_note(exit_code: int | None) -> str:
     return ""
 
 
+#: Characters kept of a termination message (the kubelet caps it at 4096 bytes).
+TERMINATION_MESSAGE_MAX = 4096
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """A training container's current instance as the pod's status shows it (what its log evidence is)."""
+
+    name: str
+    restart_count: int = 0
+    state: str = ""  #: ``running``, ``waiting``, ``terminated`` or "" (no status yet)
+    message: str = ""  #: the current instance's termination message
+    last_message: str = ""  #: the previous instance's termination message (``lastState.terminated``)
+
+
 @dataclass(frozen=True)
 class PodFacts:
     """What the operator knows of one pod of a job attempt (also what the manifest records)."""
@@ -97,6 +112,8 @@ class PodFacts:
     finished_at: tuple[tuple[str, str], ...] = ()
     #: ``metadata.creationTimestamp`` as the API wrote it.
     created: str = ""
+    #: Each training container's current instance (for its log: ``frwatch_operator.container_logs``).
+    runs: tuple[ContainerRun, ...] = ()
 
     @property
     def settled(self) -> bool:
@@ -190,6 +207,7 @@ def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: boo
     failure: FailureSignal | None = None
     agent_ended = False
     finished: list[tuple[str, str]] = []
+    runs: list[ContainerRun] = []
     for cs in _list(status.get("initContainerStatuses")):
         if "running" in _map(cs.get("state")):
             running.add(str(cs.get("name") or ""))
@@ -211,6 +229,7 @@ def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: boo
         if finished_at:
             finished.append((cname, str(finished_at)[:40]))
         restarts = _int(cs.get("restartCount")) or 0
+        runs.append(_run_of(cname, restarts, cs))
         end = _end_of(cs)
         if end is None:
             continue
@@ -257,7 +276,16 @@ def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: boo
         training_ended=_all_ended(spec, mains),
         finished_at=tuple(finished),
         created=str(meta.get("creationTimestamp") or "")[:40],
+        runs=tuple(runs),
     )
+
+
+def _run_of(name: str, restarts: int, cs: Mapping[str, Any]) -> ContainerRun:
+    state = _map(cs.get("state"))
+    now = next((k for k in ("terminated", "running", "waiting") if k in state), "")
+    message = str(_map(state.get("terminated")).get("message") or "")
+    last = str(_map(_map(cs.get("lastState")).get("terminated")).get("message") or "")
+    return ContainerRun(name, restarts, now, message[:TERMINATION_MESSAGE_MAX], last[:TERMINATION_MESSAGE_MAX])
 
 
 def detect(pod: Mapping[str, Any]) -> FailureSignal | None:

@@ -5,7 +5,8 @@ What :func:`inject` adds to a pod of an opted-in job:
 * to every regular container (the training containers): the Flight Recorder variables under their new
   and old names (buffer size, dump path prefix, NCCL dump-on-timeout, the on-demand pipe prefix), never
   overriding a value the user set (when the user set one name of a pair, the other gets the user's
-  value); the pod identity through the downward API; the shared dump volume at ``fr.dump_dir``;
+  value); the pod identity through the downward API; the shared dump volume at ``fr.dump_dir``; NCCL's
+  debug file into that volume where the user set no NCCL logging of their own (:func:`nccl_env`);
 * the shared dump volume (``emptyDir``);
 * the frwatch agent as a native sidecar (``frwatch_operator.sidecar``: an init container with
   ``restartPolicy: Always``, first, so it runs before and alongside every other container; it passes the
@@ -224,6 +225,7 @@ def inject(
             value = next((user[n] for n in set_names if user[n] is not None), default)
             new_env += [{"name": n, "value": value} for n in names if n not in user]
         new_env += [e for e in identity_env() if e["name"] not in user]
+        new_env += nccl_env(user, bool(container.get("envFrom")), config)
         mounts = container.get("volumeMounts")
         if mounts is not None and not isinstance(mounts, list):
             raise InjectionError(f"{where}.volumeMounts is not a list")
@@ -288,6 +290,21 @@ def inject(
             {"op": "add", "path": _ptr("metadata", "annotations", c.ANN_INJECTED), "value": INJECTED_VALUE}
         )
     return Injection(ops, warnings, notices)
+
+
+def nccl_env(user: Mapping[str, str | None], env_from: bool, config: Config) -> list[dict[str, Any]]:
+    """``NCCL_DEBUG=WARN`` and ``NCCL_DEBUG_FILE`` into the dump folder (the agent uploads the file as
+    ``nccl/<rank>.txt``), only where the user set neither (nor could have through ``envFrom``): a user's
+    own NCCL logging stays where they sent it. NCCL replaces ``%h`` with the host name and ``%p`` with
+    the pid (NCCL docs, "Logging"). When the container's own ``RANK`` is its global rank (a literal number,
+    one process a pod: ``PET_NPROC_PER_NODE`` unset or 1) the file name carries it: ``nccl.<rank>.%h.%p.txt``."""
+    if not config.evidence.nccl_debug or env_from or c.ENV_NCCL_DEBUG in user or c.ENV_NCCL_DEBUG_FILE in user:
+        return []
+    rank = user.get("RANK")
+    one = user.get("PET_NPROC_PER_NODE", "1") == "1"
+    hint = f"{rank}." if rank is not None and rank.isascii() and rank.isdigit() and len(rank) <= 7 and one else ""
+    path = f"{config.fr.dump_dir.rstrip('/')}/{c.NCCL_FILE_PREFIX}{hint}%h.%p{c.NCCL_FILE_SUFFIX}"
+    return [{"name": c.ENV_NCCL_DEBUG, "value": "WARN"}, {"name": c.ENV_NCCL_DEBUG_FILE, "value": path}]
 
 
 def termination_grace(config: Config) -> int:

@@ -13,7 +13,9 @@ Detection and collection: the training job (``get_job``, ``bump_attempt``, ``rec
 ``annotate_if``: its kind's group and plural; ``served``: whether its CRD is installed; ``runtime_exists``:
 a TrainJob's runtime), Incidents (create, status), pods, Events about an
 :class:`ObjectRef` (``post_event``: core/v1, ``involvedObject`` set so ``kubectl describe`` shows them),
-the Lease. The verdict loop (one method each):
+the Lease; the evidence beyond Flight Recorder (``read_pod_log``: GET pods/NAME/log, RBAC pods/log get;
+``list_node_events``: LIST v1 events of every namespace naming a node, RBAC events list; and ``get_node``).
+The verdict loop (one method each):
 
 =========================  ============================================  =====================================
 method                     call                                          RBAC
@@ -70,6 +72,10 @@ from frwatch_operator.resources import JobRef
 from frwatch_operator.times import now_rfc3339
 
 logger = logging.getLogger(__name__)
+#: What a refused log read needs (the chart grants it).
+LOG_GRANT = "grant the operator's ServiceAccount 'get' on pods/log (a ClusterRole rule: resources [pods/log], verbs [get])"
+#: What a refused read of the Events naming a node needs (the chart grants it).
+NODE_EVENTS_GRANT = "grant the operator's ServiceAccount 'list' on events cluster-wide (resources [events], verbs [list])"
 Obj = dict[str, Any]
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
@@ -235,7 +241,27 @@ class Kube:
         )
         return [self.api.sanitize_for_serialization(p) for p in pods.items]
 
-    # --- secrets ----------------------------------------------------------------------------------------
+    def read_pod_log(
+        self, namespace: str, pod: str, container: str, *, previous: bool, tail_lines: int, limit_bytes: int
+    ) -> bytes:
+        """The last ``tail_lines`` lines of a container's log (``previous``: of its previous instance), at
+        most ``limit_bytes`` bytes of them, as the API gave them (bytes: never decoded here). Never more than
+        ``limit_bytes`` are read, whatever the server sends. A 400 (no such instance, not started yet) is an
+        :class:`~frwatch_operator.errors.ApiRefusedError` with status 400; 403 names the grant."""
+        what = f"get pods/log {namespace}/{pod} container {container}" + (" (previous)" if previous else "")
+
+        def read() -> bytes:
+            response = self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, previous=previous, tail_lines=tail_lines,
+                limit_bytes=limit_bytes, _preload_content=False,
+            )  # fmt: skip
+            try:
+                return bytes(response.read(limit_bytes))
+            finally:
+                response.release_conn()
+
+        return api_call(what, read, grant=LOG_GRANT)
+
     # --- the leader election's Lease (frwatch_operator.leader_election) ----------------------------------
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -265,6 +291,18 @@ class Kube:
         except ConflictError:
             return False
         return True
+
+    # --- the Events naming a node (evidence) -------------------------------------------------------------
+    def list_node_events(self, node: str, limit: int) -> list[dict[str, Any]]:
+        """Events (any namespace) whose involved object is the node ``node``: at most ``limit`` of them."""
+        events = api_call(
+            f"list events about node {node}",
+            lambda: self.core.list_event_for_all_namespaces(
+                field_selector=f"involvedObject.kind=Node,involvedObject.name={node}", limit=limit
+            ),
+            grant=NODE_EVENTS_GRANT,
+        )
+        return [self.api.sanitize_for_serialization(e) for e in events.items[:limit]]
 
     # --- events -----------------------------------------------------------------------------------------
     def post_event(self, about: ObjectRef, notice: Notice) -> bool:

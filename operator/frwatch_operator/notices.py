@@ -42,6 +42,9 @@ class Reason(StrEnum):
     #: What the store (or the verdict) said that the cluster contradicts: what was dropped (job, Incident;
     #: also the reason of the EvidenceConsistent condition).
     EVIDENCE_INCONSISTENT = "EvidenceInconsistent"
+    #: Evidence beyond Flight Recorder the operator may not read (pods/log, a node's Events): the grant to add
+    #: (job). Logs of pods deleted first are said in the Incident's LogsCollected condition, not here.
+    EVIDENCE_FORBIDDEN = "EvidenceForbidden"
     # the verdict loop (on the job, the Incident, nodes)
     ANALYZER_STARTED = "AnalyzerStarted"  #: the analyzer Job was created (on the Incident)
     DIAGNOSED = "Diagnosed"  #: the verdict's line and where the report is (job, Incident)
@@ -192,6 +195,16 @@ def pod_not_captured(pod: str, attempt: str) -> Notice:
         f"pod {pod} was admitted without Flight Recorder capture (frwatch's webhook could not inject it: down, "
         f"unreachable, or the job not yet known; it fails open): attempt {attempt}'s Incident will have no dump "
         "of its ranks",
+    )
+
+
+def evidence_forbidden(incident: str, what: str, fix: str) -> Notice:
+    """The API refused a read of evidence beyond Flight Recorder (pods/log, the Events naming a node): the
+    analysis goes on without it; what to grant. One per Incident and kind of read (deterministic message)."""
+    return Notice(
+        "Warning",
+        Reason.EVIDENCE_FORBIDDEN,
+        f"Incident {incident}: frwatch may not read {what}, so the analysis goes on without it: {fix}",
     )
 
 

@@ -227,6 +227,9 @@ class ConditionType(StrEnum):
     WORLD_SIZE = "WorldSize"  #: False: the job's spec claims a world size frwatch does not take
     COLLECTED = "Collected"  #: collection ended; the reason says how (every rank dumped, the deadline, ...)
     EVIDENCE_CONSISTENT = "EvidenceConsistent"  #: whether the store's evidence agreed with the cluster
+    #: Whether every training container's log reached the store (False: which were unavailable, and why:
+    #: a pod deleted before its log was read, pods/log forbidden); never a failed Incident.
+    LOGS_COLLECTED = "LogsCollected"
     #: The hand-off from collection to analysis: True once the analyzer Job was asked for (or, reason
     #: NothingToAlign, the exits the cluster showed are the verdict).
     ANALYSIS_REQUESTED = "AnalysisRequested"
@@ -260,6 +263,10 @@ class ConditionReason(StrEnum):
     MATCHES_CLUSTER = "MatchesCluster"  #: True: the store's records agree with the cluster
     #: False: what the store (or the verdict) said that the cluster contradicts (also an Event reason).
     EVIDENCE_INCONSISTENT = "EvidenceInconsistent"
+    # LogsCollected: the training containers' logs (never a failed Incident)
+    LOGS_STORED = "LogsStored"  #: True: every training container's log is in the store
+    LOGS_UNAVAILABLE = "LogsUnavailable"  #: False: some are not (a pod deleted first, ...: the message says)
+    LOGS_FORBIDDEN = "LogsForbidden"  #: False: the operator may not read pods/log (RBAC)
     # AnalysisRequested: the hand-off from collection to analysis
     REQUESTED = "Requested"  #: the analyzer Job was asked for
     NOTHING_TO_ALIGN = "NothingToAlign"  #: collection ended EveryRankExited: the exits are the verdict

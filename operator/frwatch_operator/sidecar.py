@@ -76,6 +76,7 @@ def agent_container(
         env_name("agent", "stable_seconds"): str(config.agent.stable_seconds),
         env_name("agent", "drain_seconds"): str(config.agent.drain_seconds),
         env_name("agent", "upload_backoff_max_seconds"): str(config.agent.upload_backoff_max_seconds),
+        env_name("evidence", "nccl_max_bytes"): str(config.evidence.nccl_max_bytes),
         env_name(None, "log_level"): config.log_level,
         c.ENV_JOB_KIND: job.kind,
         c.ENV_JOB_NAME: job.name,

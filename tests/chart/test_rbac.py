@@ -86,7 +86,8 @@ def kopf_calls(*, namespaced: bool = False, kinds: str = ALL_KINDS) -> list[Audi
 
 
 _CLIENT_METHOD = re.compile(
-    r"^(?P<verb>read|get|list|create|patch|replace|delete)_(?P<ns>namespaced_)?(?P<kind>[a-z_]+?)(?P<status>_status)?$"
+    r"^(?P<verb>read|get|list|create|patch|replace|delete)_(?P<ns>namespaced_)?(?P<kind>[a-z_]+?)"
+    r"(?P<status>_status|_log)?(?P<all>_for_all_namespaces)?$"
 )
 _VERB = {"read": "get", "replace": "update"}
 _PLURAL = {"config_map": "configmaps", "custom_object": "?",
@@ -122,7 +123,7 @@ def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS) -> list[AuditEn
             assert m, f"{path.name}: {node.func.attr}: a client call this test cannot classify; teach it"
             verb = _VERB.get(m["verb"], m["verb"])
             namespace = "" if m["verb"] == "list" and not m["ns"] else JOB_NS
-            sub = "status" if m["status"] else ""
+            sub = m["status"].lstrip("_") if m["status"] else ""
             if owner.attr == "custom":
                 text = ast.unparse(node)
                 if "INCIDENT_PLURAL" in text:
@@ -238,6 +239,9 @@ def test_the_derivation_sees_the_operators_calls() -> None:
         ("watch", c.JOBSET_GROUP, "jobsets"),
         ("create", "batch", "jobs"),
         ("create", "", "events"),
+        ("get", "", "pods/log"),  # evidence: the training containers' logs
+        ("list", "", "events"),  # evidence: the Events naming each node of the attempt
+        ("get", "", "nodes"),  # evidence and the cordon policy: a node's conditions and labels
     } <= calls
 
 

@@ -11,6 +11,7 @@ from harness import Cluster, eventually, handed_over, upload_as_agent
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
+from frwatch_operator.container_logs import POD_DELETED
 from frwatch_operator.s3store import S3Store
 
 pytestmark = pytest.mark.slow  # the real dumps come from real torch ranks
@@ -124,9 +125,14 @@ def test_a_pod_deleted_right_after_its_dump_still_counts(
     )
     upload_as_agent(store, job, pods[1], "node-1", {1: real_dumps[1]})
 
-    cluster.incident(phase="Analyzing", timeout=15)
+    incident = cluster.incident(phase="Analyzing", timeout=15)
     m = manifest_of(store, key_of(job))
     assert [r.dumped for r in m.ranks] == [True, True]
     gone = next(p for p in m.pods if p.pod == pods[0])
     assert gone.deleted and gone.node == "node-0" and gone.ended[0].exit_code == 1
     assert store.get(key_of(job).rank(0)) == real_dumps[0]
+    # its log could not be read (this emulator has no kubelet output): recorded, never a failed Incident
+    assert [(x.container, x.unavailable) for x in gone.logs] == [("pytorch", POD_DELETED)]
+    logs = next(x for x in incident["status"]["conditions"] if x["type"] == "LogsCollected")
+    assert logs["status"] == "False" and logs["reason"] == "LogsUnavailable", logs
+    assert f"{pods[0]}/pytorch: {POD_DELETED}" in logs["message"]

@@ -28,6 +28,7 @@ from harness import ROOT, Cluster, eventually, operator_env, upload_as_agent
 from kubernetes import client, config
 
 from frwatch_dev.dumps import pickle_bytes, world
+from frwatch_dev.localcluster import podlogs
 from frwatch_dev.localcluster.audit import AuditEntry, start_audit_proxy
 from frwatch_dev.localcluster.rbac import check, grants_for
 from frwatch_dev.ports import free_port
@@ -45,6 +46,7 @@ from vl_jobrun import run_container
 WORLD = 4
 HUNG_RANK = 3
 LATE_RANK = 2  #: dumps only after the operator asked its agent
+WATCHDOG = b"[rank3]:[E] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6, OpType=ALLREDUCE)\n"
 USER = "frwatch-operator"  #: the operator's bearer token through the proxy: its name in the audit log
 SA = "frwatch"  #: the chart's ServiceAccount (release "frwatch")
 #: This run is a PyTorchJob's: the chart and the operator follow that kind only (every kind's grants are
@@ -78,6 +80,7 @@ class Run:
     health: tuple[int, str]
     exit_code: int
     operator_log: str
+    logs: dict[str, bytes]  #: the container logs the operator stored (key -> bytes)
 
 
 def _namespace(k8s_api: Any, base: str) -> str:
@@ -130,6 +133,8 @@ def run(
     store = S3Store(s3.settings())
     dumps = world(WORLD).all_reduce(steps=10).rank(HUNG_RANK).not_started_at(6).dumps()
 
+    logs_dir = workdir / "pod-logs"
+    k8s_api.server.pod_logs_dir = logs_dir
     proxy = start_audit_proxy(k8s_api.url)
     kubeconfig = proxy.write_kubeconfig(workdir / "kubeconfig", user=USER)
     env = operator_env(
@@ -150,7 +155,12 @@ def run(
         for rank in range(WORLD):
             body = cluster.pod_body(job, rank)
             body["spec"]["nodeName"] = nodes[rank]
-            pods.append(core.create_namespaced_pod(job_ns, op.admit(body, job_ns)).metadata.name)
+            created = core.create_namespaced_pod(job_ns, op.admit(body, job_ns))
+            pods.append(created.metadata.name)
+            # the kubelet's output of the pod's training container, served as pods/log
+            out = podlogs.container_dir(logs_dir, job_ns, created.metadata.name, created.metadata.uid, "pytorch")
+            out.mkdir(parents=True)
+            (out / "0.log").write_bytes(b"rank %d: step 1\n" % rank + (WATCHDOG if rank == HUNG_RANK else b""))
             cluster.running(pods[-1])
         cluster.exited(pods[HUNG_RANK], exit_code=134)  # NCCL's watchdog tore the process down (SIGABRT)
         for rank in range(WORLD):
@@ -180,11 +190,12 @@ def run(
             "the Reported Incident in the metrics",
         )  # fmt: skip
         health = op.healthz()
+        stored_logs = {k: store.get(k) for k in store.list(f"{incident['spec']['storageUrl'].split('/', 3)[3]}/logs/")}
     finally:
         exit_code = op.stop()
         proxy.stop()
     yield Run(
-        job_ns, release_ns, incident, node, proxy.entries_for(USER), metrics, health, exit_code, op.log()
+        job_ns, release_ns, incident, node, proxy.entries_for(USER), metrics, health, exit_code, op.log(), stored_logs
     )
 
 
@@ -196,6 +207,15 @@ def test_the_incident_runs_from_a_pod_failure_to_a_cordoned_node(run: Run) -> No
     assert run.node["spec"]["unschedulable"] is True
     assert run.node["metadata"]["annotations"][c.ANN_CORDONED_BY] == c.CORDONED_BY_FRWATCH
     assert run.exit_code == 0, run.operator_log[-3000:]
+
+
+def test_each_training_containers_log_is_in_the_store(run: Run) -> None:
+    by_pod = {k.split("/logs/")[1]: v for k, v in run.logs.items()}
+    assert len([k for k in by_pod if k.endswith("/pytorch.txt")]) == WORLD, sorted(by_pod)
+    hung = next(v for k, v in by_pod.items() if k.endswith(f"-{HUNG_RANK - 1}/pytorch.txt"))
+    assert hung.endswith(WATCHDOG)
+    logs = next(x for x in run.incident["status"]["conditions"] if x["type"] == "LogsCollected")
+    assert logs["status"] == "True" and logs["message"].startswith(f"{WORLD} log(s) stored"), logs
 
 
 def test_every_call_is_allowed_by_the_rendered_rbac_and_every_rule_is_used(run: Run) -> None:
@@ -211,7 +231,8 @@ def test_every_call_is_allowed_by_the_rendered_rbac_and_every_rule_is_used(run: 
     # the run really went where the rules are about: reads and writes of each kind
     seen = {(e.verb, e.api_group, e.resource_path) for e in run.calls}
     assert {("patch", "", "nodes"), ("create", "", "configmaps"), ("get", "", "secrets"),
-            ("create", "batch", "jobs"), ("patch", c.GROUP, "incidents/status")} <= seen  # fmt: skip
+            ("create", "batch", "jobs"), ("patch", c.GROUP, "incidents/status"),
+            ("get", "", "pods/log"), ("list", "", "events"), ("get", "", "nodes")} <= seen  # fmt: skip
     # refused or broken calls: none. A 404 is a normal probe; a 409 is a conditional write that lost a
     # race and must have been retried successfully (the attempt annotation, the breaker ConfigMap).
     bad = [

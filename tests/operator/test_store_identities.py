@@ -1,7 +1,7 @@
 """Least privilege for the evidence, on a real store: the path-scoped identities docs/install.md shows
 (SeaweedFS here; AWS says the same with IAM/bucket policies). A namespace's agent keys write only its own
-ranks/, ranks-later/ and pods/; the analyzer's keys read everything and write only verdict.json,
-report.txt and report.html; neither can write a manifest."""
+ranks/, ranks-later/, pods/ and nccl/ (never logs/ or nodes/, the operator's); the analyzer's keys read
+everything and write only verdict.json, report.txt and report.html; neither can write a manifest."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 TEAM_A = {"name": "team-a", "credentials": [{"accessKey": "team-a-key", "secretKey": "team-a-secret"}],
           "actions": ["Write:frwatch/frwatch/team-a/*/ranks/*", "Write:frwatch/frwatch/team-a/*/ranks-later/*",
-                      "Write:frwatch/frwatch/team-a/*/pods/*"]}  # fmt: skip
+                      "Write:frwatch/frwatch/team-a/*/pods/*", "Write:frwatch/frwatch/team-a/*/nccl/*"]}  # fmt: skip
 ANALYZER = {"name": "frwatch-analyzer", "credentials": [{"accessKey": "analyzer-key", "secretKey": "analyzer-secret"}],
             "actions": ["Read:frwatch", "List:frwatch", "Write:frwatch/*/verdict.json", "Write:frwatch/*/report.txt",
                         "Write:frwatch/*/report.html"]}  # fmt: skip
@@ -49,7 +49,10 @@ def test_agent_and_analyzer_keys_write_only_what_they_must(tmp_path: Path) -> No
         assert may_write(agent, f"{ROOT_A}/ranks/0.pickle")
         assert may_write(agent, f"{ROOT_A}/ranks-later/0.1700000000000.pickle")
         assert may_write(agent, f"{ROOT_A}/pods/llama-worker-0.json")
-        for forbidden in ("manifest.json", "verdict.json", "report.txt", "report.html"):
+        assert may_write(agent, f"{ROOT_A}/nccl/0.txt")  # the NCCL debug file of its rank
+        # logs/ and nodes/ are the operator's (what the API showed): an agent cannot write them
+        for forbidden in ("manifest.json", "verdict.json", "report.txt", "report.html",
+                          "logs/llama-worker-1/pytorch.txt", "nodes/node-a.json"):  # fmt: skip
             assert not may_write(agent, f"{ROOT_A}/{forbidden}"), forbidden
         assert not may_write(agent, f"{ROOT_B}/ranks/0.pickle")  # another namespace
         assert not may_write(agent, f"{ROOT_A}/ranks/../manifest.json")
@@ -60,7 +63,7 @@ def test_agent_and_analyzer_keys_write_only_what_they_must(tmp_path: Path) -> No
         for forbidden in ("manifest.json", "ranks/1.pickle", "pods/x.json"):
             assert not may_write(analyzer, f"{ROOT_A}/{forbidden}"), forbidden
         assert analyzer.get_object(Bucket="frwatch", Key=f"{ROOT_A}/ranks/0.pickle")["Body"].read() == b"x"
-        assert len(analyzer.list_objects_v2(Bucket="frwatch", Prefix=f"{ROOT_A}/")["Contents"]) == 6
+        assert len(analyzer.list_objects_v2(Bucket="frwatch", Prefix=f"{ROOT_A}/")["Contents"]) == 7
         with pytest.raises(agent.exceptions.ClientError):
             agent.get_object(Bucket="frwatch", Key=f"{ROOT_A}/verdict.json")  # agents read nothing
     finally:

@@ -73,8 +73,8 @@ def test_every_dump_is_plain_data_and_the_folder_holds_only_dumps(
             assert entry["time_discovered_started_ns"] is None and entry["timeout_ms"] == 4000
         for status in dump["pg_status"].values():
             assert status["last_started_collective"] == -1
-    for outcome in result.ranks:  # the workload's one line per rank, unless gloo itself killed the process
-        assert outcome.summary or outcome.signal == "SIGABRT", outcome.log
+    for outcome in result.ranks:  # the workload's one line per rank, unless gloo or SIGKILL killed the process
+        assert outcome.summary or outcome.signal in ("SIGABRT", "SIGKILL" if scenario == "killed" else ""), outcome.log
 
 
 def test_the_refusing_unpickler_refuses_a_global(tmp_path: Path) -> None:
@@ -264,6 +264,15 @@ def test_crash_the_culprit_dies_without_a_dump_and_its_peers_fail_at_once(real_d
         assert "Connection closed by peer" in result.outcome(rank).summary or "Connection reset" in (
             result.outcome(rank).summary
         )
+
+
+@pytest.mark.slow
+def test_killed_the_culprit_dies_of_sigkill_without_a_dump_and_its_peers_fail_at_once(real_dumps: RealDumps) -> None:
+    result = real_dumps.run("killed")
+    assert endings(result) == {0: "exit 1", 1: "exit 1", 2: "SIGKILL", 3: "exit 1"}
+    culprit = result.outcome(2)
+    assert culprit.dump is None and culprit.log == "rank 2: step 3: loading a batch\n"  # nothing after the kill
+    assert sorted(dumps_of(result)) == [0, 1, 3]
 
 
 @pytest.mark.slow

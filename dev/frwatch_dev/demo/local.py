@@ -1,5 +1,6 @@
 """The local demo: a real 4-rank torch (gloo) training job with a rank-dependent bug runs as local
-processes, every rank dumps its Flight Recorder, and the analyzer names the earliest branch.
+processes, every rank dumps its Flight Recorder (its output goes beside the dumps as ``rank<N>.log``), and
+the analyzer names the earliest branch, and from the logs why a rank stopped.
 
 No cluster is needed: this is the analyzer's half of frwatch, on real dumps, in about 15 seconds.
 """
@@ -41,6 +42,7 @@ def _run(args: argparse.Namespace, out: Path) -> int:
     for r in result.ranks:
         end = f"exit {r.exit_code}" if r.exit_code is not None else (r.signal or "killed")
         print(f"    rank {r.rank}: {end:<10} dump: {'yes' if r.dump else 'no'}")
+        (out / f"rank{r.rank}.log").write_text(r.log)  # its output, beside the dumps: the analyzer reads it too
     print(f"  analysing {sum(1 for r in result.ranks if r.dump)} dump(s) ...\n", flush=True)
     verdict = analyze(str(out), world_size=args.world_size)
     sys.stdout.write(render(verdict))

@@ -93,7 +93,11 @@ def _int(query: Mapping[str, str], key: str) -> int | None:
 
 def read(path: Path, query: Mapping[str, str]) -> bytes:
     """The part of ``path`` a request asks for: its last ``tailLines`` lines, at most ``limitBytes`` bytes."""
-    data = path.read_bytes()
+    return read_bytes(path.read_bytes(), query)
+
+
+def read_bytes(data: bytes, query: Mapping[str, str]) -> bytes:
+    """The part of a log a request asks for: the first ``limitBytes`` bytes of its last ``tailLines`` lines."""
     tail = _int(query, "tailLines")
     if tail is not None:
         lines = data.splitlines(keepends=True)

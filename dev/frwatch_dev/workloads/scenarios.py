@@ -46,6 +46,10 @@ class Scenario(StrEnum):
     #: At the fault step the culprit dies of a Python exception (exit 1, no dump); the others fail at
     #: once with a connection error, dump and exit non-zero.
     CRASH = "crash"
+    #: At the fault step the culprit is killed with SIGKILL (as the kernel's OOM killer or a node agent
+    #: kills): exit 137, no dump, no traceback, only the lines it printed before; the others fail at once
+    #: with a connection error, dump and exit non-zero.
+    KILLED = "killed"
     #: No bug, mixture-of-experts style: every step dispatches tokens with an uneven all_to_all_single
     #: (splits differ by rank and by step), gathers routing counts to rank 0 and scatters capacities from
     #: it. Per-rank sizes differ by design; every rank finishes and exits 0.
@@ -82,6 +86,7 @@ DEFAULTS: dict[Scenario, ScenarioDefaults] = {
     Scenario.SILENT_SHAPE: ScenarioDefaults(culprit=1, fault_step=3),
     Scenario.SILENT_DTYPE: ScenarioDefaults(culprit=1, fault_step=3),
     Scenario.CRASH: ScenarioDefaults(culprit=2, fault_step=3),
+    Scenario.KILLED: ScenarioDefaults(culprit=2, fault_step=3),
     Scenario.MOE: ScenarioDefaults(culprit=1, fault_step=3),
     Scenario.MOE_BAD_SPLIT: ScenarioDefaults(culprit=1, fault_step=3),
     Scenario.GATHER_ROOT: ScenarioDefaults(culprit=1, fault_step=3),

@@ -7,7 +7,8 @@ of the open descriptor, the same file (device, inode, size, mtime) the folder li
 never followed, a FIFO never blocks, a file swapped in between is not taken for the one that was seen.
 
 What is ignored without a word: dot-files (the workload's ``.frwatch_dump_requested`` flag,
-``.nccl_trace_rank_<N>.<pid>.tmp`` files being written) and the on-demand pipes ``<prefix><rank>.pipe``.
+``.nccl_trace_rank_<N>.<pid>.tmp`` files being written), the on-demand pipes ``<prefix><rank>.pipe`` and
+NCCL's debug files ``nccl.*.txt`` (``agent.nccl_files`` uploads those).
 Everything else is **skipped and reported** (:class:`Skip`: the name, shown escaped, and why): other
 names, ranks out of bounds, links, FIFOs, folders, sockets, devices. The agent logs each once and puts
 them in its pod record and ``/status``, so nothing in the folder disappears silently.
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_operator import constants as c
 
 logger = logging.getLogger(__name__)
 
@@ -219,8 +221,9 @@ class DumpWatcher:
 
     def _expected(self, name: str) -> bool:
         """Names that belong in the folder and are no dump: dot-files, the on-demand pipes."""
-        if name.startswith("."):
-            return True
+        if name.startswith(".") or (name.startswith(c.NCCL_FILE_PREFIX) and name.endswith(c.NCCL_FILE_SUFFIX)):
+            return True  # NCCL debug files are agent.nccl_files'
+
         if name.endswith(PIPE_SUFFIX):
             try:
                 return self.rank_of(name[: -len(PIPE_SUFFIX)]) is not None

@@ -8,6 +8,9 @@ The attempt (S3 layout component) is ``FRWATCH_JOB_ATTEMPT``, fixed when the pod
 restart-attempt label, or the job's ``frwatch.io/attempt`` annotation kept by the operator). A container
 restarted in place keeps its pod, hence its attempt: later dumps of a rank then go to ``ranks-later/``.
 
+NCCL's debug file in the same folder (the webhook sets ``NCCL_DEBUG_FILE`` there) goes to ``nccl/<rank>.txt``,
+its tail, each time it grows (``agent.nccl_files``).
+
 On SIGTERM/SIGINT it stops its control endpoint and keeps watching the folder and uploading until every
 dump file there is uploaded, for at most ``agent.drain_seconds`` (the grace budget, counted from the
 signal; the webhook keeps the pod's ``terminationGracePeriodSeconds`` above it). A dump written just
@@ -37,9 +40,10 @@ from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator import constants as c
 from frwatch_operator.agent.control import make_app
 from frwatch_operator.agent.dumpfiles import DumpWatcher
+from frwatch_operator.agent.nccl_files import NcclFiles
 from frwatch_operator.agent.uploader import Uploader
 from frwatch_operator.config import Config, load_config
-from frwatch_operator.errors import FatalError
+from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.logsetup import setup_logging
 from frwatch_operator.s3store import S3Store
 
@@ -100,6 +104,7 @@ class Agent:
             S3Store(config.s3), attempt_key(config), record, bucket=config.s3.bucket,
             backoff_initial=a.upload_backoff_initial_seconds, backoff_max=a.upload_backoff_max_seconds,
         )  # fmt: skip
+        self.nccl = NcclFiles(self.dump_dir, config.evidence.nccl_max_bytes, a.stable_seconds)
         self.stopping = threading.Event()
         self.stop_requested_at: float | None = None  #: when SIGTERM/SIGINT arrived (monotonic)
 
@@ -108,8 +113,21 @@ class Agent:
         for dump in self.watcher.poll(now):
             logger.info("dump of rank %d complete (%d bytes, %s)", dump.rank, dump.size, dump.fmt)
             self.uploader.submit(dump)
-        self.uploader.note_skipped(self.watcher.skipped.report())
+        self.upload_nccl(now)
+        self.uploader.note_skipped(self.watcher.skipped.report() + self.nccl.skipped())
         self.uploader.step(now)
+
+    def upload_nccl(self, now: float) -> None:
+        """The NCCL debug files that changed, their tails to ``nccl/<rank>.txt`` (a failure: the next tick)."""
+        for due in self.nccl.poll(now, self.uploader.ranks()):
+            key = self.uploader.key.nccl(due.rank)
+            try:
+                self.uploader.store.put(key, due.data, bucket=self.uploader.bucket, content_type="text/plain")
+            except FrwatchError as exc:
+                logger.warning("NCCL debug file %s not uploaded yet: %s", due.path.name, exc)
+                continue
+            self.nccl.sent(due)
+            logger.info("uploaded NCCL debug file %s (%d bytes, its tail) to %s", due.path.name, len(due.data), key)
 
     def run_uploads(self) -> None:
         while not self.stopping.is_set():
@@ -133,6 +151,7 @@ class Agent:
             except Exception:  # as in run_uploads: try again until the deadline
                 logger.exception("upload loop error while draining")
             left = [f"{p} (not complete yet)" for p in self.watcher.unsettled(time.monotonic())]
+            left += [f"{n} (NCCL debug file)" for n in self.nccl.pending()]
             left += [
                 f"rank {p['rank']} -> {p['key']} ({p['error'] or 'queued'})"
                 for p in self.uploader.status()["pending"]

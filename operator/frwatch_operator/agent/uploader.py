@@ -83,6 +83,11 @@ class Uploader:
         with self._lock:
             self._pending.append(_Pending(dump))
 
+    def ranks(self) -> frozenset[int]:
+        """The ranks whose dumps this pod wrote (uploaded or on their way)."""
+        with self._lock:
+            return frozenset(self._first_key_of_rank) | frozenset(self._uploads)
+
     def note_skipped(self, skipped: list[dict[str, str]]) -> None:
         """What the watcher skipped in the folder (for the pod record), when it changed."""
         with self._lock:

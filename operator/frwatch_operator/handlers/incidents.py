@@ -13,8 +13,12 @@ another node or a pod nobody saw, a foreign manifest, a dump of a rank past the 
 Event ``EvidenceInconsistent`` and the condition ``EvidenceConsistent``.
 
 Everything is derived from the status and the store, so a restarted operator resumes where it was.
+Each pass also stores the logs of the containers that ended, and the end of collection the others' and
+the node records (``frwatch_operator.evidence_collection``): the manifest says which logs are there and
+why the others are not, the condition ``LogsCollected`` the same in short.
+
 About 400 lines: one phase, read top to bottom (start, one pass, the manifest, the end of collection);
-the pure rules are in ``frwatch_operator.collection`` and ``observed_facts``.
+the pure rules are in ``frwatch_operator.collection``, ``observed_facts`` and ``container_logs``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from datetime import datetime, timedelta
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import Manifest
 from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
-from frwatch_operator import notices
+from frwatch_operator import evidence_collection, notices
 from frwatch_operator.agentclient import ask_to_dump
 from frwatch_operator.collection import (
     Progress,
@@ -44,6 +48,7 @@ from frwatch_operator.collection import (
     read_listing,
     settled_ranks,
 )
+from frwatch_operator.container_logs import summary as logs_summary
 from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import NotFoundError
 from frwatch_operator.handlers import Deps
@@ -255,6 +260,8 @@ def collect(deps: Deps, inc: Incident, status: IncidentStatus, now: datetime) ->
     dumped = progress.dumped
     expected = status.counts.expected_ranks
     if not progress.done:  # a manifest in the store ends nothing: frwatch writes its own
+        # the logs of every container instance that ended, while its pod exists (once each)
+        evidence_collection.read_logs(deps.kube, deps.s3, deps.config.evidence, _where(inc), pods, ending=False)
         detected = parse_rfc3339(status.detected_at) or now
         if (
             progress.missing
@@ -294,10 +301,13 @@ def _manifest(deps: Deps, inc: Incident, status: IncidentStatus, listing: StoreL
     trusted, issues = check_records(pods, records)
     issues += out_of_range(listing, status.counts.expected_ranks)
     observed = observe(status.observed, pods, trusted)
+    logs = evidence_collection.final_logs(deps.kube, deps.s3, deps.config.evidence, _where(inc), pods, listing.log_keys)
     manifest = build_manifest(
         inc.attempt_key, world_size=status.counts.expected_ranks, listing=listing, pods=pods, records=trusted,
         asked=_mem(inc.uid).asked, started=status.detected_at, ended=rfc3339(now, "milliseconds"), deadline_reached=deadline_reached,
+        logs=logs,
     )  # fmt: skip
+    evidence_collection.write_node_records(deps.kube, deps.s3, deps.config.evidence, _where(inc), manifest, now)
     for pod in manifest.pods:
         if pod.pod not in listing.pod_keys:
             record = StoredPodRecord.of_manifest_pod(pod, inc.attempt_key)
@@ -331,8 +341,10 @@ def _collected(
         message += "; every rank's pod ended with an exit before any dump: nothing to align"
     elif reason == ConditionReason.ALL_RANKS_ACCOUNTED:
         message += "; their pods ended without a dump of them"
-    conditions = [x for x in status.conditions if x.type not in (ConditionType.COLLECTED, ConditionType.ANALYSIS_REQUESTED, ConditionType.EVIDENCE_CONSISTENT)]
+    conditions = [x for x in status.conditions if x.type not in (ConditionType.COLLECTED, ConditionType.ANALYSIS_REQUESTED, ConditionType.EVIDENCE_CONSISTENT, ConditionType.LOGS_COLLECTED)]
     conditions.append(condition(ConditionType.COLLECTED, True, reason, message, now))
+    all_logs, logs_reason, logs_message = logs_summary({p.pod: p.logs for p in manifest.pods})
+    conditions.append(condition(ConditionType.LOGS_COLLECTED, all_logs, logs_reason, logs_message[:1024], now))
     evidence = notices.evidence_inconsistent(inc.name, issues) if issues else None
     if evidence is not None:
         conditions.append(condition(ConditionType.EVIDENCE_CONSISTENT, False, evidence.reason, evidence.message[:1024], now))
@@ -356,7 +368,13 @@ def _collected(
         deps.kube.post_event(inc.job_ref, evidence)
         deps.kube.post_event(inc.ref, evidence)
     deps.seen.forget_attempt(inc.namespace, inc.spec.job_ref.name, inc.spec.attempt)
+    evidence_collection.forget(inc.attempt_key)
     return new
+
+
+def _where(inc: Incident) -> evidence_collection.Where:
+    """Where the Incident's evidence beyond Flight Recorder goes, and whom to tell."""
+    return evidence_collection.Where(inc.attempt_key, inc.bucket, inc.job_ref, inc.name)
 
 
 def forget(uid: str) -> None:

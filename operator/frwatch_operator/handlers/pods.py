@@ -10,7 +10,8 @@ is deterministic, a 409 on create is success, so several failing pods, duplicate
 re-listed after an operator restart all land in the same Incident. Opening it moves the job's attempt
 annotation past it, so pods created by the restart belong to the next attempt. The first pod seen of the
 job's current attempt has its creation time recorded on the job (``frwatch.io/attempt-started``): the
-job's own Failed/Restarting condition is attributed to an attempt by it (``handlers.jobs``).
+job's own Failed/Restarting condition is attributed to an attempt by it (``handlers.jobs``). A failed
+pod's logs are read right after its Incident is opened, before anything deletes the pod.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import kopf
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator import notices
+from frwatch_operator import evidence_collection, notices
 from frwatch_operator.capture_gaps import gap_of, whole_attempt_uncaptured
-from frwatch_operator.detection import pod_facts
+from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps, retrying, translate_errors
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
@@ -119,7 +120,23 @@ def on_pod(deps: Deps, pod: dict[str, Any], *, deleted: bool, kind: JobKind | No
         return None
     name = open_incident(deps, kind, entry, decision.settings, facts.attempt, facts.failure.describe())
     logger.info("failure seen on %s: %s; Incident %s", seen, facts.failure.describe(), name)  # looked and decided
+    read_logs_now(deps, kind, entry, decision.settings, facts, name)
     return name
+
+
+def read_logs_now(
+    deps: Deps, kind: JobKind, entry: JobEntry, settings: CaptureSettings, facts: PodFacts, incident: str
+) -> None:
+    """The failed pod's logs, now: before its restart policy or the training operator deletes it. Best
+    effort (the Incident's passes read again what is missing while the pod exists)."""
+    assert facts.attempt is not None
+    key = AttemptKey(settings.prefix, entry.namespace, entry.name, entry.uid, facts.attempt)
+    ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, entry.namespace, entry.name, entry.uid)
+    where = evidence_collection.Where(key, settings.bucket, ref, incident)
+    try:
+        evidence_collection.read_logs(deps.kube, deps.s3, deps.config.evidence, where, [facts], ending=False)
+    except FrwatchError as exc:  # read_logs keeps its own failures; never let one stand in the way
+        logger.warning("pod %s/%s: logs not read yet: %s", entry.namespace, facts.name, exc)
 
 
 def bad_input(

@@ -475,6 +475,21 @@ class AgentSettings(_Section):
     control_port: int = Field(
         default=8089, ge=0, le=65535, description="Control endpoint port (0: any free)."
     )
+    live: bool = Field(
+        default=False,
+        description="Live watch (issue 15): place the bootstrap in the dump volume and sample the pod's rank "
+        "sockets (<dump dir>/.frwatch-live/rank-<rank>.sock); the latest summaries are served on GET /live. "
+        "The webhook turns it on for opted-in jobs.",
+    )
+    live_period_seconds: float = Field(
+        default=15.0, gt=0, description="Live watch: one sampling round of every rank this often (seconds)."
+    )
+    live_ranks: str = Field(
+        default="",
+        description="Live watch: the global ranks this pod runs, 'first-last' (the webhook computes them from "
+        "the rank container's PET_NODE_RANK and PET_NPROC_PER_NODE when both are numbers); a rank of them "
+        "without a socket is then reported. Empty: only the sockets present are sampled.",
+    )
     token: SecretStr | None = Field(
         default=None,
         description="The bearer token the agent's control endpoint accepts, injected by the webhook: derived "

@@ -160,6 +160,20 @@ DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"
 DUMP_FILE_PREFIX: Final = "nccl_trace_rank_"
 AGENT_CONTAINER: Final = "frwatch-agent"
 
+# --- live watch (issue 15): what the agent places in the dump volume and what the rank processes get --------
+#: Folder of the dump volume holding the bootstrap (sitecustomize.py, frwatch_live_boot.py); appended to the
+#: rank container's PYTHONPATH.
+LIVE_BOOTSTRAP_SUBDIR: Final = ".frwatch-python"
+#: Folder of the dump volume holding each rank's worker-server socket, rank-<global rank>.sock.
+LIVE_SOCKET_SUBDIR: Final = ".frwatch-live"
+#: The env var naming the socket folder to the bootstrap (frwatch_live_boot.ENV_LIVE_DIR spells it too).
+ENV_LIVE_DIR: Final = "FRWATCH_LIVE_DIR"
+#: torch's own variable for worker_main(): the socket path of a program that serves itself.
+ENV_TORCH_WORKER_SERVER_SOCKET: Final = "TORCH_WORKER_SERVER_SOCKET"
+#: On a PyTorchJob: "enabled" turns live watch on for its pods (with capture: the job must be opted in too).
+ANN_LIVE: Final = PREFIX + "live"
+LIVE_ENABLED: Final = "enabled"
+
 # --- CRDs ---------------------------------------------------------------------------------------------------
 INCIDENT_PLURAL: Final = "incidents"
 INCIDENT_KIND: Final = "Incident"

@@ -24,6 +24,8 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import copy
+import dataclasses
 import json
 import logging
 import os
@@ -39,6 +41,7 @@ from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.injection import InjectionError, NotInjected, apply_ops, attempt_of, inject
 from frwatch_operator.jobkinds import enabled_kinds, kind_of, kinds_for_pod, pod_labels
+from frwatch_operator.live_injection import live_ops, live_requested
 from frwatch_operator.optin import CaptureDecision, OptIn, resolve
 from frwatch_operator.sidecar import JobContext
 
@@ -196,6 +199,10 @@ async def mutate_pod(
         token = keys.token_for(namespace, entry.name) if keys is not None else None
         result = inject(pod, decision.settings, config, ctx, token)
         warnings = list(result.warnings)
+        if result.ops and live_requested(entry.as_body()):
+            more, live_warnings = live_ops(apply_ops(copy.deepcopy(dict(pod)), result.ops), config)
+            result = dataclasses.replace(result, ops=[*result.ops, *more])
+            warnings += live_warnings
         if keys is not None and token is None and result.changed:
             warnings.append(
                 "frwatch: the operator has no agent key yet (see its log): this pod's agent refuses on-demand "

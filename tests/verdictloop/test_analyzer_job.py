@@ -85,7 +85,8 @@ def test_the_job_as_created(opened: Any, k8s_namespace: str, kube: Any, api_clie
     assert container["resources"] == {"requests": {"cpu": "2"}, "limits": {"cpu": "2500m", "memory": "8Gi"}}
     assert container["command"] == [
         "frwatch", "analyze", url, "--format", "json", "--out", f"{url}/verdict.json", "--report-out",
-        f"{url}/report.txt", "--termination-log", "/dev/termination-log", "--jobs", "3",
+        f"{url}/report.txt", "--html", f"{url}/report.html", "--termination-log", "/dev/termination-log",
+        "--jobs", "3",
         "--deadline-seconds", "1111",  # the Job's 1234 s less a tenth: time left to write the verdict
     ]  # fmt: skip
     assert "imagePullSecrets" not in pod  # none configured

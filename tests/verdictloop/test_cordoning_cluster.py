@@ -130,3 +130,43 @@ def test_breaker_trips_and_stays_tripped_after_a_restart(
     reset = run(restarted, ns, "llama-2", [names[4]], names, remediation, now=later + timedelta(seconds=5))
     assert reset.cordoned == [names[4]]
     assert cordoned(core, names[4])
+
+
+def _node_record_verdict(node: str) -> Any:
+    """A hardware-class verdict that rests on the node record read back from the store (an Xid Event)."""
+    from frwatch_analyzers.verdict import Cause, CauseKind
+
+    signal = Cause(kind=CauseKind.node_event, message="Event XidError: Xid 79: GPU has fallen off the bus",
+                   source=f"nodes/{node}.json", node=node, primary=True)  # fmt: skip
+    return hardware_verdict(node).model_copy(update={"causes": [signal]})
+
+
+def test_a_node_record_the_api_does_not_bear_out_cordons_nothing(
+    k8s_namespace: str, core: Any, kube: Any
+) -> None:
+    """A forged nodes/<node>.json (the store is tenant-reachable) must not get a healthy node cordoned: the
+    node's conditions and Events are read from the API first; once the API shows the Xid, it is cordoned."""
+    ns = k8s_namespace
+    names = nodes_for(ns, core)
+    node = names[5]
+
+    def remediate_on_record() -> Any:
+        return remediate(
+            verdict=_node_record_verdict(node), incident=IncidentIdentity(ns, "llama-1", "uid-llama-1"),
+            job_nodes=names, rules=effective_rules(settings(ns)), settings=settings(ns), kube=kube,
+            evidence=EVIDENCE, now=NOW, job_object=None,
+        )  # fmt: skip
+
+    refused = remediate_on_record()
+    assert refused.cordoned == [] and not cordoned(core, node)
+    assert refused.skipped(_node_record_verdict(node), effective_rules(settings(ns))) == ["not_confirmed"]
+    skipped = [m for r, m in node_events(core, node) if r == "FrwatchCordonSkipped"]
+    assert len(skipped) == 1 and "not cordoned on store evidence alone" in skipped[0]
+
+    core.create_namespaced_event("default", {
+        "metadata": {"name": f"{node}.xid"}, "type": "Warning", "reason": "XidError",
+        "message": "Xid 79: GPU has fallen off the bus", "count": 1,
+        "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"}, "source": {"component": "nvsentinel"},
+    })  # fmt: skip
+    confirmed = remediate_on_record()
+    assert confirmed.cordoned == [node] and cordoned(core, node)

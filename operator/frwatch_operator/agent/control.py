@@ -2,6 +2,8 @@
 
 ``GET /healthz``            no auth; 200 while the agent runs.
 ``GET /status``             auth; what was uploaded, what is pending, what was skipped in the dump folder.
+``GET /live``               auth; live watch: the latest summary of each rank of this pod
+    (``frwatch_analyzers.live_summary.LivePod``); 404 when live watch is off for this pod.
 ``POST /dump``              auth; body ``{"ranks": [..]}`` optional (default: every rank with a pipe).
     Writes to each rank's NCCL pipe ``<dump_dir>/<prefix><rank>.pipe`` (``TORCH_NCCL_DEBUG_INFO_PIPE_FILE``):
     the rank's watchdog reads it and dumps. Answers ``{"asked": [ranks], "failed": {rank: why}}``; the
@@ -117,7 +119,12 @@ def ask_to_dump(pipe: Path) -> str | None:
 
 
 def make_app(
-    *, dump_dir: Path, file_prefix: str, token: str | None, status: Callable[[], dict[str, Any]]
+    *,
+    dump_dir: Path,
+    file_prefix: str,
+    token: str | None,
+    status: Callable[[], dict[str, Any]],
+    live: Callable[[], str] | None = None,
 ) -> web.Application:
     """The control endpoint's aiohttp application."""
     expected = f"Bearer {token}".encode() if token else None
@@ -135,6 +142,12 @@ def make_app(
     async def get_status(request: web.Request) -> web.Response:
         check_auth(request)
         return web.json_response(status())
+
+    async def get_live(request: web.Request) -> web.Response:
+        check_auth(request)
+        if live is None:
+            raise web.HTTPNotFound(text="live watch is off for this pod\n")
+        return web.Response(text=live(), content_type="application/json")
 
     async def post_dump(request: web.Request) -> web.Response:
         check_auth(request)
@@ -158,6 +171,11 @@ def make_app(
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.add_routes(
-        [web.get("/healthz", healthz), web.get("/status", get_status), web.post("/dump", post_dump)]
+        [
+            web.get("/healthz", healthz),
+            web.get("/status", get_status),
+            web.get("/live", get_live),
+            web.post("/dump", post_dump),
+        ]
     )
     return app

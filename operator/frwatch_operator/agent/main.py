@@ -36,10 +36,13 @@ from pathlib import Path
 from aiohttp import web
 
 from frwatch_analyzers.layout import AttemptKey, segment_problem
+from frwatch_analyzers.live_summary import LivePod
 from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator import constants as c
 from frwatch_operator.agent.control import make_app
 from frwatch_operator.agent.dumpfiles import DumpWatcher
+from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, parse_rank_span
+from frwatch_operator.agent.livebootstrap import install as install_live_bootstrap
 from frwatch_operator.agent.nccl_files import NcclFiles
 from frwatch_operator.agent.uploader import Uploader
 from frwatch_operator.config import Config, load_config
@@ -106,7 +109,32 @@ class Agent:
         )  # fmt: skip
         self.nccl = NcclFiles(self.dump_dir, config.evidence.nccl_max_bytes, a.stable_seconds)
         self.stopping = threading.Event()
+        self.live: LiveSampler | None = None
+        if a.live:
+            self.live = self._start_live(config)
         self.stop_requested_at: float | None = None  #: when SIGTERM/SIGINT arrived (monotonic)
+
+    def _start_live(self, config: Config) -> LiveSampler | None:
+        """Place the bootstrap in the dump volume and sample the ranks' sockets (a thread); a failure turns
+        live watch off for this pod, with one log line, and the agent goes on as before."""
+        try:
+            _, live_dir = install_live_bootstrap(self.dump_dir)
+        except OSError as exc:
+            logger.warning("live watch off: cannot place the bootstrap in %s: %s", self.dump_dir, exc)
+            return None
+        sampler = LiveSampler(
+            live_dir,
+            config.pod.name,
+            SamplerSettings(period_s=config.agent.live_period_seconds),
+            expected=parse_rank_span(config.agent.live_ranks),
+        )
+        threading.Thread(target=sampler.run, args=(self.stopping,), name="live", daemon=True).start()
+        logger.info("live watch on: sampling %s every %gs", live_dir, config.agent.live_period_seconds)
+        return sampler
+
+    def live_json(self) -> str:
+        pod = self.live.latest() if self.live is not None else LivePod(pod=self.config.pod.name, ranks=[])
+        return pod.model_dump_json(by_alias=True)
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -175,6 +203,7 @@ class Agent:
         app = make_app(
             dump_dir=self.dump_dir, file_prefix=self.config.fr.file_prefix,
             token=a.token.get_secret_value() if a.token is not None else None, status=self.uploader.status,
+            live=self.live_json if self.live is not None else None,
         )  # fmt: skip
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.config import RemediationSettings
@@ -31,6 +32,7 @@ from frwatch_operator.resources import Condition, ConditionReason
 from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.events import event_object
 from frwatch_operator.verdictloop.job_report import one_line, remediated_condition
+from frwatch_operator.verdictloop.node_confirmation import EVENTS_CHECKED, claimed_sick, unconfirmed
 from frwatch_operator.verdictloop.ports import KubeActions
 from frwatch_operator.verdictloop.remediation import (
     Action,
@@ -141,7 +143,8 @@ def _plan_and_cordon(
         state = brk.from_data((stored or {}).get("data"))
         version = (stored or {}).get("metadata", {}).get("resourceVersion") if stored else None
         suspects = list(dict.fromkeys(verdict.suspect_nodes))
-        nodes = {name: _view(kube.get_node(name)) for name in suspects}
+        bodies = {name: kube.get_node(name) for name in suspects}
+        nodes = {name: _view(body) for name, body in bodies.items()}
         plan = plan_cordons(
             verdict=verdict,
             incident=incident.key,
@@ -151,6 +154,7 @@ def _plan_and_cordon(
             cluster_nodes=kube.count_nodes(),
             rules=rules,
             now=now,
+            unconfirmed=_unconfirmed(verdict, bodies, kube),
         )
         if plan.mode is Mode.CORDON and plan.breaker_changed:
             try:
@@ -221,6 +225,23 @@ def _without_breaker(
             kube.create_event(event_object(spec, about=about, incident_uid=incident.uid, now=now))
     condition = remediated_condition(rules.mode.value, summary, cordoned=False, now=now, reason=ConditionReason.BREAKER_STATE_UNAVAILABLE)
     return RemediationResult(plan, condition=condition)
+
+
+def _unconfirmed(
+    verdict: Verdict, bodies: Mapping[str, Mapping[str, Any] | None], kube: KubeActions
+) -> dict[str, str]:
+    """Suspect nodes called sick from a node record read back from the store that the API does not bear out
+    now (Events that cannot be read count as none: the node's conditions may still confirm it)."""
+    claims = claimed_sick(verdict)
+    events: dict[str, list[dict[str, Any]]] = {}
+    for name in claims:
+        if bodies.get(name) is None:
+            continue
+        try:
+            events[name] = kube.list_node_events(name, EVENTS_CHECKED)
+        except FatalError:
+            events[name] = []
+    return unconfirmed(claims, bodies, events)
 
 
 def _view(node: Mapping[str, object] | None) -> NodeView | None:

@@ -50,6 +50,10 @@ class KubeActions(Protocol):
 
     def count_nodes(self) -> int: ...
 
+    def list_node_events(self, node: str, limit: int) -> list[Obj]:
+        """Events (any namespace) about the node: at most ``limit``."""
+        ...
+
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
         """Merge-patch a node; a resourceVersion in the patch makes it conditional (409 if changed)."""
         ...

@@ -66,6 +66,10 @@ class SkipReason(StrEnum):
     API_REFUSED = "api_refused"  #: the plan said cordon; the API refused (the node changed, or forbidden)
     #: the breaker's state could not be read or stored (its namespace missing, RBAC): no plan was made
     BREAKER_UNAVAILABLE = "breaker_unavailable"
+    #: the verdict calls the node sick from its node record (read back from the store), and the node's
+    #: conditions and Events as the API shows them now do not say so (DESIGN: facts that drive an action
+    #: come from the Kubernetes API)
+    NOT_CONFIRMED = "not_confirmed"
 
 
 @dataclass(frozen=True)
@@ -184,12 +188,14 @@ def plan_cordons(
     cluster_nodes: int,
     rules: Rules,
     now: datetime,
+    unconfirmed: Mapping[str, str] | None = None,
 ) -> CordonPlan:
     """Decide, for each suspect node of ``verdict``, cordon or skip (with the reason).
 
     ``incident`` is ``namespace/name``; ``job_nodes`` the nodes the job attempt ran on (the manifest);
     ``nodes`` the suspect nodes' objects (None: no such node); ``cluster_nodes`` how many nodes the
-    cluster has (the breaker's denominator).
+    cluster has (the breaker's denominator); ``unconfirmed`` the suspect nodes whose sickness the verdict
+    read from a node record and the API does not show now, each with what the record claimed.
     """
     mode = rules.mode
     stop = gate(verdict, job_nodes, rules)
@@ -225,6 +231,12 @@ def plan_cordons(
             )
         elif view.cordoned_for == incident:
             decisions.append(NodeDecision(name, Action.KEEP, "already cordoned by frwatch for this incident"))
+        elif unconfirmed and name in unconfirmed:
+            skip(
+                SkipReason.NOT_CONFIRMED,
+                f"the verdict's node record says {unconfirmed[name]}, but the node's conditions and Events "
+                "as the Kubernetes API shows them now say nothing of it: not cordoned on store evidence alone",
+            )
         elif view.unschedulable:
             skip(SkipReason.ALREADY_CORDONED, "already cordoned, not by frwatch for this incident: left as it is")
         elif counted >= rules.max_nodes_per_incident:

@@ -1,0 +1,108 @@
+"""One rank of a small real torch gloo job for the live-watch tests (run as a script, one process a rank).
+
+    python live_rank_program.py --mode healthy|skip|stuck|slow|gil --steps N [--step-s S] [--pause-s P]
+
+Every step each rank calls ``train_step`` -> ``sync_gradients`` (an all_reduce of 64 floats). The culprit
+(rank 1) plays the mode from ``--fault-step``: ``skip`` calls ``agree_to_continue`` (a broadcast) where the
+others all_reduce (one desync, then every rank waits); ``stuck`` sleeps in ``load_batch`` forever;
+``slow`` sleeps ``--pause-s`` in ``load_batch`` every step; ``gil`` holds the GIL ``--pause-s`` (a C call that
+keeps it) once. The process-group timeout is ``--timeout-s`` (300 by default: the watchdog is far away).
+The rank prints ``live_rank <rank> done loop_s=<seconds of the training loop>`` when it finished every step,
+and exits 0.
+Nothing here imports frwatch: live watch reaches the rank through the bootstrap on PYTHONPATH only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+import time
+import warnings
+from datetime import timedelta
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+CULPRIT = 1
+
+
+def load_batch(mode: str, is_fault: bool, pause_s: float) -> torch.Tensor:
+    if mode == "stuck" and is_fault:
+        while True:
+            time.sleep(1.0)  # a data loader waiting on a dead file system
+    if mode == "slow":
+        time.sleep(pause_s)  # a slow but healthy loader
+    if mode == "gil" and is_fault:
+        ctypes.PyDLL(None).sleep(int(pause_s))  # a C call that keeps the GIL
+    return torch.ones(64)
+
+
+def sync_gradients(grads: torch.Tensor) -> None:
+    dist.all_reduce(grads)
+
+
+def agree_to_continue(flag: torch.Tensor) -> None:
+    dist.broadcast(flag, src=0)
+
+
+def agree_to_stop(mine: bool) -> bool:
+    flag = torch.tensor([1.0 if mine else 0.0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+FAULT_DONE: list[bool] = []
+
+
+def train_step(rank: int, step: int, args: argparse.Namespace) -> None:
+    culprit = rank == CULPRIT
+    if args.fault_file:  # the fault strikes once, at the first step after the file appears
+        is_fault = culprit and not FAULT_DONE and os.path.exists(args.fault_file)
+        if is_fault:
+            FAULT_DONE.append(True)
+    else:
+        is_fault = culprit and step == args.fault_step
+    grads = load_batch(args.mode if culprit else "healthy", is_fault, args.pause_s)
+    if args.mode == "skip" and is_fault:
+        agree_to_continue(grads)
+    else:
+        sync_gradients(grads)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["healthy", "skip", "stuck", "slow", "gil"], default="healthy")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fault-step", type=int, default=3)
+    parser.add_argument("--step-s", type=float, default=0.1)
+    parser.add_argument("--pause-s", type=float, default=1.0)
+    parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--fault-file", default="", help="the fault strikes once this file exists")
+    parser.add_argument("--until-file", default="", help="stop (all ranks together) once this file exists")
+    parser.add_argument("--work", type=int, default=0, help="an N x N matmul each step (0: none)")
+    args = parser.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=args.timeout_s))
+    work = torch.randn(args.work, args.work) if args.work else None
+    started = time.perf_counter()
+    for step in range(1, args.steps + 1):
+        if work is not None:
+            work @ work  # a step's compute
+        train_step(rank, step, args)
+        if args.step_s:
+            time.sleep(args.step_s)
+        if args.until_file and agree_to_stop(os.path.exists(args.until_file)):
+            break
+    loop_s = time.perf_counter() - started
+    dist.barrier()
+    print(f"live_rank {rank} done loop_s={loop_s:.4f}", flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # skip gloo's teardown (it can abort after a failed peer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Live findings from summaries (pure): desync at once, stall after the threshold with the laggard's
+stack, nothing for a slow but healthy rank, stragglers by the analyzer's rule, unreadable ranks left out."""
+
+from __future__ import annotations
+
+import json
+
+from fake_worker import T0, fr_answer
+
+from frwatch_analyzers.live_findings import LiveKind, LiveWatch
+from frwatch_analyzers.live_summary import LiveRank, summarize_live
+
+WORLD = range(4)
+
+
+def sample(rank: int, last: int, ops: dict[int, str] | None = None, *, stack: str | None = None, t0: int = T0,
+           at_s: float = 0.0) -> LiveRank:  # fmt: skip
+    s = summarize_live(json.dumps(fr_answer(last, ops, t0=t0)).encode(), rank, int(at_s * 1e9))
+    return s.model_copy(update={"stack": stack})
+
+
+def round_of(lasts: dict[int, int], at_s: float, stacks: dict[int, str] | None = None) -> list[LiveRank]:
+    return [sample(r, last, at_s=at_s, stack=(stacks or {}).get(r)) for r, last in lasts.items()]
+
+
+def test_a_desync_is_found_in_the_first_round_that_holds_it() -> None:
+    watch = LiveWatch(WORLD)
+    samples = [sample(r, 30) for r in (0, 2, 3)] + [sample(1, 30, {30: "gloo:broadcast"})]
+    report = watch.observe(samples, now=0.0)
+    (f,) = report.findings
+    assert (f.kind, f.process_group, f.seq, f.ranks, f.peers) == (LiveKind.desync, "0", 30, [1], [0, 2, 3])
+    assert "gloo:broadcast" in f.summary and "gloo:all_reduce" in f.summary
+
+
+def test_a_tie_of_two_members_is_undecided() -> None:
+    report = LiveWatch(range(2)).observe([sample(0, 9), sample(1, 9, {9: "gloo:all_gather"})], now=0.0)
+    (f,) = report.findings
+    assert f.ranks == [0, 1] and f.peers == [] and "undecided" in f.summary
+
+
+def test_a_stall_is_named_after_the_threshold_with_the_laggards_stack() -> None:
+    watch = LiveWatch(WORLD, stall_after_s=60)
+    stack = 'File "train.py", line 40 in load_batch'
+    for t in (0, 15, 30, 45):
+        report = watch.observe(round_of({0: 21, 1: 20, 2: 21, 3: 21}, t, {1: stack}), now=t)
+        assert report.findings == [], t
+    report = watch.observe(round_of({0: 21, 1: 20, 2: 21, 3: 21}, 60, {1: stack}), now=60)
+    (f,) = report.findings
+    assert (f.kind, f.seq, f.ranks, f.peers, f.for_s) == (LiveKind.stall, 21, [1], [0, 2, 3], 60.0)
+    assert f.stacks == {1: stack}
+
+
+def test_a_slow_but_healthy_rank_is_no_finding() -> None:
+    """Rank 1 is always one collective behind when sampled, but moves every round."""
+    watch = LiveWatch(WORLD, stall_after_s=60)
+    for i, t in enumerate(range(0, 600, 15)):
+        last = 10 + i
+        report = watch.observe(round_of({0: last + 1, 1: last, 2: last + 1, 3: last + 1}, t), now=t)
+        assert report.findings == [], t
+
+
+def test_a_rank_whose_own_progress_moves_elsewhere_is_not_stalled_here() -> None:
+    watch = LiveWatch(range(2), stall_after_s=60)
+    for t in range(0, 200, 15):
+        lag = sample(1, 20)
+        busy = lag.model_copy(
+            update={
+                "groups": [*lag.groups, lag.groups[0].model_copy(update={"name": "9", "last_enqueued": t})]
+            }
+        )
+        report = watch.observe([sample(0, 21), busy], now=t)
+    assert [f.kind for f in report.findings] == []
+
+
+def test_an_unreadable_rank_is_left_out_and_said() -> None:
+    watch = LiveWatch(range(3), stall_after_s=60)
+    for t in (0, 30, 60, 90):
+        report = watch.observe(
+            [sample(0, 21), sample(1, 21), LiveRank(rank=2, sampled_ns=0, error="fr_trace_json: refused")],
+            now=t,
+        )
+    assert report.findings == [] and report.unreadable == {2: "fr_trace_json: refused"}
+
+
+def test_a_rank_consistently_late_to_enqueue_is_a_straggler() -> None:
+    late = 2_000_000_000  # 2 s behind on every collective
+    samples = [sample(r, 40, t0=T0 + (late if r == 3 else r * 1000)) for r in WORLD]
+    report = LiveWatch(WORLD).observe(samples, now=0.0)
+    assert report.findings == []
+    assert [(s.rank, s.kind.value) for s in report.stragglers] == [(3, "late_enqueue")]

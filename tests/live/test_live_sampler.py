@@ -1,0 +1,133 @@
+"""The agent's live sampler: compact summaries with the analyzer's signatures, and faults that stay with
+their rank (one log line each, the other ranks sampled as before)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+from fake_worker import drip, fake_worker, fr_answer, handler_for, http, json_body, never_answers
+
+from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, parse_rank_span
+
+FAST = SamplerSettings(fr_timeout_s=1.0, stack_timeout_s=0.5, startup_grace_s=0.0, stack_retry_s=3600)
+STACK = b'Thread 0x1 (most recent call first):\n  File "train.py", line 9 in load_batch\n'
+
+
+def sock(d: Path, rank: int) -> Path:
+    return d / f"rank-{rank}.sock"
+
+
+def healthy(last: int) -> dict:
+    return {"fr_trace_json": json_body(fr_answer(last)), "dump_traceback": lambda: http(200, STACK)}
+
+
+def test_a_summary_holds_progress_and_the_analyzers_signatures(tmp_path: Path) -> None:
+    with (
+        fake_worker(sock(tmp_path, 0), handler_for(healthy(30))),
+        fake_worker(
+            sock(tmp_path, 1),
+            handler_for({"fr_trace_json": json_body(fr_answer(30, {30: "gloo:broadcast"}))}),
+        ),
+    ):
+        pod = LiveSampler(tmp_path, "pod-a", FAST).sample_once()
+    r0, r1 = pod.ranks
+    g0, g1 = r0.groups[0], r1.groups[0]
+    assert (g0.name, g0.last_enqueued, g0.last_completed) == ("0", 30, 29)
+    assert len(g0.tail) == 16 and g0.tail[-1].seq == 30 and g0.tail[-1].retired is False
+    assert g0.tail[-2].sig == g1.tail[-2].sig  # same all_reduce, same signature across ranks
+    assert g0.tail[-1].sig != g1.tail[-1].sig
+    assert r1.signatures[g1.tail[-1].sig].op == "gloo:broadcast"
+    assert len(pod.model_dump_json()) < 8000
+
+
+def test_a_stack_is_asked_only_when_the_rank_made_no_progress(tmp_path: Path) -> None:
+    last = [10]
+    answers = {"fr_trace_json": lambda: http(200, json.dumps(fr_answer(last[0])).encode()),
+               "dump_traceback": lambda: http(200, STACK)}  # fmt: skip
+    with fake_worker(sock(tmp_path, 0), handler_for(answers)) as asked:
+        sampler = LiveSampler(tmp_path, "pod-a", FAST)
+        assert sampler.sample_once().ranks[0].stack is None  # first sample: nothing to compare with
+        last[0] = 12
+        assert sampler.sample_once().ranks[0].stack is None  # moved
+        stuck = sampler.sample_once().ranks[0]  # did not move: where is it?
+    assert "load_batch" in (stuck.stack or "")
+    assert asked.count("dump_traceback") == 1
+
+
+def test_faults_stay_with_their_rank_and_are_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(sock(tmp_path, 4)))  # a killed rank's socket: connect is refused
+    dead.close()
+    huge = lambda: b"HTTP/1.1 200 OK\r\nContent-Length: 999999999\r\n\r\n"  # noqa: E731
+    settings = SamplerSettings(
+        fr_timeout_s=1.0, stack_timeout_s=0.5, startup_grace_s=0.0, max_fr_bytes=1 << 20
+    )
+    with (
+        fake_worker(sock(tmp_path, 0), handler_for(healthy(20))),
+        fake_worker(sock(tmp_path, 1), handler_for({"fr_trace_json": lambda: b"SSH-2.0-OpenSSH\r\n\r\n"})),
+        fake_worker(sock(tmp_path, 2), never_answers(release)),
+        fake_worker(sock(tmp_path, 3), handler_for({"fr_trace_json": huge})),
+        fake_worker(sock(tmp_path, 5), drip),
+        fake_worker(
+            sock(tmp_path, 6),
+            handler_for({"fr_trace_json": lambda: http(200, b'{"version": "2.10", "entries": 7}')}),
+        ),
+    ):
+        sampler = LiveSampler(tmp_path, "pod-a", settings, expected=frozenset({0, 1, 2, 3, 4, 5, 6, 7}))
+        with caplog.at_level(logging.INFO, logger="frwatch.agent.live"):
+            for _ in range(3):
+                pod = sampler.sample_once()
+        release.set()
+    by_rank = {r.rank: r for r in pod.ranks}
+    assert by_rank[0].error is None and by_rank[0].groups[0].last_enqueued == 20
+    assert "not an HTTP answer" in (by_rank[1].error or "")
+    assert "before the deadline" in (by_rank[2].error or "")
+    assert "above the 1048576 allowed" in (by_rank[3].error or "")
+    assert "refused" in (by_rank[4].error or "")
+    assert "before the deadline" in (by_rank[5].error or "")
+    assert "not a Flight Recorder answer" in (by_rank[6].error or "")
+    assert "no socket after" in (by_rank[7].error or "")
+    lines = [r.getMessage() for r in caplog.records]
+    for rank in range(1, 8):
+        assert sum(f"rank {rank}:" in line for line in lines) == 1, (rank, lines)
+    assert not any("rank 0:" in line for line in lines)
+
+
+def test_a_stack_that_times_out_is_not_asked_again_until_the_rank_moves(tmp_path: Path) -> None:
+    """A GIL holder: fr_trace_json answers, dump_traceback waits. One pending request at most."""
+    release = threading.Event()
+    last = [10]
+
+    def respond(name: str, conn: socket.socket) -> None:
+        if name == "dump_traceback":
+            release.wait(60)
+            return
+        conn.sendall(http(200, json.dumps(fr_answer(last[0])).encode()))
+
+    with fake_worker(sock(tmp_path, 0), respond) as asked:
+        sampler = LiveSampler(tmp_path, "pod-a", FAST)
+        sampler.sample_once()
+        first = sampler.sample_once().ranks[0]
+        sampler.sample_once()
+        sampler.sample_once()
+        assert asked.count("dump_traceback") == 1
+        last[0] = 11
+        sampler.sample_once()
+        sampler.sample_once()
+        release.set()
+    assert "holds the GIL" in (first.stack_error or "")
+    assert asked.count("dump_traceback") == 2
+
+
+def test_the_rank_span_is_parsed_strictly() -> None:
+    assert parse_rank_span("8-11") == frozenset({8, 9, 10, 11})
+    for bad in ("", "11-8", "08-9", "0-5000", "a-b", "3", "-1-2", "0-99999999"):
+        assert parse_rank_span(bad) == frozenset(), bad

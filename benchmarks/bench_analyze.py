@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analyzers"))
 
 from frwatch_dev.dumps import Dump, world  # noqa: E402
+from frwatch_dev.dumps import varied as varied_dumps  # noqa: E402
 
 PREFIX = "nccl_trace_rank_"
 BIN = Path(sys.executable).parent
@@ -243,17 +244,30 @@ def _frwatch_summary(result: dict[str, Any]) -> str:
 
 
 def run_size(args: argparse.Namespace, ranks: int, root: Path) -> dict[str, Any]:
-    directory = root / f"r{ranks}x{args.entries}"
-    info = fabricate(directory, ranks, args.entries, workers=args.workers)
+    if args.set == "varied":
+        directory = root / f"varied-r{ranks}x{args.entries}"
+        info = varied_dumps.fabricate(directory, ranks, args.entries, workers=args.workers)
+    else:
+        directory = root / f"r{ranks}x{args.entries}"
+        info = fabricate(directory, ranks, args.entries, workers=args.workers)
     mb = info["bytes"] / 1e6
     how = "reused" if info["reused"] else f"fabricated in {info['fabricate_s']} s"
-    print(f"\n== {ranks} ranks x {args.entries} entries: {mb:.0f} MB ({how}) in {directory}", flush=True)
-    row: dict[str, Any] = {"ranks": ranks, "entries": args.entries, "mb": round(mb, 1), "dir": str(directory)}
+    print(
+        f"\n== {ranks} ranks x {args.entries} entries, {args.set}: {mb:.0f} MB ({how}) in {directory}",
+        flush=True,
+    )
+    row: dict[str, Any] = {
+        "ranks": ranks,
+        "entries": args.entries,
+        "set": args.set,
+        "mb": round(mb, 1),
+        "dir": str(directory),
+    }
     row["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
 
     frtrace = BIN / "torchfrtrace"
-    if args.skip_frtrace:
-        print("fr_trace: skipped (--skip-frtrace)")
+    if args.skip_frtrace or ranks > args.frtrace_max:
+        print(f"fr_trace: skipped (--skip-frtrace, or more ranks than --frtrace-max {args.frtrace_max})")
     elif not frtrace.exists():
         print(f"fr_trace: skipped ({frtrace} not found: install torch==2.13.0 into the venv)")
     else:
@@ -262,7 +276,7 @@ def run_size(args: argparse.Namespace, ranks: int, root: Path) -> dict[str, Any]
         row["fr_trace"] = r
         print(f"fr_trace: {r['wall_s']:.2f} s, {r['tree_peak_rss_mb']:.0f} MB  -> {r['summary']}", flush=True)
 
-    frwatch = BIN / "frwatch"
+    frwatch = args.frwatch or BIN / "frwatch"
     if args.skip_frwatch:
         print("frwatch: skipped (--skip-frwatch)")
     elif not frwatch.exists():
@@ -282,6 +296,7 @@ def run_size(args: argparse.Namespace, ranks: int, root: Path) -> dict[str, Any]
     r["summary"] = f"{r['stdout'].strip()} entries loaded"
     row["floor"] = r
     print(f"floor:    {r['wall_s']:.2f} s, {r['tree_peak_rss_mb']:.0f} MB  -> {r['summary']}", flush=True)
+    row["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     for key in ("fr_trace", "frwatch", "floor"):  # keep the JSON small: the summaries say what they found
         if key in row:
             row[key].pop("stdout", None)
@@ -291,10 +306,10 @@ def run_size(args: argparse.Namespace, ranks: int, root: Path) -> dict[str, Any]
     return row
 
 
-def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
-    if not a or not b or not b["wall_s"]:
+def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None, key: str = "wall_s") -> str:
+    if not a or not b or not b[key]:
         return "-"
-    return f"{a['wall_s'] / b['wall_s']:.1f}x"
+    return f"{a[key] / b[key]:.1f}x"
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -305,17 +320,21 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
     tools = " | ".join(f"{t + ' (wall, cpu, rss)':^29}" for t in ("fr_trace", "frwatch", "floor"))
     head = f"{'ranks x entries':>16} {'MB':>6} | {tools}"
-    print("\n" + head + " | fr_trace/frwatch | frwatch/floor")
-    print("-" * len(head) + "-+------------------+--------------")
+    print("\n" + head + " | fr_trace/frwatch wall, cpu | frwatch/floor wall, cpu | load avg")
+    print("-" * len(head) + "-+---------------------------+-------------------------+---------")
     for row in rows:
         ft, fw, fl = row.get("fr_trace"), row.get("frwatch"), row.get("floor")
         print(
             f"{row['ranks']:>8} x {row['entries']:<5} {row['mb']:6.0f} | {cell(ft)} | {cell(fw)} | {cell(fl)} | "
-            f"{_ratio(ft, fw):>16} | {_ratio(fw, fl):>12}"
+            f"{_ratio(ft, fw):>15}, {_ratio(ft, fw, 'cpu_s'):>9} | {_ratio(fw, fl):>13}, {_ratio(fw, fl, 'cpu_s'):>9} | "
+            + " ".join(
+                f"{x:.1f}" for x in row.get("loadavg_before", [])[:1] + row.get("loadavg_after", [])[:1]
+            )
         )
     print(
-        "(ratios of wall time; cpu = user+sys of the tool's processes; rss = peak RSS of its process tree,\n"
-        " sampled every 50 ms, at least its largest process; load average now: "
+        "(cpu = user+sys of the tool's processes, children included: the steady figure on a shared machine;\n"
+        " rss = peak RSS of its process tree, sampled every 50 ms, at least its largest process;\n"
+        " load avg = 1-minute load before and after the row; load average now: "
         + " ".join(f"{x:.1f}" for x in os.getloadavg())
         + ")"
     )
@@ -329,9 +348,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", default="64,512", help="comma-separated world sizes (default: 64,512)")
     p.add_argument("--entries", type=int, default=2000, help="entries a rank (ring-buffer size)")
+    p.add_argument(
+        "--set",
+        choices=("varied", "uniform"),
+        default="varied",
+        help="varied: 3 kinds of group, 5 op types, 8 call stacks, one rank skips (frwatch_dev.dumps.varied); "
+        "uniform: one 3-op step on one group, the last rank stops early (default: varied)",
+    )
     p.add_argument("--skip-frtrace", action="store_true", help="do not run torchfrtrace")
+    p.add_argument(
+        "--frtrace-max", type=int, default=512, help="run torchfrtrace up to this many ranks (default: 512)"
+    )
     p.add_argument("--skip-frwatch", action="store_true", help="do not run frwatch analyze")
     p.add_argument("--frwatch-args", default="", help="extra arguments for frwatch analyze")
+    p.add_argument(
+        "--frwatch",
+        type=Path,
+        help="the frwatch console script to time (default: this venv's; another checkout's for a before/after)",
+    )
     p.add_argument("--keep", type=Path, help="keep the fabricated sets in DIR and reuse them on later runs")
     p.add_argument("--workers", type=int, default=2, help="fabrication processes (default: 2)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON to FILE")

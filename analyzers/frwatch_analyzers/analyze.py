@@ -43,8 +43,12 @@ def analyze(
     max_bytes: int = DEFAULT_MAX_BYTES,
     s3: S3Config | None = None,
     limits: Limits | None = None,
+    from_dumps: bool = False,
 ) -> Verdict:
     """Analyze the dumps at a folder, a file or an ``s3://bucket/prefix``.
+
+    A rank whose agent left a valid summary of its dump (``summaries/<rank>.json``) is read from it, unless
+    ``from_dumps``; the verdict's summary says how many and which summaries were not used, and why.
 
     Raises :class:`~frwatch_analyzers.sources.SourceError` only when the location itself is unusable, and
     ValueError for a ``world_size`` outside ``[1, MAX_WORLD_SIZE]``; bad files inside the location are
@@ -61,7 +65,7 @@ def analyze(
         manifest, problem = _load_manifest(inputs, s3, limits)
         if problem:
             problems.append(problem)
-    loaded = load(inputs, LoadOptions(jobs=jobs, limits=limits, s3=s3))
+    loaded = load(inputs, LoadOptions(jobs=jobs, limits=limits, s3=s3, from_dumps=from_dumps))
     manifest_name = inputs.manifest.name if inputs.manifest is not None else "manifest"
     checked = consistent_world(loaded.traces, problems + loaded.problems, manifest, world_size, manifest_name)
     merged = merge(checked.traces)
@@ -73,10 +77,11 @@ def analyze(
         manifest=checked.manifest,
         world_size=checked.world_size,
         files=merged.files,
-        notes=merged.notes,
+        notes=merged.notes + loaded.notes,
     )
     verdict = unchecked_ranks(diagnose(world), checked.outside)
     verdict = _with_evidence(verdict, location, inputs, checked.manifest, s3)
+    verdict.stats["from_summaries"] = float(loaded.from_summaries)
     verdict.stats["bytes"] = float(loaded.bytes_read)
     verdict.stats["seconds"] = round(time.perf_counter() - started, 3)
     return verdict

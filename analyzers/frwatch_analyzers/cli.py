@@ -96,6 +96,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per core)")
     p.add_argument(
+        "--from-dumps",
+        action="store_true",
+        help="decode every dump, even where its agent left a valid summary (summaries/<rank>.json)",
+    )
+    p.add_argument(
         "--max-file-mb",
         type=_positive(int),
         default=DEFAULT_MAX_FILE_BYTES // MIB,
@@ -148,7 +153,14 @@ def main(argv: list[str] | None = None) -> int:
         deadline_seconds=args.deadline_seconds,
     )
     try:
-        verdict = analyze(args.path, world_size=args.world_size, jobs=args.jobs, s3=s3, limits=limits)
+        verdict = analyze(
+            args.path,
+            world_size=args.world_size,
+            jobs=args.jobs,
+            s3=s3,
+            limits=limits,
+            from_dumps=args.from_dumps,
+        )
     except SourceError as exc:
         print(f"frwatch analyze: no verdict: {printable(str(exc))}", file=sys.stderr)
         return EXIT_NO_VERDICT

@@ -5,6 +5,7 @@ come here; the records themselves are :mod:`~frwatch_analyzers.pod_record`,
 
 ``<prefix>/<namespace>/<job>/<job-uid>/<attempt>/ranks/<global-rank>.<pickle|json>``,
 ``.../ranks-later/<rank>.<unix-ms>.<fmt>`` (a later, different dump of a rank: nothing is overwritten),
+``.../summaries/<rank>.json`` (the agent's summary of ``ranks/<rank>``),
 ``.../pods/<pod>.json``, ``.../manifest.json``, ``.../verdict.json``, ``.../report.txt``, ``.../report.html``; evidence beyond
 Flight Recorder: ``.../logs/<pod>/<container>.txt`` (the tail of a container's log, UTF-8 text),
 ``.../logs/<pod>/<container>.previous.txt`` (the previous instance of a restarted container),
@@ -27,6 +28,8 @@ from .limits import MAX_WORLD_SIZE
 RANKS_DIR = "ranks"
 LATER_DIR = "ranks-later"
 PODS_DIR = "pods"
+#: A rank's summary (:mod:`~frwatch_analyzers.rank_summary`), written by its agent beside the dump.
+SUMMARIES_DIR = "summaries"
 LOGS_DIR = "logs"
 NCCL_DIR = "nccl"
 NODES_DIR = "nodes"
@@ -99,6 +102,10 @@ class AttemptKey:
     def later(self, rank: int, unix_ms: int, fmt: str = "pickle") -> str:
         """Where a later, different dump of ``rank`` goes (``ranks/<rank>`` already holds its first)."""
         return f"{self.root}/{LATER_DIR}/{rank}.{unix_ms}.{fmt}"
+
+    def summary(self, rank: int) -> str:
+        """Where the summary of ``rank``'s first dump (``ranks/<rank>``) goes."""
+        return f"{self.root}/{SUMMARIES_DIR}/{rank}.json"
 
     def pod(self, pod: str) -> str:
         return f"{self.root}/{PODS_DIR}/{pod}{_POD_SUFFIX}"

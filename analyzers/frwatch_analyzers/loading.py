@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import isolation
+from . import from_summaries, isolation
 from .isolation import Budget, Lost
 from .limits import MAX_WORLD_SIZE, MIB, Limits, container_memory, fit
 from .pickle_scan import explain
@@ -40,6 +41,7 @@ class LoadOptions:
     jobs: int = 0  # worker processes; 0: one per core
     limits: Limits = field(default_factory=Limits)
     s3: S3Config | None = None
+    from_dumps: bool = False  # decode every dump, even where its agent's summary is valid
 
 
 @dataclass
@@ -47,6 +49,8 @@ class Loaded:
     traces: list[RankTrace]
     problems: list[FileProblem]
     bytes_read: int
+    notes: list[str] = field(default_factory=list)  # said in the verdict (which ranks came from summaries)
+    from_summaries: int = 0  # ranks read from their agents' summaries
 
 
 # --- worker side -----------------------------------------------------------------------------------------
@@ -68,6 +72,19 @@ def _summarise(
     global _summarizer
     if _summarizer is None:
         _summarizer = Summarizer()
+    # The collector would walk the whole decoded dump again and again while it is built and read (a dump
+    # is 100k+ containers; no cycle among them is needed); it runs once the file's objects are dropped.
+    gc.disable()
+    try:
+        return _summarise_file(ref, bucket, s3, max_bytes, _summarizer)
+    finally:
+        gc.enable()
+        gc.collect(0)  # cycles a crafted pickle made (a list holding itself), while they are still young
+
+
+def _summarise_file(
+    ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int, summarizer: Summarizer
+) -> RankTrace | FileProblem:
     try:
         if bucket is None:
             # a local file: the unpickler reads it straight from the OS buffer (no copy of the bytes)
@@ -93,7 +110,7 @@ def _summarise(
         rank = ref.rank if ref.rank is not None else _rank_in(dump)
         if rank is None:
             return _problem(ref, "no rank in the file name (expected a trailing number) nor in the dump")
-        trace = _summarizer.summarize(dump, rank, ref.name, fmt)
+        trace = summarizer.summarize(dump, rank, ref.name, fmt)
     except DumpError as exc:
         return _problem(ref, str(exc))
     except RecursionError:
@@ -104,7 +121,10 @@ def _summarise(
         return _problem(ref, f"malformed dump: {type(exc).__name__}: {printable(str(exc), 200)}")
     del dump
     outside = _outside_own_group(trace)
-    return _problem(ref, outside) if outside else trace
+    if outside:
+        summarizer.forget(trace)  # its signature details were not handed on: a later file hands them
+        return _problem(ref, outside)
+    return trace
 
 
 def _problem(ref: DumpRef, reason: str) -> FileProblem:
@@ -166,7 +186,8 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
     """Summarise every dump of ``inputs`` in worker processes (one when there are few files)."""
     opts = options or LoadOptions()
     limits = opts.limits
-    refs = inputs.dumps
+    taken = from_summaries.take(inputs, opts.s3, limits.max_file_bytes, from_dumps=opts.from_dumps)
+    refs = taken.dumps
     total = sum(r.size for r in refs)
     jobs = opts.jobs or (os.cpu_count() or 1)
     if not opts.jobs and (len(refs) < 8 or total < 8 * MIB):
@@ -175,6 +196,8 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
     # small batches: the last ones of a run leave a core idle for at most a few files
     batch = max(1, min(8, len(refs) // (jobs * 8)))
     share = ArrayPool()
+    for trace in taken.traces:
+        share.intern(trace)
 
     def arrived(item: object) -> None:
         if isinstance(item, RankTrace):
@@ -189,7 +212,7 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
     lost = [(ref, r) for ref, r in zip(refs, results, strict=True) if isinstance(r, Lost)]
     left = limits.deadline_seconds - (time.monotonic() - started)
     reasons = _explain_losses(lost, inputs, opts, limits, jobs, left)
-    traces: list[RankTrace] = []
+    traces: list[RankTrace] = list(taken.traces)
     problems: list[FileProblem] = list(inputs.skipped)
     for ref, r in zip(refs, results, strict=True):
         if isinstance(r, RankTrace):
@@ -198,7 +221,8 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
             problems.append(r)
         elif isinstance(r, Lost):
             problems.append(_problem(ref, reasons[ref.location]))
-    return Loaded(traces, problems, total)
+    note = taken.note()
+    return Loaded(traces, problems, total + taken.bytes_read, [note] if note else [], len(taken.traces))
 
 
 def _explain_losses(

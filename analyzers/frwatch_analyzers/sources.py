@@ -23,6 +23,7 @@ from .layout import (
     RANKS_DIR,
     REPORT,
     REPORT_HTML,
+    SUMMARIES_DIR,
     VERDICT,
     rank_digits,
     rank_from_name,
@@ -35,7 +36,8 @@ from .verdict import FileProblem
 
 _SKIP_NAMES = {MANIFEST, VERDICT, REPORT, REPORT_HTML}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".txt", ".md", ".log")
-_LAYOUT_DIRS = {RANKS_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR}  # evidence: frwatch_analyzers.evidence_read
+# evidence: frwatch_analyzers.evidence_read; summaries: frwatch_analyzers.from_summaries
+_LAYOUT_DIRS = {RANKS_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR, SUMMARIES_DIR}
 
 
 class SourceError(Exception):
@@ -71,6 +73,7 @@ class DumpRef:
     location: str  # a local path or an s3 key, as the file system or the store spells it
     rank: int | None
     size: int
+    etag: str = ""  # the store's ETag (S3 listings): the MD5 of an object uploaded in one part
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Inputs:
     manifest: DumpRef | None
     bucket: str | None = None  # set for s3:// inputs
     skipped: list[FileProblem] = field(default_factory=list)  # entries that are not candidate dumps
+    summaries: dict[int, DumpRef] = field(default_factory=dict)  # rank -> its summary (summaries/<rank>.json)
 
 
 def display_name(path: str) -> str:
@@ -171,7 +175,28 @@ def _discover_dir(path: Path) -> Inputs:
     if listed > MAX_FILES:
         skipped.append(_too_many(display_name(str(folder)), listed))
     dumps.sort(key=lambda d: d.location)
-    return Inputs(str(root), dumps, manifest, skipped=skipped)
+    return Inputs(
+        str(root), dumps, manifest, skipped=skipped, summaries=_local_summaries(path / SUMMARIES_DIR)
+    )
+
+
+def _local_summaries(folder: Path) -> dict[int, DumpRef]:
+    """``<rank>.json`` files of a ``summaries/`` folder (regular files only; anything else is not one)."""
+    found: dict[int, DumpRef] = {}
+    try:
+        with os.scandir(folder) as it:
+            for i, entry in enumerate(it):
+                if i >= MAX_FILES:
+                    break
+                rank = rank_from_name(entry.name)
+                if rank is None or rank >= MAX_WORLD_SIZE or entry.name != f"{rank}.json":
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode):
+                    found[rank] = DumpRef(display_name(entry.path), entry.path, rank, st.st_size)
+    except OSError:
+        return found  # no summaries folder (or an unreadable one): every dump is decoded
+    return found
 
 
 def _too_many(where: str, listed: int) -> FileProblem:
@@ -258,10 +283,17 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
         raise SourceError(f"{url}: cannot list the dumps: {exc}") from exc
     manifest = None
     ranks_prefix = f"{base}{RANKS_DIR}/"
-    has_layout = any(k.startswith(ranks_prefix) for k, _ in objects)
+    has_layout = any(k.startswith(ranks_prefix) for k, _, _ in objects)
     dumps: list[DumpRef] = []
-    for key, size in objects:
+    summaries: dict[int, DumpRef] = {}
+    for key, size, etag in objects:
         rel = key[len(base) :]
+        if rel.startswith(SUMMARIES_DIR + "/"):
+            leaf = rel[len(SUMMARIES_DIR) + 1 :]
+            rank = rank_from_name(leaf)
+            if rank is not None and rank < MAX_WORLD_SIZE and leaf == f"{rank}.json":
+                summaries[rank] = DumpRef(display_name(s3_url(bucket, key)), key, rank, size)
+            continue
         if rel == MANIFEST:
             manifest = DumpRef(display_name(s3_url(bucket, key)), key, None, size)
             continue
@@ -281,15 +313,15 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
             )
             skipped.append(FileProblem(file=shown, reason=reason))
             continue
-        dumps.append(DumpRef(shown, key, rank, size))
-    return Inputs(url, dumps, manifest, bucket=bucket, skipped=skipped)
+        dumps.append(DumpRef(shown, key, rank, size, etag))
+    return Inputs(url, dumps, manifest, bucket=bucket, skipped=skipped, summaries=summaries)
 
 
-def _list_objects(client: Any, bucket: str, prefix: str) -> Iterator[tuple[str, int]]:
+def _list_objects(client: Any, bucket: str, prefix: str) -> Iterator[tuple[str, int, str]]:
     paginator = client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
-            yield obj["Key"], int(obj.get("Size", 0))
+            yield obj["Key"], int(obj.get("Size", 0)), str(obj.get("ETag", "")).strip('"')[:80]
 
 
 def read_bytes(ref: DumpRef, bucket: str | None, client: Any | None, max_bytes: int) -> bytes:

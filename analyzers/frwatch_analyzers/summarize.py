@@ -20,6 +20,7 @@ import itertools
 import operator
 import re
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -36,12 +37,20 @@ TAIL = 48
 #: How many entries from the first one a rank had not completed keep their full detail as well.
 OPEN_KEEP = 8
 
+#: Keys a worker's caches hold before they are cleared (a few thousand in a real job: ops x sizes x sites),
+#: and the sizes/dtypes remembered per (op, call site) for the fast path.
+_CACHE_KEYS = 1 << 17
+_SEEN_PER_SITE = 64
+
 #: Frames from these paths are library plumbing; the first frame outside them is the user's call site.
 _LIBRARY_MARKERS = ("/torch/", "\\torch\\", "/site-packages/", "/dist-packages/", "<frozen ", "/threading.py")
 
 #: Members of a group: a range when contiguous (compact to pickle and to hash), else a tuple.
 Ranks = range | tuple[int, ...]
 Shapes = tuple[tuple[int, ...], ...]
+#: What an (op, call site) carried once: sizes and dtypes as the entry had them (checked), the signature,
+#: whether its sizes vary by rank, and its input and output elements.
+_Seen = tuple[Any, Any, Any, Any, int, bool, int, int]
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
@@ -132,6 +141,22 @@ class P2PEntry:
     state: int
     record_id: int
     created_ns: int
+
+
+@dataclass
+class Scan:
+    """What a dump's entries say, per group, before the groups' summaries are built."""
+
+    # per pg: seqs, sigs, entries, seqs whose sizes vary and their input and output elements (coalesced
+    # entries merged)
+    per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]]
+    pg_backend: dict[str, str]
+    pg_desc: dict[str, str]
+    pgid_to_name: dict[str, str]
+    has_states: bool
+    last_record_id: int
+    has_frames: bool
+    p2p: list[P2PEntry]
 
 
 @dataclass
@@ -235,26 +260,78 @@ class Summarizer:
         self._plain_of: dict[int, int] = {}  # signature -> the same without call site
         self._ranks_cache: dict[str, Ranks] = {}  # pg_config 'ranks' text -> members
         self._rules: dict[str, Rule] = {}
+        # Kept across the files of a worker (ranks record the same signatures): every signature's detail,
+        # the signature of each checked (op, kept fields, site) key, and per (op, call site) the sizes and
+        # dtypes seen there, as entries had them (lists), most recent first. Bounded: cleared when full.
+        self.details: dict[int, EntrySig] = {}
+        self._key_cache: dict[Any, int] = {}
+        self._by_site: dict[tuple[str, Any], list[_Seen]] = {}
+
+    def _trim(self) -> None:
+        """Past the bound, every cache goes at once (a cached signature whose detail was dropped would
+        never be emitted again); a detail emitted before is emitted again when it comes back."""
+        if max(len(self._key_cache), len(self._by_site), len(self.details)) > _CACHE_KEYS:
+            self._key_cache.clear()
+            self._by_site.clear()
+            self.details.clear()
+            self._plain_of.clear()
+            self._emitted.clear()
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
         entries: list[Any] = dump.get("entries") or []
-        key_cache: dict[Any, int] = {}
+        self._trim()
+        with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
+        scan = self._scan(entries, with_frames)
+        per_pg = scan.per_pg
+        p2p = scan.p2p
+        op0 = entries[0].get("profiling_name") if entries else None
+        backend = printable(op0.split(":", 1)[0], 40) if type(op0) is str else ""
+        pgs, world_ranks = self._build_pgs(
+            dump, rank, per_pg, scan.pg_desc, scan.pgid_to_name, scan.pg_backend
+        )
+        details = self._new_details(per_pg, p2p)
+        tails = [t for pg in pgs.values() for t in pg.tail]
+        has_timing = any(t.started_ns > 0 or t.state == 1 for t in tails) or any(
+            pg.last_started >= 0 for pg in pgs.values()
+        )
+        dumped_ns = max((max(t.created_ns, t.started_ns, t.completed_ns) for t in tails), default=0)
+        dumped_ns = max([dumped_ns, *(p.created_ns for p in p2p[-64:])])
+        first_rid = min((pg.first_record_id for pg in pgs.values() if pg.first_record_id >= 0), default=-1)
+        return RankTrace(
+            rank=rank,
+            file=file,
+            fmt=fmt,
+            version=str(dump.get("version", "")),
+            backend=backend,
+            entries=len(entries),
+            pgs=pgs,
+            p2p=p2p,
+            sig_details=details,
+            has_states=scan.has_states,
+            has_frames=scan.has_frames,
+            last_record_id=scan.last_record_id,
+            has_timing=has_timing,
+            first_record_id=first_rid,
+            dumped_ns=dumped_ns,
+            world_ranks=world_ranks,
+            files=[file],
+        )
+
+    def _scan(self, entries: list[Any], with_frames: bool) -> Scan:
+        """The per-entry loop: every dump, every field type-checked and named when wrong."""
         site_cache: dict[tuple[int, ...], tuple[tuple[str, str, int], ...]] = {}
-        local: dict[int, EntrySig] = {}  # every signature of this file
+        local = self.details  # every signature's detail (this file's among them)
         # per pg: [seqs, sigs, entries, var seqs, var in, var out]  (coalesced entries merged)
         per_pg: dict[str, tuple[list[int], list[int], list[Any], list[int], list[int], list[int]]] = {}
         pg_backend: dict[str, str] = {}
-        rules = self._rules
         pg_desc: dict[str, str] = {}
         pgid_to_name: dict[str, str] = {}
         p2p: list[P2PEntry] = []
         has_states = False
         last_record_id = -1
         pg_cache: dict[Any, str] = {}
-        # (op, site) -> (sizes, dtypes as the entry had them, sig, varying, input and output elements)
-        last_by_site: dict[tuple[str, Any], tuple[Any, Any, Any, Any, int, bool, int, int]] = {}
+        by_site = self._by_site
         get_state = STATE_CODES.get
-        with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
         runs: dict[str, list[int]] = {}  # per pg: the part signatures of a coalesced region still open
         for i, e in enumerate(entries):
@@ -291,33 +368,25 @@ class Summarizer:
                     site = site_cache[fkey] = _call_site(frames, f"entry {i}")
             else:
                 site = ()
-            # fast path: the same op from the same call site usually carries the same sizes and dtypes as
-            # the last time: comparing the lists (in C, no allocation) is cheaper than building a key
-            last = last_by_site.get((op, site))
-            if last is not None and last[0] == isz and last[1] == idt and last[2] == osz and last[3] == odt:
-                _, _, _, _, sig, varying, n_in, n_out = last
+            # fast path: an op from a call site carries one of a few sizes and dtypes seen there before:
+            # comparing the entry's lists with those (in C, no allocation, no deeper than the checked ones
+            # they are compared with) is cheaper than checking them and building a key
+            seen = by_site.get((op, site))
+            hit = None
+            if seen is not None:
+                for cand in seen:
+                    if cand[0] == isz and cand[1] == idt and cand[2] == osz and cand[3] == odt:
+                        hit = cand
+                        break
+            if hit is not None:
+                _, _, _, _, sig, varying, n_in, n_out = hit
             else:
-                where = f"entry {i}"
-                rule = rules.get(op)
-                if rule is None:
-                    rule = rules[op] = rule_for(op)
-                sizes_in = fields.sizes(isz, "input_sizes", where)  # hashable, type-checked copies
-                sizes_out = fields.sizes(osz, "output_sizes", where)
-                kept = _compat(
-                    rule,
-                    sizes_in,
-                    fields.dtypes(idt, "input_dtypes", where),
-                    sizes_out,
-                    fields.dtypes(odt, "output_dtypes", where),
-                )
-                raw_key = (op, *kept, site)
-                varying = rule.varying
-                cached = key_cache.get(raw_key)
-                if cached is None:
-                    cached = key_cache[raw_key] = self._new_sig(op, kept, site, varying, local)
-                sig = cached
-                n_in, n_out = (_numel(sizes_in), _numel(sizes_out)) if varying else (0, 0)
-                last_by_site[(op, site)] = (isz, idt, osz, odt, sig, varying, n_in, n_out)
+                sig, varying, n_in, n_out = self.signature(i, op, site, isz, idt, osz, odt)
+                if seen is None:
+                    seen = by_site[(op, site)] = []
+                elif len(seen) >= _SEEN_PER_SITE:
+                    seen.pop()
+                seen.insert(0, (isz, idt, osz, odt, sig, varying, n_in, n_out))
             if type(state_name) is str:
                 state = get_state(state_name, -1)
             else:
@@ -383,36 +452,15 @@ class Summarizer:
                 ents_l.append(e)
         for name, run in runs.items():
             self._close_run(per_pg[name][1][-1], run, local)
-        has_frames = bool(site_cache)
-        backend = printable(next(iter(key_cache))[0].split(":", 1)[0], 40) if key_cache else ""
-        pgs, world_ranks = self._build_pgs(dump, rank, per_pg, pg_desc, pgid_to_name, pg_backend)
-        details = {k: v for k, v in local.items() if k not in self._emitted}
-        self._emitted.update(details)
-        tails = [t for pg in pgs.values() for t in pg.tail]
-        has_timing = any(t.started_ns > 0 or t.state == 1 for t in tails) or any(
-            pg.last_started >= 0 for pg in pgs.values()
-        )
-        dumped_ns = max((max(t.created_ns, t.started_ns, t.completed_ns) for t in tails), default=0)
-        dumped_ns = max([dumped_ns, *(p.created_ns for p in p2p[-64:])])
-        first_rid = min((pg.first_record_id for pg in pgs.values() if pg.first_record_id >= 0), default=-1)
-        return RankTrace(
-            rank=rank,
-            file=file,
-            fmt=fmt,
-            version=str(dump.get("version", "")),
-            backend=backend,
-            entries=len(entries),
-            pgs=pgs,
-            p2p=p2p,
-            sig_details=details,
+        return Scan(
+            per_pg=per_pg,
+            pg_backend=pg_backend,
+            pg_desc=pg_desc,
+            pgid_to_name=pgid_to_name,
             has_states=has_states,
-            has_frames=has_frames,
             last_record_id=last_record_id,
-            has_timing=has_timing,
-            first_record_id=first_rid,
-            dumped_ns=dumped_ns,
-            world_ranks=world_ranks,
-            files=[file],
+            has_frames=bool(site_cache),
+            p2p=p2p,
         )
 
     @staticmethod
@@ -428,6 +476,48 @@ class Summarizer:
         pg_desc.setdefault(name, desc)
         pgid_to_name.setdefault(printable(str(pg_id)), name)
         return name
+
+    def signature(
+        self, i: int, op: str, site: tuple[tuple[str, str, int], ...], isz: Any, idt: Any, osz: Any, odt: Any
+    ) -> tuple[int, bool, int, int]:
+        """Entry ``i``'s signature (its fields type-checked here), whether its sizes may vary by rank, and
+        its input and output elements (counted only then)."""
+        where = f"entry {i}"
+        rule = self._rules.get(op)
+        if rule is None:
+            rule = self._rules[op] = rule_for(op)
+        sizes_in = fields.sizes(isz, "input_sizes", where)  # hashable, type-checked copies
+        sizes_out = fields.sizes(osz, "output_sizes", where)
+        kept = _compat(
+            rule,
+            sizes_in,
+            fields.dtypes(idt, "input_dtypes", where),
+            sizes_out,
+            fields.dtypes(odt, "output_dtypes", where),
+        )
+        raw_key = (op, *kept, site)
+        varying = rule.varying
+        sig = self._key_cache.get(raw_key)
+        if sig is None:
+            sig = self._key_cache[raw_key] = self._new_sig(op, kept, site, varying, self.details)
+        n_in, n_out = (_numel(sizes_in), _numel(sizes_out)) if varying else (0, 0)
+        return sig, varying, n_in, n_out
+
+    def _new_details(self, per_pg: Mapping[str, tuple[Any, ...]], p2p: list[P2PEntry]) -> dict[int, EntrySig]:
+        """The details of the signatures this file holds (and of their call-site-less twins) that this
+        worker has not emitted yet; marked emitted (see :meth:`forget` when the trace is dropped)."""
+        held = {sig for cols in per_pg.values() for sig in set(cols[1])}
+        held.update(p.sig for p in p2p)
+        plain_of = self._plain_of
+        held.update([plain_of[sig] for sig in held if sig in plain_of])
+        emitted, local = self._emitted, self.details
+        details = {sig: local[sig] for sig in held - emitted if sig in local}
+        emitted.update(details)
+        return details
+
+    def forget(self, trace: RankTrace) -> None:
+        """``trace`` is not handed on (its file is refused): its details are not emitted after all."""
+        self._emitted.difference_update(trace.sig_details)
 
     def _close_run(self, combined: int, parts: list[int], local: dict[int, EntrySig]) -> None:
         """The detail of a coalesced region's chain signature ``combined``, from its parts, once."""

@@ -3,7 +3,9 @@
 Layout (``frwatch_analyzers.layout.AttemptKey``): ``ranks/<rank>.<pickle|json>`` holds the first complete
 dump of each rank in this attempt; a later, different dump of the same rank (a second dump in the same
 process, or a container restarted in place) goes to ``ranks-later/<rank>.<unix-ms>.<fmt>`` so nothing is
-overwritten. ``pods/<pod>.json`` (:class:`~frwatch_analyzers.pod_record.StoredPodRecord`) says which
+overwritten. ``summaries/<rank>.json`` (:mod:`frwatch_analyzers.rank_summary`) is the summary of ``ranks/<rank>``,
+made right after that upload, best effort. ``pods/<pod>.json``
+(:class:`~frwatch_analyzers.pod_record.StoredPodRecord`) says which
 ranks this pod held, where each went, and what the watcher skipped in the folder and why.
 
 Memory: no dump is held. An upload opens the file again (``O_NOFOLLOW``, a regular file, the very file and
@@ -25,12 +27,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.limits import MIB
 from frwatch_analyzers.pod_record import RankUpload, StoredPodRecord
+from frwatch_analyzers.summary_writer import NotSummarised, summarise_file
 from frwatch_operator.agent.dumpfiles import Dump, FileId, NotADump, open_regular
 from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.s3store import S3Store
 
 logger = logging.getLogger(__name__)
+
+#: Dumps larger than this get no summary (the analyzer decodes them): a dump decodes to about 10 times its
+#: size, and the worker that summarises it lives in the agent's container (256 MiB by default).
+SUMMARY_MAX_DUMP_BYTES = 8 * MIB
+#: Memory the summarising worker may map beyond the agent's own (a 2000-entry dump needs about 10 MB).
+SUMMARY_WORKER_BYTES = 128 * MIB
 
 
 @dataclass
@@ -51,10 +61,11 @@ class Uploader:
 
     def __init__(
         self, store: S3Store, key: AttemptKey, record: StoredPodRecord, *, bucket: str | None = None,
-        backoff_initial: float = 0.5, backoff_max: float = 30.0,
+        backoff_initial: float = 0.5, backoff_max: float = 30.0, summaries: bool = True,
     ) -> None:  # fmt: skip
         self.store = store
         self.key = key
+        self.summaries = summaries  #: write summaries/<rank>.json after each rank's first dump
         self.record = record  #: who the agent is; what it uploaded, skipped and lost is kept beside it
         self._uploads: dict[int, list[RankUpload]] = {}
         self._skipped: list[dict[str, str]] = []
@@ -172,15 +183,43 @@ class Uploader:
             logger.info("uploaded rank %d (%d bytes) to %s", d.rank, d.size, item.key)
             with self._lock:
                 self._pending.remove(item)
-                if self._first_key_of_rank.get(d.rank) == item.key:
+                first = self._first_key_of_rank.get(d.rank) == item.key
+                if first:
                     self._confirmed_first.add(d.rank)
                 self._uploads.setdefault(d.rank, []).append(
                     RankUpload(key=item.key, bytes=d.size, sha256=d.sha256, format=d.fmt, corrupt=d.corrupt,
                                uploaded_at=time.time())
                 )  # fmt: skip
                 self._record_dirty = True
+            if first and self.summaries:
+                self._upload_summary(d)
         self._flush_record(now)
         return done
+
+    def _upload_summary(self, dump: Dump) -> None:
+        """Best effort, once: the summary of a rank's first dump beside it (``summaries/<rank>.json``), made
+        in a bounded worker process from the file's bytes, uploaded only when those are the bytes uploaded
+        (same sha256). Without it the analyzer decodes the dump; the dump itself is always kept."""
+        if dump.corrupt or dump.size > SUMMARY_MAX_DUMP_BYTES:
+            return
+        try:
+            made = summarise_file(dump.path, dump.rank, max_bytes=SUMMARY_MAX_DUMP_BYTES,
+                                  memory_bytes=SUMMARY_WORKER_BYTES)  # fmt: skip
+        except NotSummarised as exc:
+            logger.warning("no summary for rank %d: %s (the analyzer will decode its dump)", dump.rank, exc)
+            return
+        if made.dump.sha256 != dump.sha256:
+            logger.warning("no summary for rank %d: its file changed after the upload", dump.rank)
+            return
+        key = self.key.summary(dump.rank)
+        try:
+            self.store.put(key, made.data, bucket=self.bucket, content_type="application/json")
+        except FrwatchError as exc:
+            logger.warning(
+                "summary upload of rank %d failed: %s (the analyzer will decode its dump)", dump.rank, exc
+            )
+            return
+        logger.info("uploaded the summary of rank %d (%d bytes) to %s", dump.rank, len(made.data), key)
 
     def _flush_record(self, now: float) -> None:
         with self._lock:

@@ -1,0 +1,522 @@
+"""A rank's summary, stored beside its dump: the map step done at the edge.
+
+The agent summarises its rank's dump (the same :class:`~.summarize.RankTrace` the analyzer's workers make)
+right after uploading it, and writes it to ``summaries/<rank>.json`` (:mod:`.layout`). The analyzer then
+reads summaries instead of decoding dumps; the dump stays the evidence.
+
+Format (``format`` ``frwatch.rank-summary``, ``version`` 1), JSON: the trace's scalars, its groups with
+their int64 columns as base64 of zlib-compressed little-endian bytes (sequence numbers and creation times
+as differences: ring windows compress to a few bytes), the kept tail entries as such a column too, p2p
+entries as lists, the details of every signature the trace holds (one zlib-compressed JSON text, which ranks
+that behaved alike share and a reader decodes once), and ``dump``: the size, sha256 and md5 of the dump it was made
+from, checked against the dump before the summary is used.
+
+A summary is read back from the store: it is hostile input like a dump. :func:`decode` checks every field's
+type and bound (a schema written out by hand: no object is built from a name in the data), refuses a
+summary over ``MAX_SUMMARY_BYTES`` unread, decompresses each column with a bound on its output, and raises
+:class:`SummaryError` with the reason; the caller then decodes the dump.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import sys
+import zlib
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import accumulate
+from operator import sub
+from typing import Any
+
+from .fields import I64
+from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS, MAX_WORLD_SIZE, MIB
+from .safe_text import printable
+from .summarize import STATE_CODES, EntrySig, P2PEntry, PgTrace, Ranks, RankTrace, TailEntry, compact_ranks
+
+FORMAT = "frwatch.rank-summary"
+VERSION = 1
+#: A summary larger than this is refused unread (a 2000-entry rank's is about 10-30 KB).
+MAX_SUMMARY_BYTES = 8 * MIB
+#: Elements one column may hold (a ring buffer of a million entries), entries kept in a tail, p2p
+#: entries, distinct signatures, tensors in one entry's sizes.
+MAX_COLUMN = 1 << 20
+MAX_TAIL = 1 << 12
+MAX_P2P = 1 << 16
+MAX_SIGS = 1 << 16
+MAX_TENSORS = 1 << 12
+_MAX_TEXT = 4096
+_LITTLE = sys.byteorder == "little"
+_TAIL_FIELDS = 8
+_RETIRED = {-1: None, 0: False, 1: True}
+_MAX_TABLE_BYTES = 4 * MAX_SUMMARY_BYTES
+
+
+class SummaryError(Exception):
+    """A summary that cannot be used; the message says why (the dump is read instead)."""
+
+
+@dataclass(frozen=True)
+class DumpDigest:
+    """Which dump a summary was made from."""
+
+    size: int
+    sha256: str
+    md5: str
+
+    @classmethod
+    def of(cls, data: bytes) -> DumpDigest:
+        return cls(
+            len(data), hashlib.sha256(data).hexdigest(), hashlib.md5(data, usedforsecurity=False).hexdigest()
+        )
+
+
+# --- encoding ----------------------------------------------------------------------------------------------
+def _column(values: array[int], delta: bool = False) -> str:
+    col = values
+    if delta and len(values) > 1:
+        diffs = [values[0], *map(sub, values[1:], values[:-1])]
+        if min(diffs) >= -I64 and max(diffs) < I64:
+            col = array("q", diffs)
+        else:  # a jump past int64: stored as is, marked by a leading "r"
+            return "r" + _column(values)
+    raw = array("q", col)
+    if not _LITTLE:
+        raw.byteswap()
+    return base64.b64encode(zlib.compress(raw.tobytes(), 6)).decode("ascii")
+
+
+def _ranks(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, range):
+        return {"from": value.start, "to": value.stop - 1}
+    return list(value)
+
+
+def encode(trace: RankTrace, details: Mapping[int, EntrySig], dump: DumpDigest) -> bytes:
+    """``trace`` (and the details of every signature it holds, from ``details``) as a summary's bytes."""
+    held = {s for pg in trace.pgs.values() for s in (*pg.sigs, *pg.plain)} | {p.sig for p in trace.p2p}
+    missing = held - details.keys()
+    if missing:
+        raise ValueError(f"{len(missing)} signature(s) of the trace have no detail")
+    body = {
+        "format": FORMAT,
+        "version": VERSION,
+        "dump": {"bytes": dump.size, "sha256": dump.sha256, "md5": dump.md5},
+        "rank": trace.rank,
+        "fmt": trace.fmt,
+        "fr_version": trace.version,
+        "backend": trace.backend,
+        "entries": trace.entries,
+        "has_states": trace.has_states,
+        "has_frames": trace.has_frames,
+        "has_timing": trace.has_timing,
+        "last_record_id": trace.last_record_id,
+        "first_record_id": trace.first_record_id,
+        "dumped_ns": trace.dumped_ns,
+        "world_ranks": list(trace.world_ranks) if trace.world_ranks else None,
+        "pgs": [
+            {
+                "name": pg.name,
+                "desc": pg.desc,
+                "backend": pg.backend,
+                "seqs": _column(pg.seqs, delta=True),
+                "sigs": _column(pg.sigs),
+                "plain": _column(pg.plain),
+                "created": _column(pg.created, delta=True),
+                "var_seqs": _column(pg.var_seqs, delta=True),
+                "var_in": _column(pg.var_in),
+                "var_out": _column(pg.var_out),
+                "tail": _column(
+                    array(
+                        "q",
+                        [
+                            x
+                            for t in pg.tail
+                            for x in (
+                                t.seq,
+                                t.record_id,
+                                t.sig,
+                                t.state,
+                                -1 if t.retired is None else int(t.retired),
+                                t.created_ns,
+                                t.started_ns,
+                                t.completed_ns,
+                            )
+                        ],
+                    )
+                ),
+                "splits": [
+                    [i, list(t.splits[0]), list(t.splits[1])] for i, t in enumerate(pg.tail) if t.splits
+                ],
+                "config_ranks": _ranks(pg.config_ranks),
+                "last_enqueued": pg.last_enqueued,
+                "last_started": pg.last_started,
+                "last_completed": pg.last_completed,
+                "status_known": pg.status_known,
+                "first_record_id": pg.first_record_id,
+            }
+            for pg in trace.pgs.values()
+        ],
+        "p2p": [
+            [p.pg, p.p2p_seq, p.kind, p.src, p.dst, p.sig, p.state, p.record_id, p.created_ns]
+            for p in trace.p2p
+        ],
+        "sigs": _sig_table(sorted(held), details),
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _sig_table(sigs: list[int], details: Mapping[int, EntrySig]) -> str:
+    """The signatures' details as one JSON text (ranks that behaved alike carry the same text: a reader
+    decodes it once), call sites listed once and named by their index."""
+    sites: dict[tuple[tuple[str, str, int], ...], int] = {}
+    rows = []
+    for sig in sigs:
+        d = details[sig]
+        site = sites.setdefault(d.call_site, len(sites))
+        rows.append(
+            [
+                sig,
+                d.op,
+                [list(x) for x in d.input_sizes],
+                list(d.input_dtypes),
+                [list(x) for x in d.output_sizes],
+                list(d.output_dtypes),
+                site,
+                d.parts,
+                d.varying,
+            ]
+        )
+    text = json.dumps(
+        {"sites": [[list(f) for f in site] for site in sites], "sigs": rows}, separators=(",", ":")
+    )
+    return base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")
+
+
+# --- decoding (hostile input) ------------------------------------------------------------------------------
+def _bad(where: str, what: str) -> SummaryError:
+    return SummaryError(f"malformed summary: {where}: {what}")
+
+
+def _int(value: Any, where: str, lo: int = -I64, hi: int = I64) -> int:
+    if type(value) is not int or not lo <= value < hi:
+        raise _bad(where, "not an integer in range")
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if type(value) is not bool:
+        raise _bad(where, "not true or false")
+    return value
+
+
+def _text(value: Any, where: str, limit: int = _MAX_TEXT) -> str:
+    if type(value) is not str or len(value) > limit:
+        raise _bad(where, "not a string (or too long)")
+    return printable(value)
+
+
+def _list(value: Any, where: str, limit: int) -> list[Any]:
+    if type(value) is not list or len(value) > limit:
+        raise _bad(where, f"not a list of at most {limit}")
+    return value
+
+
+class Reader:
+    """Decodes summaries; columns met before (ranks that behaved alike) are decoded once."""
+
+    def __init__(self) -> None:
+        self._columns: dict[str, array[int]] = {}
+        self._deltas: dict[str, array[int]] = {}
+        self._tables: dict[str, dict[int, EntrySig]] = {}
+        self._digests: dict[tuple[int, int], bytes] = {}
+
+    def column(self, value: Any, where: str, delta: bool = False, keep: bool = True) -> array[int]:
+        """A column (``keep``: remembered for the ranks that carry the same one; times differ by rank and
+        are not kept, or every rank's would stay in memory)."""
+        if type(value) is not str or len(value) > 4 * MAX_COLUMN:
+            raise _bad(where, "not a column")
+        cache: dict[str, array[int]] = (self._deltas if delta else self._columns) if keep else {}
+        got = cache.get(value)
+        if got is not None:
+            return got
+        text = value
+        if delta and value.startswith("r"):  # stored as is: a jump past int64
+            text, delta = value[1:], False
+        try:
+            packed = base64.b64decode(text, validate=True)
+            inflate = zlib.decompressobj()
+            raw = inflate.decompress(packed, 8 * MAX_COLUMN)
+        except (binascii.Error, ValueError, zlib.error) as exc:
+            raise _bad(where, f"not a column ({printable(str(exc), 80)})") from None
+        if inflate.unconsumed_tail or not inflate.eof or len(raw) % 8:
+            raise _bad(where, "a column that is truncated or larger than allowed")
+        col = array("q")
+        col.frombytes(raw)
+        if not _LITTLE:
+            col.byteswap()
+        if delta and len(col) > 1:
+            if where.endswith(".seqs") and min(col[1:]) < 0:
+                raise _bad(where, "sequence numbers out of order")
+            try:
+                col = array("q", accumulate(col))
+            except OverflowError:
+                raise _bad(where, "a column past int64") from None
+        if len(cache) > 1 << 16:
+            cache.clear()
+            self._digests.clear()  # keyed by the ids of cached columns: those may now be freed
+        cache[value] = col
+        return col
+
+    def _digest(self, seqs: array[int], sigs: array[int]) -> bytes:
+        """What :mod:`.summarize` digests, once per pair of shared columns (cached columns live on, so
+        their ids stay theirs)."""
+        key = (id(seqs), id(sigs))
+        got = self._digests.get(key)
+        if got is None:
+            got = hashlib.blake2b(seqs.tobytes() + sigs.tobytes(), digest_size=16).digest()
+            if len(self._digests) > 1 << 16:
+                self._digests.clear()
+            self._digests[key] = got
+        return got
+
+    def decode(self, data: bytes) -> tuple[RankTrace, DumpDigest]:
+        """A summary's bytes -> the trace and the dump it was made from. Raises :class:`SummaryError`."""
+        if len(data) > MAX_SUMMARY_BYTES:
+            raise SummaryError(f"too large: {len(data)} bytes, more than {MAX_SUMMARY_BYTES}")
+        if not data:
+            raise SummaryError("empty")
+        try:
+            body = json.loads(data)
+        except RecursionError:
+            raise SummaryError("malformed summary: nested too deeply") from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise SummaryError(f"not JSON or truncated: {printable(str(exc), 120)}") from None
+        if type(body) is not dict:
+            raise SummaryError("malformed summary: not an object")
+        if body.get("format") != FORMAT:
+            raise SummaryError(
+                f"not a frwatch rank summary (format {printable(str(body.get('format')), 40)!r})"
+            )
+        if body.get("version") != VERSION:
+            raise SummaryError(
+                f"summary version {printable(str(body.get('version')), 20)!r}, this analyzer reads {VERSION}"
+            )
+        try:
+            return self._trace(body)
+        except RecursionError:
+            raise SummaryError("malformed summary: nested too deeply") from None
+        except SummaryError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise SummaryError(
+                f"malformed summary: {type(exc).__name__}: {printable(str(exc), 120)}"
+            ) from None
+
+    def _trace(self, b: dict[str, Any]) -> tuple[RankTrace, DumpDigest]:
+        d = b["dump"]
+        if type(d) is not dict:
+            raise _bad("dump", "not an object")
+        digest = DumpDigest(
+            size=_int(d["bytes"], "dump.bytes", 0),
+            sha256=_text(d["sha256"], "dump.sha256", 64),
+            md5=_text(d["md5"], "dump.md5", 32),
+        )
+        rank = _int(b["rank"], "rank", 0, MAX_WORLD_SIZE)
+        world = b["world_ranks"]
+        if world is not None:
+            w = _list(world, "world_ranks", 2)
+            world = (
+                _int(w[0], "world_ranks", 0, MAX_WORLD_SIZE),
+                _int(w[1], "world_ranks", 0, MAX_WORLD_SIZE),
+            )
+        pgs: dict[str, PgTrace] = {}
+        for i, p in enumerate(_list(b["pgs"], "pgs", MAX_GROUPS)):
+            if type(p) is not dict:
+                raise _bad(f"pgs[{i}]", "not an object")
+            pg = self._pg(p, f"pgs[{i}]")
+            if pg.name in pgs:
+                raise _bad(f"pgs[{i}]", f"group {pg.name!r} twice")
+            pgs[pg.name] = pg
+        p2p = [self._p2p(e, f"p2p[{i}]") for i, e in enumerate(_list(b["p2p"], "p2p", MAX_P2P))]
+        details = self._sig_table(b["sigs"])
+        held = {p.sig for p in p2p}
+        for pg in pgs.values():
+            held.update(pg.sigs)
+            held.update(pg.plain)
+        if not held <= details.keys():
+            raise _bad("sigs", "a signature of the trace has no detail")
+        trace = RankTrace(
+            rank=rank,
+            file="",
+            fmt=_text(b["fmt"], "fmt", 16),
+            version=_text(b["fr_version"], "fr_version", 40),
+            backend=_text(b["backend"], "backend", 40),
+            entries=_int(b["entries"], "entries", 0),
+            pgs=pgs,
+            p2p=p2p,
+            sig_details=details,
+            has_states=_bool(b["has_states"], "has_states"),
+            has_frames=_bool(b["has_frames"], "has_frames"),
+            last_record_id=_int(b["last_record_id"], "last_record_id"),
+            has_timing=_bool(b["has_timing"], "has_timing"),
+            first_record_id=_int(b["first_record_id"], "first_record_id"),
+            dumped_ns=_int(b["dumped_ns"], "dumped_ns"),
+            world_ranks=world,
+        )
+        return trace, digest
+
+    def _pg(self, p: dict[str, Any], where: str) -> PgTrace:
+        seqs = self.column(p["seqs"], f"{where}.seqs", delta=True)
+        sigs = self.column(p["sigs"], f"{where}.sigs")
+        plain = self.column(p["plain"], f"{where}.plain")
+        created = self.column(p["created"], f"{where}.created", delta=True, keep=False)
+        var_seqs = self.column(p["var_seqs"], f"{where}.var_seqs", delta=True)
+        var_in = self.column(p["var_in"], f"{where}.var_in")
+        var_out = self.column(p["var_out"], f"{where}.var_out")
+        if not len(seqs) == len(sigs) == len(plain) == len(created):
+            raise _bad(where, "columns of different lengths")
+        if not len(var_seqs) == len(var_in) == len(var_out):
+            raise _bad(where, "size columns of different lengths")
+        cfg = p["config_ranks"]
+        ranks: Ranks | None = None
+        if type(cfg) is dict:
+            lo, hi = (
+                _int(cfg["from"], f"{where}.config_ranks", 0, MAX_WORLD_SIZE),
+                _int(cfg["to"], f"{where}.config_ranks", 0, MAX_WORLD_SIZE),
+            )
+            ranks = range(lo, hi + 1)
+        elif cfg is not None:
+            members = [
+                _int(r, f"{where}.config_ranks", 0, MAX_WORLD_SIZE) for r in _list(cfg, where, MAX_WORLD_SIZE)
+            ]
+            ranks = compact_ranks(members) if members else None
+        tail = self._tail(self.column(p["tail"], f"{where}.tail", keep=False), p["splits"], f"{where}.tail")
+        digest = self._digest(seqs, sigs)
+        plain_digest = self._digest(seqs, plain)
+        return PgTrace(
+            name=_text(p["name"], f"{where}.name"),
+            desc=_text(p["desc"], f"{where}.desc"),
+            seqs=seqs,
+            sigs=sigs,
+            plain=plain,
+            created=created,
+            tail=tail,
+            config_ranks=ranks,
+            last_enqueued=_int(p["last_enqueued"], f"{where}.last_enqueued"),
+            last_started=_int(p["last_started"], f"{where}.last_started"),
+            last_completed=_int(p["last_completed"], f"{where}.last_completed"),
+            status_known=_bool(p["status_known"], f"{where}.status_known"),
+            first_record_id=_int(p["first_record_id"], f"{where}.first_record_id"),
+            seq_digest=digest,
+            plain_digest=plain_digest,
+            backend=_text(p["backend"], f"{where}.backend", 40),
+            var_seqs=var_seqs,
+            var_in=var_in,
+            var_out=var_out,
+        )
+
+    @staticmethod
+    def _tail(col: array[int], splits: Any, where: str) -> list[TailEntry]:
+        """The kept entries: 8 int64 a row (seq, record id, signature, state, retired -1/0/1, created,
+        started, completed), and the all_to_all splits of the few rows that have them."""
+        n, odd = divmod(len(col), _TAIL_FIELDS)
+        if odd or n > MAX_TAIL:
+            raise _bad(where, f"not rows of {_TAIL_FIELDS} (or more than {MAX_TAIL})")
+        if n and (min(col[3::8]) < -1 or max(col[3::8]) >= len(STATE_CODES)):
+            raise _bad(where, "a state out of range")
+        if n and (min(col[4::8]) < -1 or max(col[4::8]) > 1):
+            raise _bad(where, "retired is not -1, 0 or 1")
+        pairs: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        for item in _list(splits, where, MAX_TAIL):
+            i, a, b = _list(item, where, 3)
+            pairs[_int(i, where, 0, max(n, 1))] = (
+                tuple(_int(x, where, 0) for x in _list(a, where, MAX_TENSORS)),
+                tuple(_int(x, where, 0) for x in _list(b, where, MAX_TENSORS)),
+            )
+        rows = list(
+            map(TailEntry, col[0::8], col[1::8], col[2::8], col[3::8], map(_RETIRED.__getitem__, col[4::8]),
+                col[5::8], col[6::8], col[7::8])
+        )  # fmt: skip
+        for r, pair in pairs.items():
+            rows[r].splits = pair
+        return rows
+
+    @staticmethod
+    def _p2p(e: Any, where: str) -> P2PEntry:
+        pg, p2p_seq, kind, src, dst, sig, state, rid, created = _list(e, where, 9)
+        if kind not in ("send", "recv"):
+            raise _bad(where, "kind is not send or recv")
+        return P2PEntry(
+            pg=_text(pg, where),
+            p2p_seq=_int(p2p_seq, where),
+            kind=kind,
+            src=_int(src, where, 0, MAX_WORLD_SIZE),
+            dst=_int(dst, where, 0, MAX_WORLD_SIZE),
+            sig=_int(sig, where),
+            state=_int(state, where, -1, len(STATE_CODES)),
+            record_id=_int(rid, where),
+            created_ns=_int(created, where),
+        )
+
+    def _sig_table(self, text: Any) -> dict[int, EntrySig]:
+        if type(text) is not str or len(text) > MAX_SUMMARY_BYTES:
+            raise _bad("sigs", "not a signature table")
+        got = self._tables.get(text)
+        if got is not None:
+            return got
+        try:
+            inflate = zlib.decompressobj()
+            raw = inflate.decompress(base64.b64decode(text, validate=True), _MAX_TABLE_BYTES)
+        except (binascii.Error, ValueError, zlib.error) as exc:
+            raise _bad("sigs", f"not a signature table ({printable(str(exc), 80)})") from None
+        if inflate.unconsumed_tail or not inflate.eof:
+            raise _bad("sigs", "a signature table that is truncated or larger than allowed")
+        table = json.loads(raw)
+        if type(table) is not dict:
+            raise _bad("sigs", "not an object")
+        sites = [self._site(x, f"sites[{i}]") for i, x in enumerate(_list(table["sites"], "sites", MAX_SIGS))]
+        details = dict(
+            self._sig(x, f"sigs[{i}]", sites) for i, x in enumerate(_list(table["sigs"], "sigs", MAX_SIGS))
+        )
+        if len(self._tables) > 1 << 12:
+            self._tables.clear()
+        self._tables[text] = details
+        return details
+
+    @staticmethod
+    def _site(value: Any, where: str) -> tuple[tuple[str, str, int], ...]:
+        frames = []
+        for f in _list(value, where, MAX_CALL_SITE_FRAMES):
+            name, filename, line = _list(f, where, 3)
+            frames.append((_text(name, where), _text(filename, where), _int(line, where)))
+        return tuple(frames)
+
+    @staticmethod
+    def _sig(s: Any, where: str, sites: list[tuple[tuple[str, str, int], ...]]) -> tuple[int, EntrySig]:
+        sig, op, isz, idt, osz, odt, site, parts, varying = _list(s, where, 9)
+
+        def shapes(v: Any) -> tuple[tuple[int, ...], ...]:
+            return tuple(
+                tuple(_int(x, where, 0) for x in _list(shape, where, 64))
+                for shape in _list(v, where, MAX_TENSORS)
+            )
+
+        def names(v: Any) -> tuple[str, ...]:
+            return tuple(_text(x, where, 64) for x in _list(v, where, MAX_TENSORS))
+
+        return _int(sig, where), EntrySig(
+            op=_text(op, where, 512),
+            input_sizes=shapes(isz),
+            input_dtypes=names(idt),
+            output_sizes=shapes(osz),
+            output_dtypes=names(odt),
+            call_site=sites[_int(site, where, 0, len(sites))],
+            parts=_int(parts, where, 1),
+            varying=_bool(varying, where),
+        )

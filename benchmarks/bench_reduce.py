@@ -1,0 +1,192 @@
+"""The reduce from summaries at scale: N ranks' summaries decoded, aligned and diagnosed, in one process.
+
+Summaries are fabricated from the varied set (``frwatch_dev.dumps.varied``): a few real ranks are
+summarised (the culprit, its TP peers and a few others), and every other rank's summary is derived from the
+summary of a rank in the same position: its rank, its TP and DP groups (names and members) and its times
+(each column's first difference and the tail's times shifted) replaced, the columns compressed again. So
+each rank's summary is its own bytes, as agents would write them. Then, timed in this process (CPU, wall,
+peak RSS): reading every summary file, decoding it (:class:`Reader`), interning the arrays, and the rest of
+the analysis (consistency, merge, alignment, diagnosis)::
+
+    .venv/bin/python benchmarks/bench_reduce.py --ranks 16384,131072 --keep /tmp/frreduce
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from array import array
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "analyzers"))
+
+from frwatch_dev.dumps import varied  # noqa: E402
+
+ENTRIES = 2000
+TEMPLATE_WORLD = 64  # the world the template ranks are summarised in (then renamed)
+
+
+def _column_shift(text: str, shift: int) -> str:
+    """A delta-encoded column with its first value moved by ``shift``."""
+    if not text or text.startswith("r") or not shift:
+        return text
+    col = array("q")
+    col.frombytes(zlib.decompress(base64.b64decode(text)))
+    if col:
+        col[0] += shift
+    return base64.b64encode(zlib.compress(col.tobytes(), 6)).decode("ascii")
+
+
+def _templates(world: int) -> dict[str, dict[str, Any]]:
+    """Summaries of a waiting rank (rank 0, TP group 0) and of the culprit, in a world of ``world`` ranks."""
+    from frwatch_analyzers.summary_writer import summary_of
+
+    out = {}
+    culprit = varied.culprit(world)
+    for kind, rank in (("waiting", 0), ("culprit", culprit)):
+        import pickle
+
+        data = pickle.dumps(varied.rank_dump(rank, world, ENTRIES), protocol=2)
+        out[kind] = json.loads(summary_of(data, rank).data)
+        out[kind]["_rank"] = rank
+    return out
+
+
+def _derive(template: dict[str, Any], rank: int, world: int) -> bytes:
+    base_rank = template["_rank"]
+    shift = 7_919 * (rank - base_rank)
+    body = {k: v for k, v in template.items() if k != "_rank"}
+    body["rank"] = rank
+    body["dumped_ns"] = template["dumped_ns"] + shift
+    tp, dp = rank // 8, rank % 8
+    names = {
+        "tp": (str(1 + tp), {"from": 8 * tp, "to": 8 * tp + 7}),
+        "dp": (str(1 + world // 8 + dp), list(range(dp, world, 8))),
+    }
+    pgs = []
+    for pg in template["pgs"]:
+        pg = dict(pg)
+        if pg["desc"] in names:
+            pg["name"], ranks = names[pg["desc"]]
+            pg["config_ranks"] = ranks
+        else:
+            pg["config_ranks"] = {"from": 0, "to": world - 1}
+        pg["created"] = _column_shift(pg["created"], shift)
+        tail = array("q")
+        tail.frombytes(zlib.decompress(base64.b64decode(pg["tail"])))
+        for i in range(len(tail)):
+            if i % 8 >= 5 and tail[i] > 0:
+                tail[i] += shift
+        pg["tail"] = base64.b64encode(zlib.compress(tail.tobytes(), 6)).decode("ascii")
+        pgs.append(pg)
+    body["pgs"] = pgs
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def fabricate(directory: Path, world: int) -> dict[str, Any]:
+    marker = directory / "fabricated.json"
+    wanted = {"ranks": world, "entries": ENTRIES, "schema": "summaries-" + varied.SCHEMA}
+    if marker.exists() and json.loads(marker.read_text()).get("set") == wanted:
+        return {**json.loads(marker.read_text()), "reused": True}
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    start = time.perf_counter()
+    # the templates are summarised in the real world size: pg_config and the DP group's members say it
+    templates = _templates(world)
+    culprit = varied.culprit(world)
+    total = 0
+    for rank in range(world):
+        data = _derive(templates["culprit" if rank == culprit else "waiting"], rank, world)
+        (directory / f"{rank}.json").write_bytes(data)
+        total += len(data)
+    info = {
+        "set": wanted,
+        "bytes": total,
+        "fabricate_s": round(time.perf_counter() - start, 1),
+        "reused": False,
+    }
+    marker.write_text(json.dumps(info))
+    return info
+
+
+def reduce_here(directory: Path, world: int) -> dict[str, Any]:
+    """Read, decode and reduce every summary of ``directory`` (run in a fresh process)."""
+    from frwatch_analyzers.analyze import _share
+    from frwatch_analyzers.consistency import consistent_world
+    from frwatch_analyzers.diagnose import World, diagnose
+    from frwatch_analyzers.loading import ArrayPool
+    from frwatch_analyzers.merge import merge
+    from frwatch_analyzers.rank_summary import Reader
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    reader, pool, traces = Reader(), ArrayPool(), []
+    for rank in range(world):
+        trace, _digest = reader.decode((directory / f"{rank}.json").read_bytes())
+        pool.intern(trace)
+        traces.append(trace)
+    cpu_decode, wall_decode = time.process_time() - cpu0, time.perf_counter() - wall0
+    checked = consistent_world(traces, [], None, world, "manifest")
+    merged = merge(checked.traces)
+    _share(merged.traces)
+    verdict = diagnose(
+        World(merged.traces, merged.details, checked.problems + merged.problems, checked.manifest,
+              checked.world_size, merged.files, merged.notes)
+    )  # fmt: skip
+    return {
+        "ranks": world,
+        "decode_cpu_s": round(cpu_decode, 2),
+        "decode_wall_s": round(wall_decode, 2),
+        "total_cpu_s": round(time.process_time() - cpu0, 2),
+        "total_wall_s": round(time.perf_counter() - wall0, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "verdict": f"{verdict.status}/{verdict.category} culprits={verdict.culprit_ranks[:5]}",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_reduce"]:
+        print(json.dumps(reduce_here(Path(argv[1]), int(argv[2]))))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ranks", default="16384", help="comma-separated world sizes (multiples of 8)")
+    p.add_argument("--keep", type=Path, help="keep the fabricated summaries in DIR and reuse them")
+    args = p.parse_args(argv)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="frreduce-"))
+    for world in [int(x) for x in args.ranks.split(",") if x.strip()]:
+        directory = root / f"summaries-r{world}"
+        info = fabricate(directory, world)
+        how = "reused" if info["reused"] else f"fabricated in {info['fabricate_s']} s"
+        print(f"== {world} ranks: {info['bytes'] / 1e6:.0f} MB of summaries ({how})", flush=True)
+        load = os.getloadavg()[0]
+        out = subprocess.run(
+            [sys.executable, __file__, "_reduce", str(directory), str(world)], capture_output=True, text=True
+        )
+        if out.returncode:
+            print(out.stderr[-3000:])
+            return 1
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(
+            f"decode {r['decode_wall_s']} s wall / {r['decode_cpu_s']} s cpu; whole reduce {r['total_wall_s']} s "
+            f"wall / {r['total_cpu_s']} s cpu; peak RSS {r['peak_rss_mb']} MB; load avg {load:.1f} -> "
+            f"{os.getloadavg()[0]:.1f}; {r['verdict']}",
+            flush=True,
+        )
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,7 @@
 """End-to-end tests: the local cluster (default), or a real cluster given ``FRWATCH_E2E_KUBECONFIG``.
 
-Against a real cluster (frwatch installed with its chart, the Kubeflow training operator, nodes):
+Against a real cluster (frwatch installed with its chart, the Kubeflow training operator, nodes; for
+``test_kinds_e2e.py`` also Kubeflow Trainer v2 with its ``torch-distributed`` ClusterTrainingRuntime, and JobSet):
 
     FRWATCH_E2E_KUBECONFIG=~/.kube/config            # the cluster to use (required)
     FRWATCH_E2E_NAMESPACE=frwatch-e2e                # an existing namespace with frwatch's Secrets

@@ -1,10 +1,11 @@
 """The cluster demo: the whole chain on the local cluster, from a rank going wrong to a verdict on the job.
 
 It brings the local cluster up (API emulator, SeaweedFS, nodes run by the stand-in kubelet, the
-stand-in Kubeflow training operator, the real frwatch operator and its webhook), submits an opted-in
-4-rank PyTorchJob whose training script has a rank-dependent bug, prints what happens (pods, ranks
-failing, the Incident capturing and analysing), then ``kubectl describe pytorchjob`` and
-``kubectl get incidents``, and tears everything down. Exit 0 when the verdict reached the job.
+stand-in controllers (Kubeflow Trainer v2, JobSet, the training operator), the real frwatch operator and
+its webhook), submits an opted-in 4-rank job (``--kind trainjob|jobset|pytorchjob``, ``job_kinds``) whose
+training script has a rank-dependent bug, prints what happens (pods, ranks failing, the Incident capturing
+and analysing), then ``kubectl describe <kind>`` and ``kubectl get incidents``, and tears everything down.
+Exit 0 when the verdict reached the job the user created.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from frwatch_dev.demo.job_kinds import DEFAULT_KIND, KINDS, DemoKind
 from frwatch_dev.localcluster.client import Api, ns_path
 from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 from frwatch_dev.localcluster.kubectl import KubectlNotFound, kubectl_path
@@ -59,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scenario", default="skip", choices=sorted(SCENARIOS), help="the fault (default: %(default)s)"
     )
+    p.add_argument(
+        "--kind", default=DEFAULT_KIND, choices=sorted(KINDS), help="the job's kind (default: %(default)s)"
+    )
     p.add_argument("--keep-logs", action="store_true", help="keep the cluster's logs (default: only when it fails)")
     p.add_argument(
         "--cordon",
@@ -67,23 +72,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def pytorchjob(scenario: DemoScenario) -> dict[str, Any]:
-    def replica(n: int) -> dict[str, Any]:
-        container = {"name": "pytorch", "image": "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
-                     "command": scenario.command}  # fmt: skip
-        return {"replicas": n, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
-
-    return {
-        "apiVersion": f"{c.KF_GROUP}/{c.KF_VERSION}",
-        "kind": "PyTorchJob",
-        "metadata": {"name": JOB, "namespace": NAMESPACE, "annotations": {c.ANN_CAPTURE: c.CAPTURE_ENABLED}},
-        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(3)}},
-    }
+def job_body(kind: DemoKind, scenario: DemoScenario) -> dict[str, Any]:
+    return kind.build(JOB, NAMESPACE, scenario.command, len(scenario.nodes))
 
 
-async def _snapshot(url: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+async def _snapshot(
+    url: str, kind: DemoKind
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
     async with Api(url) as api:
-        job = await api.get(ns_path(c.KF_GROUP, c.KF_VERSION, c.KF_PLURAL, NAMESPACE, JOB))
+        job = await api.get(ns_path(kind.group, kind.version, kind.plural, NAMESPACE, JOB))
         pods = await api.list(ns_path("", "v1", "pods", NAMESPACE))
         try:
             incidents = await api.list(ns_path(c.GROUP, c.VERSION, c.INCIDENT_PLURAL, NAMESPACE))
@@ -114,8 +111,9 @@ def _wait_for_remediation(cluster: LocalCluster, progress: Progress, timeout: fl
 class Progress:
     """Prints each change once: pods placed, ranks ending, the Incident's phase, the job's state."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, kind: str = "PyTorchJob") -> None:
         self.started = started
+        self.kind = kind
         self.said: set[str] = set()
 
     def say(self, key: str, text: str) -> None:
@@ -156,14 +154,16 @@ class Progress:
         conditions = ((job or {}).get("status") or {}).get("conditions") or []
         if conditions:
             last = conditions[-1]
-            self.say(f"job {last['type']}", f"PyTorchJob {JOB}: {last['type']} ({last.get('message', '')})")
+            self.say(f"job {last['type']}", f"{self.kind} {JOB}: {last['type']} ({last.get('message', '')})")
 
 
 def run(args: argparse.Namespace) -> int:
     scenario = SCENARIOS[args.scenario]
+    kind = KINDS[getattr(args, "kind", DEFAULT_KIND)]
     started = time.monotonic()
     print(
-        f"frwatch demo: a 4-rank PyTorchJob on a local cluster; scenario '{args.scenario}': {scenario.title}"
+        f"frwatch demo: a 4-rank {kind.kind} ({kind.shape(len(scenario.nodes))}) on a local cluster; "
+        f"scenario '{args.scenario}': {scenario.title}"
     )
     if scenario.note:
         print(f"  NOTE: {scenario.note}")
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         operator_env["FRWATCH_REMEDIATION_ENABLED"] = "true"
         operator_env["FRWATCH_REMEDIATION_DRY_RUN"] = "false" if args.cordon else "true"
     print(f"  starting the local cluster (API emulator, SeaweedFS, nodes {', '.join(scenario.nodes)}, "
-          "training operator, frwatch operator) ...", flush=True)  # fmt: skip
+          "Trainer v2, JobSet and training-operator controllers, frwatch operator) ...", flush=True)  # fmt: skip
     cluster = LocalCluster(nodes=scenario.nodes, operator_env=operator_env, keep_workdir=args.keep_logs)
     with cluster:
         print(
@@ -191,14 +191,14 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"  operator metrics (Prometheus): {cluster.metrics_url}", flush=True)
         print(
-            f"  kubectl apply: PyTorchJob {JOB} (annotation {c.ANN_CAPTURE}={c.CAPTURE_ENABLED})", flush=True
+            f"  kubectl apply: {kind.kind} {JOB} (annotation {c.ANN_CAPTURE}={c.CAPTURE_ENABLED})", flush=True
         )
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(pytorchjob(scenario)))
-        progress = Progress(started)
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(job_body(kind, scenario)))
+        progress = Progress(started, kind.kind)
         verdict = None
         deadline = time.monotonic() + TIMEOUT_SECONDS
         while time.monotonic() < deadline:
-            job, pods, incidents = cluster.run(_snapshot(cluster.url))
+            job, pods, incidents = cluster.run(_snapshot(cluster.url, kind))
             progress.update(job, pods, incidents)
             verdict = ((job or {}).get("metadata", {}).get("annotations") or {}).get(c.ANN_VERDICT)
             if verdict:
@@ -206,8 +206,8 @@ def run(args: argparse.Namespace) -> int:
                 _wait_for_remediation(cluster, progress)
                 break
             time.sleep(0.5)
-        print(f"\n$ kubectl describe pytorchjob {JOB}\n")
-        print(cluster.kubectl("describe", "pytorchjob", JOB, check=False).stdout)
+        print(f"\n$ kubectl describe {kind.resource} {JOB}\n")
+        print(cluster.kubectl("describe", kind.resource, JOB, check=False).stdout)
         print("$ kubectl get incidents\n")
         print(cluster.kubectl("get", "incidents", check=False).stdout)
         if args.scenario == "hardware":

@@ -1,7 +1,8 @@
 """`frwatch demo`: the README's first command.
 
-Default: the whole chain on a local cluster (``cluster_demo``): an opted-in 4-rank PyTorchJob with a
-rank-dependent bug, captured, analysed, the verdict on the job (``--scenario skip|cpu_stuck|hardware``).
+Default: the whole chain on a local cluster (``cluster_demo``): an opted-in 4-rank job with a
+rank-dependent bug, captured, analysed, the verdict on the job (``--scenario skip|cpu_stuck|hardware``;
+``--kind trainjob|jobset|pytorchjob``, default trainjob: Kubeflow Trainer v2, what new installs run).
 ``--local``: no cluster, the analyzer's half only: real rank processes, their dumps, the analysis.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from frwatch_dev.workloads.scenarios import Scenario
 
 from . import cluster_demo, local
+from .job_kinds import DEFAULT_KIND, KINDS
 
 
 def main(argv: list[str]) -> int:
@@ -23,6 +25,10 @@ def main(argv: list[str]) -> int:
         help=f"the fault; cluster: {', '.join(sorted(cluster_demo.SCENARIOS))}; "
         f"--local: {', '.join(s.value for s in Scenario)} (default: %(default)s)",
     )
+    p.add_argument(
+        "--kind", default=DEFAULT_KIND, choices=sorted(KINDS),
+        help="cluster: the job's kind (default: %(default)s, Kubeflow Trainer v2)",
+    )  # fmt: skip
     p.add_argument(
         "--cordon", action="store_true", help="hardware scenario: really cordon (default: dry-run)"
     )

@@ -15,9 +15,12 @@ What runs (every process's output in ``cluster.logs_dir``):
 * the Kubernetes API emulator (HTTP, loopback) with mutating admission webhooks (``admission.py``) and
   Pod Security admission by namespace label (``podsecurity.py``);
 * SeaweedFS (``objectstore.py``), its keys in the Secret ``frwatch-s3`` of each prepared namespace;
-* CRDs: PyTorchJob (``crds/pytorchjob.yaml``) and frwatch's own (``<checkout>/crds/*.yaml``, if any);
+* CRDs: PyTorchJob, JobSet, TrainJob, TrainingRuntime, ClusterTrainingRuntime (``crds/``) and frwatch's own
+  (``<checkout>/crds/*.yaml``, if any); the ``torch-distributed`` ClusterTrainingRuntime Trainer v2 ships
+  (``runtimes/``); the JobSet webhook's defaults at admission;
 * nodes ``node-a``, ``node-b`` (default) run by the stand-in kubelet and scheduler (``kubelet.py``), the
-  Job controller (``jobcontroller.py``) and the training operator (``training_operator.py``), in a
+  Job controller (``jobcontroller.py``), the training operator (``training_operator.py``), the JobSet
+  controller (``jobset_controller.py``) and the Trainer v2 controller (``trainer_controller.py``), in a
   background thread of this process;
 * the real frwatch operator (``frwatch operator``) as a subprocess, configured by env: the emulator
   (``KUBECONFIG``), S3, a plain-HTTP webhook on a free loopback port that a
@@ -58,11 +61,13 @@ from frwatch_dev.localcluster.admission import install_webhook_admission
 from frwatch_dev.localcluster.apiserver import ApiServerHandle, start_apiserver
 from frwatch_dev.localcluster.client import Api, ApiStatusError, ns_path
 from frwatch_dev.localcluster.jobcontroller import JobController
+from frwatch_dev.localcluster.jobset_controller import JobSetController, install_jobset_webhook
 from frwatch_dev.localcluster.kubectl import kubectl_path
 from frwatch_dev.localcluster.kubelet import Kubelet, NodeSpec
 from frwatch_dev.localcluster.objectstore import ObjectStore
 from frwatch_dev.localcluster.podsecurity import install_pod_security
 from frwatch_dev.localcluster.replicas import LOCAL_ELECTION, ExtraReplicas, WebhookService
+from frwatch_dev.localcluster.trainer_controller import TrainerController
 from frwatch_dev.localcluster.training_operator import TrainingOperator
 from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
@@ -73,6 +78,13 @@ HERE = Path(__file__).resolve().parent
 #: frwatch's own CRDs in a checkout (dev/frwatch_dev/localcluster -> <checkout>/crds)
 CHECKOUT_CRDS = HERE.parents[2] / "crds"
 DEFAULT_NODES = ("node-a", "node-b")
+#: the webhooks of the local MutatingWebhookConfiguration and the pod label each selects on (Exists)
+WEBHOOK_POD_LABELS = (
+    ("inject.frwatch.io", c.KF_LABEL_JOB_NAME),
+    ("inject-jobset.frwatch.io", "jobset.sigs.k8s.io/jobset-name"),
+)
+#: the job kinds' CRDs the local cluster installs (``crds/<name>.yaml``)
+LOCAL_CRDS = ("pytorchjob", "jobset", "trainjob", "trainingruntime", "clustertrainingruntime")
 MWC_NAME = "frwatch-local"
 #: the operator's own namespace (the chart's): the remediation breaker keeps its ConfigMap there
 OPERATOR_NAMESPACE = "frwatch-system"
@@ -197,6 +209,7 @@ class LocalCluster:
             self.apiserver.server.pod_logs_dir = self.logs_dir / "pods"  # `kubectl logs` reads the kubelet's files
             install_webhook_admission(self.apiserver, service_urls=self.webhook_service)
             install_pod_security(self.apiserver)  # after the webhooks, as the real plugin judges the result
+            install_jobset_webhook(self.apiserver)
             self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
             self.store.start()
             self._loop = _LoopThread()
@@ -211,10 +224,15 @@ class LocalCluster:
             )
             jobs = JobController(self.url)
             training = TrainingOperator(self.url)
+            jobsets = JobSetController(self.url)
+            trainer = TrainerController(self.url)
             self._loop.spawn(self.kubelet.run(), "kubelet")
             self._loop.spawn(jobs.run(), "job-controller")
             self._loop.spawn(training.run(), "training-operator")
-            self._loop.call(_wait_all([self.kubelet.ready, jobs.ready, training.ready], 30))
+            self._loop.spawn(jobsets.run(), "jobset-controller")
+            self._loop.spawn(trainer.run(), "trainer-controller")
+            ready = [self.kubelet.ready, jobs.ready, training.ready, jobsets.ready, trainer.ready]
+            self._loop.call(_wait_all(ready, 30))
             if self.start_operator:
                 self._start_operator()
             else:
@@ -252,7 +270,7 @@ class LocalCluster:
     # -- set-up --------------------------------------------------------------------------------------
 
     async def _install_crds(self) -> None:
-        files = [HERE / "crds" / "pytorchjob.yaml"]
+        files = [HERE / "crds" / f"{name}.yaml" for name in LOCAL_CRDS]
         if CHECKOUT_CRDS.is_dir():
             files += sorted(CHECKOUT_CRDS.glob("*.yaml"))
         async with Api(self.url) as api:
@@ -262,6 +280,11 @@ class LocalCluster:
                         await _create_or_keep(
                             api, ns_path("apiextensions.k8s.io", "v1", "customresourcedefinitions"), doc
                         )
+            for path in sorted((HERE / "runtimes").glob("*.yaml")):
+                runtime = yaml.safe_load(path.read_text())
+                await _create_or_keep(
+                    api, ns_path("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"), runtime
+                )
 
     def prepare_namespace(self, namespace: str) -> None:
         """Create ``namespace`` (if absent) with the Secret frwatch's agent reads there: its S3 keys
@@ -320,7 +343,8 @@ class LocalCluster:
         }
 
     def register_webhook(self, url: str, name: str = MWC_NAME, *, service: Mapping[str, Any] | None = None) -> None:
-        """A MutatingWebhookConfiguration that sends pod CREATEs of Kubeflow jobs to ``url``
+        """A MutatingWebhookConfiguration that sends pod CREATEs of training jobs (PyTorchJob's pods; JobSet's,
+        which TrainJob's are too: one webhook per label, as objectSelectors cannot say "or") to ``url``
         (the operator's webhook, or a standalone one), or to a ``clientConfig.service`` (the replicas' webhook
         Service), failing open as frwatch's chart does."""
         assert self._loop is not None
@@ -329,15 +353,15 @@ class LocalCluster:
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": name},
             "webhooks": [{
-                "name": "inject.frwatch.io",
+                "name": webhook_name,
                 "clientConfig": {"service": dict(service)} if service else {"url": url},
                 "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
-                "objectSelector": {"matchExpressions": [{"key": c.KF_LABEL_JOB_NAME, "operator": "Exists"}]},
+                "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
                 "failurePolicy": "Ignore",
                 "sideEffects": "None",
                 "admissionReviewVersions": ["v1"],
                 "timeoutSeconds": 10,
-            }],
+            } for webhook_name, label in WEBHOOK_POD_LABELS],
         }  # fmt: skip
 
         async def run() -> None:

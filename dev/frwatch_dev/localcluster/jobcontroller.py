@@ -14,7 +14,11 @@ or ``DeadlineExceeded`` (``activeDeadlineSeconds``), when it also deletes the po
 ``ttlSecondsAfterFinished`` deletes a finished Job. The kubelet runs the pods (and fills each
 container's ``state.terminated.message`` from its ``terminationMessagePath``).
 
-Not done: ``suspend``, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``, the
+``suspend: true`` deletes the running pods, creates none, clears ``startTime`` and sets ``Suspended``
+(``JobSuspended``, Event ``Suspended``); unsuspended, ``Suspended`` turns False (``JobResumed``, Event
+``Resumed``) and pods are made again.
+
+Not done: ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``, the
 exponential delay between retries (one second here), pod-tracking finalizers.
 """
 
@@ -163,6 +167,10 @@ class JobController:
             return
         if meta.get("deletionTimestamp"):
             return
+        if spec.get("suspend") or _suspended(job):
+            if await self._suspension(api, job, pods, path, status):
+                return
+            status = {**status, "conditions": _resumed(status), "startTime": None}
         phases = [(p.get("status") or {}).get("phase", "Pending") for p in pods]
         live = [p for p, ph in zip(pods, phases, strict=True) if ph not in ("Succeeded", "Failed")]
         succeeded = [p for p, ph in zip(pods, phases, strict=True) if ph == "Succeeded"]
@@ -220,6 +228,28 @@ class JobController:
             await api.event(job, type_, "Completed" if outcome[0] == "Complete" else outcome[1], outcome[2],
                             component=COMPONENT)  # fmt: skip
 
+    async def _suspension(self, api: Api, job: Obj, pods: list[Obj], path: str, status: Obj) -> bool:
+        """A suspended Job: its running pods deleted, its status so. False when it was resumed (the caller
+        goes on with ``Suspended`` False)."""
+        meta = job["metadata"]
+        if not (job.get("spec") or {}).get("suspend"):
+            await api.event(job, "Normal", "Resumed", "Job resumed", component=COMPONENT)
+            return False
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                await api.delete(ns_path("", "v1", "pods", meta["namespace"], pod["metadata"]["name"]))
+        if _suspended(job):
+            return True
+        stamp = now()
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Suspended"] + [
+            {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended",
+             "lastProbeTime": stamp, "lastTransitionTime": stamp}
+        ]  # fmt: skip
+        await api.patch(path + "/status", {"status": {"conditions": conditions, "active": 0, "ready": 0,
+                                                      "startTime": None}})  # fmt: skip
+        await api.event(job, "Normal", "Suspended", "Job suspended", component=COMPONENT)
+        return True
+
     async def _create_missing(
         self, api: Api, job: Obj, pods: list[Obj], live: list[Obj], succeeded: list[Obj], completions: int,
         parallelism: int,
@@ -249,6 +279,22 @@ class JobController:
             expected[created["metadata"]["name"]] = loop.time()
             await api.event(job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}",
                             component=COMPONENT)  # fmt: skip
+
+
+def _suspended(job: Obj) -> bool:
+    return any(
+        c.get("type") == "Suspended" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def _resumed(status: Obj) -> list[Obj]:
+    stamp = now()
+    return [
+        {**c, "status": "False", "reason": "JobResumed", "message": "Job resumed", "lastProbeTime": stamp,
+         "lastTransitionTime": stamp} if c.get("type") == "Suspended" else c
+        for c in status.get("conditions") or []
+    ]  # fmt: skip
 
 
 def _int(value: Any, default: int) -> int:

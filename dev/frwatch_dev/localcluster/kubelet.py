@@ -16,8 +16,9 @@ What it does, as the real ones do (talking to the API over HTTP only):
   others: an empty folder), a pod IP of its own on loopback (``127.<10+node index>.x.y``); init
   containers in order, native sidecars (``restartPolicy: Always`` init containers) started first and
   kept running, then the containers, each a process (own session) with the env the kubelet builds
-  (``podspec.container_env``: envFrom, env, downward API, Secret and ConfigMap refs) and paths
-  rewritten to the pod's folders (``podspec``); restarts per ``restartPolicy`` with a doubling
+  (``podspec.container_env``: envFrom, env, downward API, Secret and ConfigMap refs), paths
+  rewritten to the pod's folders (``podspec``) and pod DNS names of its own subdomain to loopback
+  (``poddns``); restarts per ``restartPolicy`` with a doubling
   back-off (``CrashLoopBackOff``); when the containers are done, sidecars get SIGTERM; phase
   Pending/Running/Succeeded/Failed, conditions, container states (running; terminated with exitCode,
   reason ``Completed``/``Error``, ``signal``, the termination message), ``restartCount`` and
@@ -51,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from frwatch_dev.localcluster import podlogs, podspec
+from frwatch_dev.localcluster import poddns, podlogs, podspec
 from frwatch_dev.localcluster.client import Api, Informer, now, ns_path
 
 logger = logging.getLogger(__name__)
@@ -521,7 +522,7 @@ class Kubelet:
                 "PATH": self.path_env, "HOSTNAME": run.name, "HOME": str(run.dir / "home"),
                 "TMPDIR": str(run.dir / "tmp"), "LANG": "C.UTF-8", **self.node_env,
             }  # fmt: skip
-            env.update({k: podspec.rewrite_path(v, mounts) for k, v in env_pod.items()})
+            env.update({k: poddns.resolve(podspec.rewrite_path(v, mounts), run.pod) for k, v in env_pod.items()})
             argv = podspec.argv_for(
                 spec, env, mounts, python=self.python, entrypoints=self.entrypoints,
                 which=lambda name: shutil.which(name, path=self.path_env),

@@ -10,6 +10,11 @@ Nothing here is imported by the operator: only `faulty_training` and `dump_on_fa
 
 #: A pod's command that runs the failing training script (``--scenario X`` and more after it).
 WORKLOAD = ["python", "-m", "frwatch_dev.workloads.faulty_training"]
+#: The same script under real torchrun (``torch.distributed.run``), several ranks per pod: torchrun takes
+#: ``--nnodes``/``--nproc-per-node``/``--node-rank``/``--master-addr``/``--master-port`` from the ``PET_*`` env
+#: Trainer v2's torch plugin sets (or a JobSet's template), and starts ``nproc`` ranks, each with its global
+#: ``RANK``; each dumps under its global rank. Script options (``--scenario X``) go after it.
+TORCHRUN_WORKLOAD = ["python", "-m", "torch.distributed.run", "-m", "frwatch_dev.workloads.faulty_training"]
 #: A pod's command that trains, then dumps on demand when the agent asks (``on_demand``).
 ON_DEMAND = ["python", "-m", "frwatch_dev.workloads.on_demand"]
 #: A pod's command that fabricates the dump a hung GPU leaves (the demo's hardware scenario, example 03).

@@ -42,13 +42,25 @@ def port_free(port: int) -> bool:
     return True
 
 
+def ephemeral_low() -> int:
+    """The lowest port the kernel hands out to outgoing connections (``ip_local_port_range``)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def pick_base() -> int:
-    """A base port b with b..b+4 and their gRPC ports (+10000) free."""
+    """A base port b with b..b+4 and their gRPC ports (+10000) free, all below the kernel's ephemeral range:
+    a port there that is free now can be taken a moment later by any outgoing connection of this machine
+    (the tests make thousands), and weed then dies binding it (seen: "bind: address already in use" on a
+    gRPC port at 38472)."""
+    top = min(30000, ephemeral_low()) - 10005
     for _ in range(200):
-        base = random.randrange(20000, 29990, 10)  # noqa: S311 - not security
+        base = random.randrange(10000, max(top, 10010), 10)  # noqa: S311 - not security
         if all(port_free(p) for off in range(5) for p in (base + off, base + off + 10000)):
             return base
-    raise RuntimeError("no free port block for SeaweedFS in 20000-39999")
+    raise RuntimeError(f"no free port block for SeaweedFS in 10000-{top + 10004}")
 
 
 def _alive(pid: int) -> bool:

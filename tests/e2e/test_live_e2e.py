@@ -52,7 +52,8 @@ def live_job(target: Target) -> Iterator[list[str]]:
 
 
 def submit_live(target: Target, names: list[str], scenario: str, *more: str) -> str:
-    name = target.submit([*WORKLOAD, "--scenario", scenario, *LONG_TIMEOUT, *more], prefix=f"live-{scenario[:5]}",
+    prefix = f"live-{scenario.replace('_', '')[:5]}"  # a DNS label: no "_"
+    name = target.submit([*WORKLOAD, "--scenario", scenario, *LONG_TIMEOUT, *more], prefix=prefix,
                          annotations=LIVE, env=PYTHONPATH)  # fmt: skip
     names.append(name)
     return name
@@ -97,7 +98,7 @@ def rounds(target: Target, name: str) -> list[tuple[int, int, int, int, str]]:
     unreadable, findings)."""
     pattern = re.compile(
         rf"live round of job {re.escape(target.namespace)}/{re.escape(name)} attempt \S+: (\d+) agent\(s\) pulled, "
-        r"(\d+) unreachable, (\d+) rank\(s\) read, (\d+) rank\(s\) unreadable, finding\(s\): (.*)$",
+        r"(\d+) unreachable, (\d+) rank\(s\) read, (\d+) rank\(s\) unreadable, finding\(s\): ([^\"\n]*)",
         re.MULTILINE,
     )
     return [(int(a), int(b), int(r), int(u), f) for a, b, r, u, f in pattern.findall(target.operator_log())]

@@ -388,6 +388,14 @@ class AnalyzerSettings(_Section):
     backoff_limit: int = Field(
         default=1, ge=0, le=10, description="backoffLimit of the Job: pod retries (a lost node, an S3 hiccup)."
     )
+    ranks_per_pod: int = Field(
+        default=4096,
+        ge=0,
+        le=1 << 20,
+        description="Fan-out: an analysis of more ranks than this (the Incident's expected world size) first "
+        "runs an Indexed map Job of ceil(ranks / ranksPerPod) pods, each summarising its shard's dumps into "
+        "the store, then the analyzer Job reduces the summaries; 0: always the one analyzer Job.",
+    )
     ttl_seconds_after_finished: int = Field(
         default=3600,
         ge=0,

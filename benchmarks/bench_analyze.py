@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO / "analyzers"))
 
 from frwatch_dev.dumps import Dump, world  # noqa: E402
 from frwatch_dev.dumps import varied as varied_dumps  # noqa: E402
+from frwatch_dev.dumps.fabricated import cached_set  # noqa: E402
 
 PREFIX = "nccl_trace_rank_"
 BIN = Path(sys.executable).parent
@@ -102,27 +103,14 @@ def _fabricate_slice(args: tuple[str, int, int, list[int]]) -> int:
 
 def fabricate(directory: Path, world_size: int, entries: int, workers: int = 2) -> dict[str, Any]:
     """Write ``world_size`` dump files into ``directory`` (reused when a complete set is there)."""
-    marker = directory / "fabricated.json"
     wanted = {"ranks": world_size, "entries": entries, "schema": "fr-2.10-nccl-stop-early-v2"}
-    if marker.exists() and json.loads(marker.read_text()).get("set") == wanted:
-        info: dict[str, Any] = json.loads(marker.read_text())
-        info["reused"] = True
-        return info
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
-    start = time.perf_counter()
-    slices = [list(range(w, world_size, workers)) for w in range(workers)]
-    with ProcessPoolExecutor(workers) as pool:
-        total = sum(pool.map(_fabricate_slice, [(str(directory), world_size, entries, s) for s in slices]))
-    info = {
-        "set": wanted,
-        "bytes": total,
-        "fabricate_s": round(time.perf_counter() - start, 2),
-        "reused": False,
-    }
-    marker.write_text(json.dumps(info))
-    return info
+
+    def make() -> int:
+        slices = [list(range(w, world_size, workers)) for w in range(workers)]
+        with ProcessPoolExecutor(workers) as pool:
+            return sum(pool.map(_fabricate_slice, [(str(directory), world_size, entries, s) for s in slices]))
+
+    return cached_set(directory, wanted, make)
 
 
 # ----- measurement ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analyzers"))
 
 from frwatch_dev.dumps import varied  # noqa: E402
+from frwatch_dev.dumps.fabricated import cached_set  # noqa: E402
 
 ENTRIES = 2000
 TEMPLATE_WORLD = 64  # the world the template ranks are summarised in (then renamed)
@@ -95,29 +96,20 @@ def _derive(template: dict[str, Any], rank: int, world: int) -> bytes:
 
 
 def fabricate(directory: Path, world: int) -> dict[str, Any]:
-    marker = directory / "fabricated.json"
     wanted = {"ranks": world, "entries": ENTRIES, "schema": "summaries-" + varied.SCHEMA}
-    if marker.exists() and json.loads(marker.read_text()).get("set") == wanted:
-        return {**json.loads(marker.read_text()), "reused": True}
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    start = time.perf_counter()
-    # the templates are summarised in the real world size: pg_config and the DP group's members say it
-    templates = _templates(world)
-    culprit = varied.culprit(world)
-    total = 0
-    for rank in range(world):
-        data = _derive(templates["culprit" if rank == culprit else "waiting"], rank, world)
-        (directory / f"{rank}.json").write_bytes(data)
-        total += len(data)
-    info = {
-        "set": wanted,
-        "bytes": total,
-        "fabricate_s": round(time.perf_counter() - start, 1),
-        "reused": False,
-    }
-    marker.write_text(json.dumps(info))
-    return info
+
+    def make() -> int:
+        # the templates are summarised in the real world size: pg_config and the DP group's members say it
+        templates = _templates(world)
+        culprit = varied.culprit(world)
+        total = 0
+        for rank in range(world):
+            data = _derive(templates["culprit" if rank == culprit else "waiting"], rank, world)
+            (directory / f"{rank}.json").write_bytes(data)
+            total += len(data)
+        return total
+
+    return cached_set(directory, wanted, make)
 
 
 def reduce_here(directory: Path, world: int) -> dict[str, Any]:

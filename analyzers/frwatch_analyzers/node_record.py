@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, WrapValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+from .lenient import or_absent
 from .safe_text import printable
 
 NODE_RECORD_VERSION = "frwatch.io/node/v1"
@@ -35,18 +36,6 @@ MAX_MESSAGE = 1024
 _SHORT = 253
 
 
-def _or_absent(default: Any) -> WrapValidator:
-    """A field of the wrong type reads as ``default`` (the record stays)."""
-
-    def wrap(value: Any, handler: Any) -> Any:
-        try:
-            return handler(value)
-        except ValidationError:
-            return default
-
-    return WrapValidator(wrap)
-
-
 def _short(value: str) -> str:
     return printable(value[: _SHORT * 2], _SHORT)
 
@@ -56,8 +45,8 @@ def _message(value: str) -> str:
 
 
 #: Short text (a name, type, reason, status, time) that reads as empty when it is not text.
-Short = Annotated[str, _or_absent(""), AfterValidator(_short)]
-Message = Annotated[str, _or_absent(""), AfterValidator(_message)]
+Short = Annotated[str, or_absent(""), AfterValidator(_short)]
+Message = Annotated[str, or_absent(""), AfterValidator(_message)]
 
 
 class NodeCondition(BaseModel):
@@ -81,7 +70,7 @@ class NodeEvent(BaseModel):
     type: Short = ""
     reason: Short = ""
     message: Message = ""
-    count: Annotated[int | None, _or_absent(None)] = None
+    count: Annotated[int | None, or_absent(None)] = None
     last_timestamp: Short = ""
     source_component: Short = ""
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, WrapValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from .layout import AttemptKey
+from .lenient import or_absent
 from .limits import MAX_WORLD_SIZE
 from .manifest import ContainerEnd, PodRecord
 
@@ -35,18 +36,6 @@ _OPERATOR_FIELDS = ("writer", "namespace", "job", "job_uid", "attempt", "pod", "
                     "deleted", "ended")  # fmt: skip
 
 
-def _or_absent(default: Any) -> WrapValidator:
-    """A field of the wrong type reads as ``default`` (the record stays)."""
-
-    def wrap(value: Any, handler: Any) -> Any:
-        try:
-            return handler(value)
-        except ValidationError:
-            return default
-
-    return WrapValidator(wrap)
-
-
 def _ranks(value: Any) -> tuple[int, ...]:
     """The valid ranks of a list (integers in ``[0, MAX_WORLD_SIZE)``), sorted; the rest are dropped."""
     if not isinstance(value, list | tuple | range):
@@ -61,7 +50,7 @@ def _name(value: str) -> str:
 
 Name = Annotated[str, AfterValidator(_name)]
 #: Text that reads as empty when it is not text.
-Text = Annotated[str, _or_absent("")]
+Text = Annotated[str, or_absent("")]
 
 
 class RankUpload(BaseModel):
@@ -85,20 +74,20 @@ class StoredPodRecord(BaseModel):
 
     pod: Name
     namespace: Text = ""
-    node: Annotated[str, _or_absent(""), AfterValidator(_name)] = ""
+    node: Annotated[str, or_absent(""), AfterValidator(_name)] = ""
     uid: Text = ""
     job: Text = ""
     job_uid: Text = ""
     attempt: Text = ""
-    agent_started_at: Annotated[float | None, _or_absent(None)] = None
+    agent_started_at: Annotated[float | None, or_absent(None)] = None
     ranks: Annotated[tuple[int, ...], BeforeValidator(_ranks)] = ()
-    dumps: Annotated[dict[str, list[RankUpload]] | None, _or_absent({})] = None
-    skipped: Annotated[list[dict[str, str]], _or_absent([])] = []
-    replaced: Annotated[list[dict[str, Any]], _or_absent([])] = []
+    dumps: Annotated[dict[str, list[RankUpload]] | None, or_absent({})] = None
+    skipped: Annotated[list[dict[str, str]], or_absent([])] = []
+    replaced: Annotated[list[dict[str, Any]], or_absent([])] = []
     writer: Text = ""
     phase: Text = ""
-    deleted: Annotated[bool, _or_absent(False)] = False
-    ended: Annotated[list[ContainerEnd], _or_absent([])] = []
+    deleted: Annotated[bool, or_absent(False)] = False
+    ended: Annotated[list[ContainerEnd], or_absent([])] = []
 
     def with_uploads(
         self, uploads: dict[int, list[RankUpload]], skipped: list[dict[str, str]], replaced: list[dict[str, Any]],

@@ -7,9 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from frwatch_analyzers.verdict import Verdict
 from frwatch_dev.dumps import world
@@ -70,14 +68,7 @@ def test_published_schema_is_the_models_schema() -> None:
 @pytest.mark.usefixtures("s3")
 def test_reads_dumps_from_s3_and_writes_the_verdict_there(tmp_path: Path, s3) -> None:  # type: ignore[no-untyped-def]
     _write_world(tmp_path / "dumps", stop_rank=1)
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint,
-        aws_access_key_id=s3.access_key,
-        aws_secret_access_key=s3.secret_key,
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}),
-    )
+    client = s3.client()
     root = "frwatch/ns/job/uid-1/0"
     for f in (tmp_path / "dumps").iterdir():
         client.put_object(

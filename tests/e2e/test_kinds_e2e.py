@@ -181,14 +181,12 @@ def test_jobset_restart_is_a_second_attempt_with_its_own_incident_and_dumps(
 
 def stored_pod_names(target: Target, url: str) -> list[str]:
     """The pods whose records (``pods/<pod>.json``) are under an attempt's storage URL, in the local store."""
-    import boto3
 
     from frwatch_analyzers.layout import split_s3_url
 
     assert target.local is not None and target.local.store is not None
     store = target.local.store
-    s3 = boto3.client("s3", endpoint_url=store.endpoint, aws_access_key_id=store.access_key,
-                      aws_secret_access_key=store.secret_key, region_name=store.region)  # fmt: skip
+    s3 = store.client()
     bucket, key = split_s3_url(url)
     listed = wait_for(
         lambda: s3.list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/pods/").get("Contents"),

@@ -135,19 +135,10 @@ def _check_layout_verdict(v: Any) -> None:
 def test_the_store_layout_under_an_s3_prefix_is_read_the_same_way(
     tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import boto3
-    from botocore.config import Config
 
     for name, value in s3.env().items():
         monkeypatch.setenv(name, value)
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint,
-        aws_access_key_id=s3.access_key,
-        aws_secret_access_key=s3.secret_key,
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}),
-    )
+    client = s3.client()
     key = _layout(tmp_path)
     root = f"evidence-test/{key.root}"
     local = tmp_path / key.root

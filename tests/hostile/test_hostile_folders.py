@@ -9,9 +9,7 @@ import os
 import socket
 from pathlib import Path
 
-import boto3
 import pytest
-from botocore.config import Config
 from hostile_run import analyze, within_bounds
 from payloads import HOSTILE_RANK, WORLD, empty_files_and_two_good, good_bytes, memo_index
 
@@ -249,14 +247,7 @@ def test_a_manifest_that_is_a_link_or_a_fifo_is_not_read(tmp_path: Path) -> None
 def test_hostile_objects_and_an_oversized_manifest_over_s3(s3) -> None:  # type: ignore[no-untyped-def]
     """Workers read from S3 too: the manifest over its limit is refused from the listing's size (never
     downloaded), a memo bomb is named, the good ranks are analysed."""
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint,
-        aws_access_key_id=s3.access_key,
-        aws_secret_access_key=s3.secret_key,
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}),
-    )
+    client = s3.client()
     root = "frwatch/ns/hostile/uid-1/0"
     for rank in (0, 1):
         client.put_object(Bucket=s3.bucket, Key=f"{root}/ranks/{rank}.pickle", Body=good_bytes(rank))

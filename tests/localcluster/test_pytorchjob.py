@@ -3,8 +3,6 @@ operator's pods, env and conditions, and the real webhook's injection with the a
 
 from __future__ import annotations
 
-import boto3
-import botocore.config
 import pytest
 from kube import Kube, env_of, jobs_path, pytorchjob, true_conditions, wait_for
 
@@ -117,14 +115,7 @@ def test_skip_job_fails_and_the_agent_uploads_every_rank_s_dump(
     assert any(code != 0 for code in codes), codes
 
     assert cluster.store is not None
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=cluster.store.endpoint,
-        aws_access_key_id=cluster.store.access_key,
-        aws_secret_access_key=cluster.store.secret_key,
-        region_name=cluster.store.region,
-        config=botocore.config.Config(s3={"addressing_style": "path"}),
-    )
+    s3 = cluster.store.client()
     prefix = f"frwatch/{ns}/skip/{job['metadata']['uid']}/0/"
     keys = [
         o["Key"] for o in s3.list_objects_v2(Bucket=cluster.store.bucket, Prefix=prefix).get("Contents", [])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
 from harness import upload_as_agent
 
@@ -22,10 +21,7 @@ def test_the_agent_summarises_each_rank_and_the_analyzer_reads_the_summaries(
     store: S3Store, s3: Any, real_dumps: dict[int, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = upload_as_agent(store, JOB, "llama-worker-0", "node-0", real_dumps)
-    client = boto3.client(
-        "s3", endpoint_url=s3.endpoint, region_name=s3.region,
-        aws_access_key_id=s3.access_key, aws_secret_access_key=s3.secret_key,
-    )  # fmt: skip
+    client = s3.client()
     listed = client.list_objects_v2(Bucket=s3.bucket, Prefix=key.root + "/")
     keys = {o["Key"] for o in listed.get("Contents", [])}
     for rank in real_dumps:

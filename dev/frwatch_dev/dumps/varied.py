@@ -20,14 +20,13 @@ are not like that. This set, for R ranks (a multiple of 8) and E entries a rank:
 
 from __future__ import annotations
 
-import json
 import pickle
 import random
-import shutil
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from .fabricated import cached_set
 
 PREFIX = "nccl_trace_rank_"
 SCHEMA = "fr-2.10-nccl-varied-v3"
@@ -190,24 +189,11 @@ def fabricate(directory: Path, world_size: int, entries: int, workers: int = 2) 
     """Write ``world_size`` varied dumps into ``directory`` (reused when a complete set is there)."""
     if world_size % 8 or world_size < 16:
         raise ValueError("the varied set needs a world size that is a multiple of 8, 16 or more")
-    marker = directory / "fabricated.json"
     wanted = {"ranks": world_size, "entries": entries, "schema": SCHEMA}
-    if marker.exists() and json.loads(marker.read_text()).get("set") == wanted:
-        info: dict[str, Any] = json.loads(marker.read_text())
-        info["reused"] = True
-        return info
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
-    start = time.perf_counter()
-    slices = [list(range(w, world_size, workers)) for w in range(workers)]
-    with ProcessPoolExecutor(workers) as pool:
-        total = sum(pool.map(_write_slice, [(str(directory), world_size, entries, s) for s in slices]))
-    info = {
-        "set": wanted,
-        "bytes": total,
-        "fabricate_s": round(time.perf_counter() - start, 2),
-        "reused": False,
-    }
-    marker.write_text(json.dumps(info))
-    return info
+
+    def make() -> int:
+        slices = [list(range(w, world_size, workers)) for w in range(workers)]
+        with ProcessPoolExecutor(workers) as pool:
+            return sum(pool.map(_write_slice, [(str(directory), world_size, entries, s) for s in slices]))
+
+    return cached_set(directory, wanted, make)

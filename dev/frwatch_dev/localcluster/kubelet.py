@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -62,6 +63,8 @@ Obj = dict[str, Any]
 COMPONENT = "kubelet"
 SCHEDULER = "default-scheduler"
 HOST_IP = "127.0.0.1"
+#: Pod IPs a node has: 127.<10+i>.<0-249>.<1-250>.
+_POD_IPS = 250 * 250
 #: images whose entrypoint the kubelet knows (the repository, without tag): the frwatch image runs `frwatch`
 DEFAULT_ENTRYPOINTS: Mapping[str, Sequence[str]] = {"ghcr.io/frwatch/frwatch": ("frwatch",)}
 #: every pod's network is the host's loopback: gloo must use it
@@ -206,7 +209,11 @@ class Kubelet:
             [self.bin_dir, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         )
         self.runs: dict[tuple[str, str], PodRun] = {}
-        self._ips: dict[str, int] = {n.name: 0 for n in self.nodes}
+        # Each kubelet starts its pod IPs at a random place of its node's 62,500 (127.<10+i>.0.1-127.<10+i>.249.250):
+        # local clusters run side by side on one machine (the tests, the demo, a developer's), and pods of two
+        # clusters numbered from the same start bound the same IP and port (an agent died on "address already
+        # in use" while another suite's cluster ran).
+        self._ips: dict[str, int] = {n.name: random.randrange(_POD_IPS) for n in self.nodes}  # noqa: S311
         self._unschedulable_said: dict[str, str] = {}
         self._api: Api | None = None
         self.ready = asyncio.Event()
@@ -418,8 +425,7 @@ class Kubelet:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         node = spec["nodeName"]
         index = [n.name for n in self.nodes].index(node)
-        self._ips[node] += 1
-        n = self._ips[node]
+        self._ips[node] = n = (self._ips[node] + 1) % _POD_IPS
         ip = f"127.{10 + index}.{n // 250}.{n % 250 + 1}"
         pod_dir = self.state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
         for sub in ("volumes", "termination", "home", "tmp"):

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 WEED = Path(sys.executable).parent / "weed"
 STATE_DIR = Path("/tmp/frwatch-localcluster-seaweed")
@@ -185,16 +186,19 @@ class ObjectStore:
         )
         self._wait_ready(timeout)
 
-    def _wait_ready(self, timeout: float) -> None:
+    def client(self, **config: Any) -> Any:
+        """A boto3 S3 client of this store (path-style, its keys); ``config``: more botocore settings."""
         import boto3
         import botocore.config
 
-        client = boto3.session.Session().client(
+        return boto3.session.Session().client(
             "s3", endpoint_url=self.endpoint, region_name=self.region,
             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
-            config=botocore.config.Config(s3={"addressing_style": "path"}, connect_timeout=1, read_timeout=2,
-                                          retries={"max_attempts": 1}),
+            config=botocore.config.Config(s3={"addressing_style": "path"}, **config),
         )  # fmt: skip
+
+    def _wait_ready(self, timeout: float) -> None:
+        client = self.client(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1})
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:

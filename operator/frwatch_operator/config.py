@@ -377,8 +377,8 @@ class AnalyzerSettings(_Section):
     credentials_secret: str = Field(
         default="",
         description="Secret in that namespace with the analyzer's S3 keys (AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json, report.txt "
-        "and report.html (docs/install.md shows the policy); empty: s3.credentials_secret.",
+        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json, report.txt, "
+        "report.html and summaries/ (the fan-out's map pods; docs/install.md shows the policy); empty: s3.credentials_secret.",
     )
     allow_policy_image: bool = Field(
         default=False,

@@ -67,6 +67,7 @@ def test_gpu_hang_on_one_node_cordons_it_when_enabled(cordoning_target: Target) 
         pytest.skip("needs the stand-ins: the GPU hang is fabricated by the demo workload (no GPU here)")
     name = target.submit(GPU_HANG)
     ann = target.wait_verdict(name)
+    assert c.ANN_SUSPECT_NODES in ann, ann  # the verdict's words say why when no node is suspect
     node = ann[c.ANN_SUSPECT_NODES]
     assert node == target.culprit_node(name)
     cordoned = wait_for(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -17,9 +19,7 @@ import boto3
 import pytest
 from kube import Kube, true_conditions, wait_for
 
-from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.sources import S3Config
 from frwatch_analyzers.verdict import Verdict
 from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_dev.localcluster.cluster import LocalCluster
@@ -52,7 +52,7 @@ def ended(kube: Kube, ns: str, name: str) -> list[str] | None:
 
 
 def test_an_indexed_map_job_then_the_reduce_gives_the_single_pod_verdict(
-    cluster: LocalCluster, kube: Kube, ns: str, monkeypatch: pytest.MonkeyPatch
+    cluster: LocalCluster, kube: Kube, ns: str
 ) -> None:
     store = cluster.store
     assert store is not None
@@ -74,13 +74,13 @@ def test_an_indexed_map_job_then_the_reduce_gives_the_single_pod_verdict(
     # the marker outside /tmp: the kubelet maps the pod's /tmp (an emptyDir) to a folder of each pod's own
     shared = Path(tempfile.mkdtemp(prefix="frwatch-fanout-", dir="/var/tmp"))
     try:
-        _map_then_reduce(kube, ns, store, config, s3, key, url, incident, run, shared, monkeypatch)
+        _map_then_reduce(kube, ns, store, config, s3, key, url, incident, run, shared)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
 
 
 def _map_then_reduce(kube: Kube, ns: str, store: Any, config: Any, s3: Any, key: AttemptKey, url: str,
-                     incident: IncidentIdentity, run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+                     incident: IncidentIdentity, run: Any, tmp_path: Path) -> None:  # fmt: skip
 
     # --- map: the operator's Indexed Job, index 0's first pod failing once -------------------------------------
     shards = shard_count(WORLD, config.analyzer.ranks_per_pod)
@@ -127,9 +127,15 @@ def _map_then_reduce(kube: Kube, ns: str, store: Any, config: Any, s3: Any, key:
     assert f"{WORLD} rank(s) read from their agents' summaries" in verdict.summary
 
     # the single-pod path: every dump decoded in one process
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", store.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", store.secret_key)
-    single = analyze(url, s3=S3Config(endpoint_url=store.endpoint, region=store.region), from_dumps=True)
+    # (in a process of its own, with the store's keys: boto3 keeps the first keys a process found)
+    env = {**os.environ, "AWS_ENDPOINT_URL": store.endpoint, "AWS_REGION": store.region,
+           "AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "frwatch_analyzers.cli", url, "--format", "json", "--from-dumps"],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    single = Verdict.model_validate_json(done.stdout)
     assert single.culprit_ranks == [2]
     for same in ("status", "category", "headline", "culprit_ranks", "ranks_seen", "world_size"):
         assert getattr(verdict, same) == getattr(single, same), same

@@ -101,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
         help="decode every dump, even where its agent left a valid summary (summaries/<rank>.json)",
     )
     p.add_argument(
+        "--map-shard",
+        metavar="I/N",
+        help="map step of a fanned-out analysis: summarise the dumps of ranks r with r %% N == I that have no "
+        "valid summary, write them to summaries/<rank>.json, print one JSON line; no verdict",
+    )
+    p.add_argument(
         "--max-file-mb",
         type=_positive(int),
         default=DEFAULT_MAX_FILE_BYTES // MIB,
@@ -152,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         file_seconds=args.file_seconds,
         deadline_seconds=args.deadline_seconds,
     )
+    if args.map_shard:
+        return _map(args.path, args.map_shard, s3, limits, args.jobs)
     try:
         verdict = analyze(
             args.path,
@@ -189,6 +197,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NOT_WRITTEN
     if args.fail_on and verdict.status in FAIL_ON[args.fail_on]:
         return EXIT_FAILED_ON
+    return EXIT_OK
+
+
+def _map(path: str, shard_text: str, s3: S3Config, limits: Limits, jobs: int) -> int:
+    from .map_shard import Shard, map_shard
+
+    try:
+        result = map_shard(path, Shard.parse(shard_text), s3=s3, limits=limits, jobs=jobs or 1)
+    except (ValueError, SourceError) as exc:
+        print(f"frwatch analyze --map-shard: {printable(str(exc))}", file=sys.stderr)
+        return EXIT_NO_VERDICT
+    print(result.line(), flush=True)
     return EXIT_OK
 
 

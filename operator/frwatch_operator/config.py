@@ -377,8 +377,8 @@ class AnalyzerSettings(_Section):
     credentials_secret: str = Field(
         default="",
         description="Secret in that namespace with the analyzer's S3 keys (AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json, report.txt "
-        "and report.html (docs/install.md shows the policy); empty: s3.credentials_secret.",
+        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json, report.txt, "
+        "report.html and summaries/ (the fan-out's map pods; docs/install.md shows the policy); empty: s3.credentials_secret.",
     )
     allow_policy_image: bool = Field(
         default=False,
@@ -387,6 +387,14 @@ class AnalyzerSettings(_Section):
     )
     backoff_limit: int = Field(
         default=1, ge=0, le=10, description="backoffLimit of the Job: pod retries (a lost node, an S3 hiccup)."
+    )
+    ranks_per_pod: int = Field(
+        default=4096,
+        ge=0,
+        le=1 << 20,
+        description="Fan-out: an analysis of more ranks than this (the Incident's expected world size) first "
+        "runs an Indexed map Job of ceil(ranks / ranksPerPod) pods, each summarising its shard's dumps into "
+        "the store, then the analyzer Job reduces the summaries; 0: always the one analyzer Job.",
     )
     ttl_seconds_after_finished: int = Field(
         default=3600,

@@ -435,6 +435,14 @@ class IncidentStatus(_Wire):
     analyzer_namespace: str = Field(
         default="", description="Namespace of the analyzer Job (empty: the Incident's, as older frwatch ran it)."
     )
+    analysis_step: str = Field(
+        default="",
+        description="Sub-step of Analyzing when the analysis fans out: Map (the Indexed map Job runs), Reduce "
+        "(the analyzer Job reduces the summaries); empty: the one analyzer Job.",
+    )
+    analyzer_map_job: str = Field(
+        default="", description="Name of the Indexed map Job of a fanned-out analysis (beside analyzerJob)."
+    )
     category: str = Field(default="", description="The verdict's category (analyzer Category value).")
     hardware_class: bool | None = Field(default=None, description="The verdict's hardware_class.")
     suspect_ranks: list[int] = Field(default_factory=list, description="Culprit global ranks.")

@@ -76,6 +76,20 @@ def cordoning_target() -> Iterator[Target]:
 
 
 @pytest.fixture
+def fanout_target() -> Iterator[Target]:
+    """A cluster whose operator fans the analysis out at 2 ranks a pod (``analyzer.ranksPerPod``): its own
+    local cluster, or the real one when it is installed so (``FRWATCH_E2E_FANOUT=1``)."""
+    real = os.environ.get("FRWATCH_E2E_KUBECONFIG")
+    if real:
+        if os.environ.get("FRWATCH_E2E_FANOUT") != "1":
+            pytest.skip("the real cluster's operator does not fan out at 2 ranks a pod (set FRWATCH_E2E_FANOUT=1)")
+        yield Target(Path(real), os.environ.get("FRWATCH_E2E_NAMESPACE", "frwatch-e2e"),
+                     image=os.environ.get("FRWATCH_E2E_IMAGE", "ghcr.io/frwatch/frwatch:0.1.0"), local=None)  # fmt: skip
+        return
+    yield from _local({"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_ANALYZER_RANKS_PER_POD": "2"})
+
+
+@pytest.fixture
 def replicas_target() -> Iterator[Target]:
     """A cluster whose operator runs as two replicas with leader election: its own local cluster, or the
     real one (the chart's default replicaCount 2; the Lease in FRWATCH_E2E_OPERATOR_NAMESPACE, default

@@ -84,7 +84,7 @@ def hand_off(
         return write_status(deps, inc, status.model_copy(update={"conditions": [*conditions, handed]}))
     request = AnalysisRequest(
         namespace=inc.namespace, incident=inc.name, incident_uid=inc.uid, storage_url=inc.spec.storage_url,
-        settings=settings_of(deps, inc, status),
+        settings=settings_of(deps, inc, status), ranks=status.counts.expected_ranks,
     )  # fmt: skip
     step = start_analysis(request, deps.config, kube=actions)
     # start_analysis answers with a status merge patch; ours and its conditions go together

@@ -59,6 +59,7 @@ from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.exit_verdict import exit_verdict
+from frwatch_operator.verdictloop.fanout import map_job, map_job_ref, shard_count
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
 from frwatch_operator.verdictloop.job_report import (
     analyzing_status,
@@ -108,6 +109,7 @@ class AnalysisRequest:
     incident_uid: str
     storage_url: str  #: s3://bucket/<attempt root>: ranks/, pods/, manifest.json
     settings: CaptureSettings  #: the job's effective settings (analyzer image, resources, deadline)
+    ranks: int | None = None  #: the world size, when known: more than analyzer.ranks_per_pod fans out
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,9 @@ def start_analysis(
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
     ns, name = analyzer_job_ref(incident, config.analyzer)
     try:
-        return _create_analyzer_job(incident, request.storage_url, config, request.settings, kube, now)
+        return _start_jobs(
+            incident, request.storage_url, config, request.settings, kube, now, (), request.ranks
+        )
     except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
         not_created = Condition(
             type=ConditionType.ANALYZED, status="Unknown", reason=ConditionReason.ANALYZER_JOB_NOT_CREATED,
@@ -192,6 +196,17 @@ def _create_analyzer_job(
     url = evidence_url(storage_url, f"Incident {incident.key}")
     run = effective_run(config.analyzer, settings)
     manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
+    name, ns = _create_own_job(incident, manifest, kube)
+    where = name if ns == incident.namespace else f"{ns}/{name}"
+    spec = Notice("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
+    kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
+    status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
+    return Step(status, done=False, retry_after=POLL_SECONDS)
+
+
+def _create_own_job(incident: IncidentIdentity, manifest: Obj, kube: KubeActions) -> tuple[str, str]:
+    """Create the Job (idempotent: a second create finds it); (name, namespace). One of an earlier Incident
+    of the same name is deleted and :class:`RetryableError` raised (the next pass creates this one's)."""
     job = kube.create_job(manifest)
     name, ns = str(manifest["metadata"]["name"]), str(manifest["metadata"]["namespace"])
     meta = job.get("metadata") or {}
@@ -203,11 +218,80 @@ def _create_analyzer_job(
             "will create this Incident's Job after",
             delay=2.0,
         )
+    return name, ns
+
+
+# --- fan-out: the map step (verdictloop.fanout) before the analyzer Job --------------------------------
+
+#: ``status.analysisStep`` while the Indexed map Job runs; then ``Reduce`` (the analyzer Job).
+STEP_MAP, STEP_REDUCE = "Map", "Reduce"
+
+
+def _start_jobs(
+    incident: IncidentIdentity,
+    storage_url: str,
+    config: Config,
+    settings: CaptureSettings | None,
+    kube: KubeActions,
+    now: datetime,
+    conditions: tuple[Condition, ...] | list[Condition],
+    ranks: int | None,
+) -> Step:
+    """The analyzer Job, or (more ranks than ``analyzer.ranks_per_pod``) the Indexed map Job first."""
+    shards = shard_count(ranks, config.analyzer.ranks_per_pod)
+    if shards < 2:
+        return _create_analyzer_job(incident, storage_url, config, settings, kube, now, conditions)
+    url = evidence_url(storage_url, f"Incident {incident.key}")
+    run = effective_run(config.analyzer, settings)
+    manifest = map_job(
+        incident, evidence_url=url, s3=config.s3, run=run, shards=shards, settings=config.analyzer
+    )
+    name, ns = _create_own_job(incident, manifest, kube)
     where = name if ns == incident.namespace else f"{ns}/{name}"
-    spec = Notice("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
+    said = (
+        f"summarising the dumps of {ranks} ranks in {shards} map pods (Indexed Job {where}), then analyzing"
+    )
+    spec = Notice("Normal", Reason.ANALYZER_STARTED, said)
     kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
-    status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
+    status = {
+        **analyzing_status(name, now=now, conditions=conditions),
+        "analyzerJob": "",
+        "analyzerMapJob": name,
+        "analyzerNamespace": ns,
+        "analysisStep": STEP_MAP,
+        "message": f"analyzing: {said}",
+    }
     return Step(status, done=False, retry_after=POLL_SECONDS)
+
+
+def _advance_map(
+    view: Incident, config: Config, kube: KubeActions, settings: CaptureSettings | None, now: datetime
+) -> Step:
+    """The map Job running: look again later. Ended (done, failed, or gone): create the analyzer Job, which
+    reduces the summaries the map pods wrote and decodes (or names) the dumps of ranks they did not."""
+    ns, name = map_job_ref(view.identity, config.analyzer)
+    ns, name = view.status.analyzer_namespace or ns, view.status.analyzer_map_job or name
+    job = kube.get_batch_job(ns, name)
+    if job is None:
+        ended = f"map Job {name} was gone when frwatch looked"
+    else:
+        run = effective_run(config.analyzer, settings)
+        outcome = job_outcome(
+            job,
+            kube.list_job_pods(ns, name),
+            now=now,
+            overdue_after=timedelta(seconds=run.deadline_seconds) + OVERDUE_GRACE,
+        )
+        if outcome.state is JobState.RUNNING:
+            message = f"map step: {outcome.message}"
+            patch = {"message": message} if message != view.status.message else {}
+            return Step(patch, done=False, retry_after=POLL_SECONDS)
+        ended = f"map Job {name}: {outcome.message}"
+    step = _create_analyzer_job(
+        view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
+    )
+    message = one_line(f"{step.status.get('message', '')}; {ended}", 1024)
+    return replace(step, status={**step.status, "analysisStep": STEP_REDUCE, "message": message})
 
 
 def advance_analysis(
@@ -257,13 +341,17 @@ def _advance(
         verdict = exit_verdict(view.status.observed, view.status.counts.expected_ranks, view.namespace)
         if verdict is not None:  # nothing to align: the exits the cluster showed are the verdict
             return _report_exits(view, verdict, config, kube, store, settings, now)
-        return _create_analyzer_job(  # status.observed cannot say it: the analyzer decides, as usual
-            view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
-        )
+        return _start_jobs(  # status.observed cannot say it: the analyzer decides, as usual
+            view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions,
+            view.status.counts.expected_ranks,
+        )  # fmt: skip
     if _analyzed_reason(view) == ConditionReason.ANALYZER_JOB_NOT_CREATED:
-        return _create_analyzer_job(
-            view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
-        )
+        return _start_jobs(
+            view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions,
+            view.status.counts.expected_ranks,
+        )  # fmt: skip
+    if view.status.analysis_step == STEP_MAP:
+        return _advance_map(view, config, kube, settings, now)
     url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
     ns, name = analyzer_job_ref(view.identity, config.analyzer)
     if view.status.analyzer_job:  # where this Incident's Job was created (the setting may have changed since)

@@ -1,0 +1,142 @@
+"""The fanned-out analysis on the local cluster, Kubernetes as the engine: the operator's Indexed map Job
+(2 shards for 4 ranks at ranksPerPod 2) run by the Job controller and the kubelet (each pod's index in
+``$(JOB_COMPLETION_INDEX)``), one map pod failing once and retried by the Job, every rank's summary in the
+store at the agent's key, then the reduce Job (the usual analyzer Job): the verdict of the single-pod path,
+naming every rank, read from the summaries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from kube import Kube, true_conditions, wait_for
+
+from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.verdict import Verdict
+from frwatch_dev.dumps import pickle_bytes, world
+from frwatch_dev.localcluster.cluster import LocalCluster
+from frwatch_operator.config import load_config
+from frwatch_operator.incident import IncidentIdentity
+from frwatch_operator.verdictloop.analyzer_job import analyzer_job, effective_run
+from frwatch_operator.verdictloop.fanout import map_job, shard_count
+
+pytestmark = pytest.mark.slow
+
+WORLD = 4
+#: Index 0's first pod exits 7 before doing anything (a test hook in the test, not in frwatch): the
+#: marker file says it already failed once; every other pod runs the map command unchanged.
+FAIL_ONCE = (
+    "import os, pathlib, sys\n"
+    "mark = pathlib.Path(os.environ['FAIL_ONCE_MARK'])\n"
+    "if os.environ['JOB_COMPLETION_INDEX'] == '0' and not mark.exists():\n"
+    "    mark.write_text('failed once'); print('failing on purpose', flush=True); sys.exit(7)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def jobs(ns: str, name: str = "") -> str:
+    return f"/apis/batch/v1/namespaces/{ns}/jobs" + (f"/{name}" if name else "")
+
+
+def ended(kube: Kube, ns: str, name: str) -> list[str] | None:
+    conds = true_conditions(kube.get(jobs(ns, name)))
+    return conds if {"Complete", "Failed"} & set(conds) else None
+
+
+def test_an_indexed_map_job_then_the_reduce_gives_the_single_pod_verdict(
+    cluster: LocalCluster, kube: Kube, ns: str
+) -> None:
+    store = cluster.store
+    assert store is not None
+    base = load_config(cluster.frwatch_env())
+    config = base.model_copy(
+        update={"analyzer": base.analyzer.model_copy(update={"namespace": ns, "ranks_per_pod": 2})}
+    )
+    s3 = boto3.client(
+        "s3", endpoint_url=store.endpoint, region_name=store.region, aws_access_key_id=store.access_key,
+        aws_secret_access_key=store.secret_key,
+    )  # fmt: skip
+    key = AttemptKey("frwatch", "team", "llama", uuid.uuid4().hex, "0")
+    dumps = world(WORLD).all_reduce(steps=20).rank(2).not_started_at(13).dumps()
+    for rank, dump in dumps.items():
+        s3.put_object(Bucket=store.bucket, Key=key.rank(rank), Body=pickle_bytes(dump))
+    url = str(key.at(store.bucket))
+    incident = IncidentIdentity("team", f"llama-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex)
+    run = effective_run(config.analyzer)
+    # the marker outside /tmp: the kubelet maps the pod's /tmp (an emptyDir) to a folder of each pod's own
+    shared = Path(tempfile.mkdtemp(prefix="frwatch-fanout-", dir="/var/tmp"))
+    try:
+        _map_then_reduce(kube, ns, store, config, s3, key, url, incident, run, shared)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _map_then_reduce(kube: Kube, ns: str, store: Any, config: Any, s3: Any, key: AttemptKey, url: str,
+                     incident: IncidentIdentity, run: Any, tmp_path: Path) -> None:  # fmt: skip
+
+    # --- map: the operator's Indexed Job, index 0's first pod failing once -------------------------------------
+    shards = shard_count(WORLD, config.analyzer.ranks_per_pod)
+    assert shards == 2
+    mapper = map_job(
+        incident, evidence_url=url, s3=config.s3, run=run, shards=shards, settings=config.analyzer
+    )
+    (container,) = mapper["spec"]["template"]["spec"]["containers"]
+    container["command"] = ["python", "-c", FAIL_ONCE, *container["command"]]
+    container["env"].append({"name": "FAIL_ONCE_MARK", "value": str(tmp_path / "failed-once")})
+    name = mapper["metadata"]["name"]
+    kube.create(jobs(ns), mapper)
+    outcome = wait_for(lambda: ended(kube, ns, name), 240, "the map Job to end")
+    assert outcome == [
+        "SuccessCriteriaMet",
+        "Complete",
+    ]
+    status = kube.get(jobs(ns, name))["status"]  # type: ignore[index]
+    assert (status["succeeded"], status["failed"], status["completedIndexes"]) == (2, 1, "0-1")
+    assert (tmp_path / "failed-once").read_text() == "failed once"
+    pods = kube.pods(ns, f"batch.kubernetes.io/job-name={name}")
+    by_index: dict[str, list[int]] = {}
+    for pod in pods:
+        index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        by_index.setdefault(index, []).append(
+            pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]
+        )
+    assert sorted(by_index["0"]) == [0, 7] and by_index["1"] == [0]  # retried by the Job, not by frwatch
+    listed = s3.list_objects_v2(Bucket=store.bucket, Prefix=f"{key.root}/summaries/")
+    assert sorted(o["Key"] for o in listed.get("Contents", [])) == sorted(
+        key.summary(r) for r in range(WORLD)
+    )
+
+    # --- reduce: the usual analyzer Job ------------------------------------------------------------------------
+    reducer = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
+    kube.create(jobs(ns), reducer)
+    reduced_name = reducer["metadata"]["name"]
+    assert wait_for(lambda: ended(kube, ns, reduced_name), 240, "the reduce Job to end") == [
+        "SuccessCriteriaMet",
+        "Complete",
+    ]
+    verdict = Verdict.model_validate_json(s3.get_object(Bucket=store.bucket, Key=key.verdict)["Body"].read())
+    assert verdict.stats["from_summaries"] == WORLD and verdict.ranks_seen == list(range(WORLD))
+    assert f"{WORLD} rank(s) read from their agents' summaries" in verdict.summary
+
+    # the single-pod path: every dump decoded in one process
+    # (in a process of its own, with the store's keys: boto3 keeps the first keys a process found)
+    env = {**os.environ, "AWS_ENDPOINT_URL": store.endpoint, "AWS_REGION": store.region,
+           "AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "frwatch_analyzers.cli", url, "--format", "json", "--from-dumps"],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    single = Verdict.model_validate_json(done.stdout)
+    assert single.culprit_ranks == [2]
+    for same in ("status", "category", "headline", "culprit_ranks", "ranks_seen", "world_size"):
+        assert getattr(verdict, same) == getattr(single, same), same
+    assert not os.environ.get("KUBERNETES_SERVICE_HOST")

@@ -9,7 +9,8 @@ Pure, computed on the pod as capture injection (:mod:`.injection`) left it, and 
   the bootstrap, with a warning: setting it would shadow a ``PYTHONPATH`` its image may set (the webhook
   cannot see image env). Such a program can run torch's ``worker_main()`` with
   ``TORCH_WORKER_SERVER_SOCKET=$FRWATCH_LIVE_DIR/rank-<global rank>.sock``, or set ``PYTHONPATH`` in its env.
-- the agent gets ``FRWATCH_AGENT_LIVE=true``: it places the bootstrap and samples the sockets.
+- the agent gets ``FRWATCH_AGENT_LIVE=true``: it places the bootstrap and samples the sockets; and a
+  ``startupProbe`` on its control port, so the rank containers start only once the bootstrap is in place.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from frwatch_operator.config import Config, env_name
 from frwatch_operator.sidecar import is_ours
 
 ENV_PYTHONPATH = "PYTHONPATH"
+#: The agent (a native sidecar) counts as started once it listens, after it placed the bootstrap: Kubernetes
+#: starts the rank containers only then. Without it a rank's Python could start before the bootstrap's
+#: ``sitecustomize`` exists and run without live watch, silently (seen on the local cluster, issue 15's e2e).
+STARTUP_PROBE: dict[str, Any] = {
+    "tcpSocket": {"port": c.AGENT_CONTROL_PORT_NAME}, "periodSeconds": 1, "failureThreshold": 120,
+}  # fmt: skip
 
 
 def live_requested(job: Mapping[str, Any]) -> bool:
@@ -98,6 +105,8 @@ def live_ops(pod: Mapping[str, Any], config: Config) -> tuple[list[dict[str, Any
     if span:
         wanted[env_name("agent", "live_ranks")] = span
     for i, container in enumerate(spec.get("initContainers") or []):
+        if is_ours(container) and isinstance(container, Mapping) and "startupProbe" not in container:
+            ops.append({"op": "add", "path": _ptr("spec", "initContainers", i, "startupProbe"), "value": STARTUP_PROBE})
         if is_ours(container) and isinstance(container.get("env"), list):
             have = {e.get("name") for e in container["env"] if isinstance(e, Mapping)}
             ops += [

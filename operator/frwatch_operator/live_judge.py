@@ -73,18 +73,24 @@ class LiveJudge:
 
 def top_frame(stack: str) -> str:
     """The innermost frame of the rank's own thread in a ``dump_traceback`` text (faulthandler lists each
-    thread most recent call first): the first frame of the first thread whose top is not Python's thread
-    machinery or frwatch's bootstrap; else the first frame; "" when there is none."""
-    firsts: list[str] = []
+    thread most recent call first): the main thread's (the one a ``threading`` thread's ``_bootstrap`` did
+    not start) when its top is not Python's thread machinery or frwatch's bootstrap; else the first frame of
+    the first thread whose top is not; else the first frame; "" when there is none. The main thread first:
+    a program's helper thread (a watchdog polling in ``time.sleep``) is listed before it when it ran last."""
+    threads: list[list[str]] = []
     new_thread = True
     for line in stack.splitlines():
         if not line.startswith(" "):
             new_thread = True
             continue
-        if new_thread and _FRAME.match(line):
-            firsts.append(line.strip())
-            new_thread = False
-    for f in firsts:
+        if _FRAME.match(line):
+            if new_thread:
+                threads.append([])
+                new_thread = False
+            threads[-1].append(line.strip())
+    firsts = [t[0] for t in threads]
+    mains = [t[0] for t in threads if not ("threading.py" in t[-1] and "in _bootstrap" in t[-1])]
+    for f in [*mains, *firsts]:
         if not any(name in f for name in _NOT_THE_RANK):
             return f[:300]
     return firsts[0][:300] if firsts else ""

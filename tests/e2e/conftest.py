@@ -7,6 +7,7 @@ Against a real cluster (frwatch installed with its chart, the Kubeflow training 
     FRWATCH_E2E_NAMESPACE=frwatch-e2e                # an existing namespace with frwatch's Secrets
     FRWATCH_E2E_IMAGE=ghcr.io/frwatch/frwatch:0.1.0  # an image with python, torch and frwatch
     FRWATCH_E2E_CORDON=1                             # the operator really cordons (remediation on, dry-run off)
+    FRWATCH_E2E_LIVE_STALL_AFTER_SECONDS=60          # the operator's live_stall_after_seconds (chart default)
     pytest -m e2e tests/e2e
 
 Tests that need the stand-ins (the fabricated GPU hang's node plan, a dry-run and a real cordon in one
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_helpers import Target
+from e2e_helpers import LIVE_ENV, Target
 
 from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 
@@ -53,7 +54,7 @@ def target() -> Iterator[Target]:
         return
     yield from _local(
         {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_REMEDIATION_ENABLED": "true",
-         "FRWATCH_REMEDIATION_DRY_RUN": "true"}
+         "FRWATCH_REMEDIATION_DRY_RUN": "true", **LIVE_ENV}
     )  # fmt: skip
 
 

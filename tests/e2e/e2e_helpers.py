@@ -21,6 +21,16 @@ from frwatch_operator import constants as c
 Obj = dict[str, Any]
 CULPRIT_POD = "worker-0"  # rank 1: the workloads' default culprit
 
+#: Live watch (frwatch.io/live jobs only) on the local cluster: agents sample and the operator pulls every 2 s
+#: (chart default 15 s each), and a stall is named after 10 s (default 60 s) so test_live_e2e.py runs short.
+#: On a real cluster the tests read the threshold from FRWATCH_E2E_LIVE_STALL_AFTER_SECONDS (default 60).
+LIVE_STALL_AFTER_SECONDS = 10
+LIVE_ENV = {
+    "FRWATCH_AGENT_LIVE_PERIOD_SECONDS": "2",
+    "FRWATCH_OPERATOR_LIVE_POLL_SECONDS": "2",
+    "FRWATCH_OPERATOR_LIVE_STALL_AFTER_SECONDS": str(LIVE_STALL_AFTER_SECONDS),
+}
+
 
 @dataclass
 class Target:
@@ -45,21 +55,24 @@ class Target:
 
     def submit(
         self, command: list[str], *, capture: bool = True, prefix: str = "e2e", workers: int = 3,
-        security_context: Obj | None = None,
+        security_context: Obj | None = None, annotations: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> str:  # fmt: skip
         """A PyTorchJob of 1 master and ``workers`` workers running ``command`` (its container with
-        ``security_context`` when given); returns its name."""
+        ``security_context`` and ``env`` when given, the job with more ``annotations``); returns its name."""
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         container: Obj = {"name": "pytorch", "image": self.image, "command": command}
         if security_context is not None:
             container["securityContext"] = security_context
+        if env:
+            container["env"] = [{"name": k, "value": v} for k, v in env.items()]
 
         def replica(n: int) -> Obj:
             return {"replicas": n, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
 
         meta: Obj = {"name": name, "namespace": self.namespace}
-        if capture:
-            meta["annotations"] = {c.ANN_CAPTURE: c.CAPTURE_ENABLED}
+        if capture or annotations:
+            meta["annotations"] = ({c.ANN_CAPTURE: c.CAPTURE_ENABLED} if capture else {}) | (annotations or {})
         body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
                 "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}}  # fmt: skip
         self.custom.create_namespaced_custom_object("kubeflow.org", "v1", self.namespace, "pytorchjobs", body)
@@ -104,6 +117,28 @@ class Target:
         log = self.local.logs_dir / "frwatch-operator.log"
         tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
         return f"operator: {self.local.operator_status}\n--- operator log tail ---\n{tail}"
+
+    def operator_log(self) -> str:
+        """The operator's log: the local cluster's file, or on a real cluster the logs of the operator pods
+        (label ``app.kubernetes.io/component=operator`` in the Lease's namespace, as the chart labels them)."""
+        if self.local is not None:
+            log = self.local.logs_dir / "frwatch-operator.log"
+            return log.read_text(errors="replace") if log.exists() else ""
+        ns, _ = self.operator_lease
+        pods = self.core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/component=operator").items
+        return "\n".join(self.core.read_namespaced_pod_log(p.metadata.name, ns) for p in pods)
+
+    def delete_job(self, name: str) -> None:
+        """Delete the PyTorchJob, then its pods, so a hung job does not run on after its test."""
+        self.custom.delete_namespaced_custom_object(
+            "kubeflow.org", "v1", self.namespace, "pytorchjobs", name, propagation_policy="Background"
+        )
+        for pod in self.pods(name):
+            try:
+                self.core.delete_namespaced_pod(pod["metadata"]["name"], self.namespace, grace_period_seconds=0)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
 
     def wait_finished(self, name: str, timeout: float = 90) -> list[str]:
         return wait_for(

@@ -59,6 +59,9 @@ def test_the_bootstrap_is_appended_to_the_users_pythonpath() -> None:
         agent[env_name("agent", "live")] == "true"
         and agent[env_name("agent", "live_period_seconds")] == "15.0"
     )
+    # the ranks start only once the agent listens, i.e. after it placed the bootstrap (else a rank's Python
+    # could start before its sitecustomize exists: seen on the local cluster)
+    assert out["spec"]["initContainers"][0]["startupProbe"]["tcpSocket"] == {"port": c.AGENT_CONTROL_PORT_NAME}
     again, _ = live_pod(out)  # a second pass changes nothing
     assert again == out
 

@@ -129,3 +129,21 @@ def test_only_an_early_incident_is_joined() -> None:
             )
             is None
         )
+
+
+def test_the_top_frame_is_the_main_threads_before_a_programs_helper_thread() -> None:
+    """Seen with real ranks: the workload's dump watcher (a threading.Thread polling in time.sleep) is listed
+    first; the main thread, stuck in its data loader, is where the rank is."""
+    helper_first = """Thread 0x00007f0000000002 (most recent call first):
+  File "/app/dump_on_failure.py", line 252 in _watch
+  File "/usr/lib/python3.11/threading.py", line 982 in run
+  File "/usr/lib/python3.11/threading.py", line 1045 in _bootstrap_inner
+  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap
+
+Thread 0x00007f0000000000 (most recent call first):
+  File "/app/faulty_training.py", line 346 in load_batch
+  File "/app/faulty_training.py", line 435 in train_step
+  File "<frozen runpy>", line 88 in _run_code
+  File "<frozen runpy>", line 198 in _run_module_as_main
+"""
+    assert top_frame(helper_first) == 'File "/app/faulty_training.py", line 346 in load_batch'

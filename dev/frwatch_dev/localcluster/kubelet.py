@@ -15,7 +15,8 @@ What it does, as the real ones do (talking to the API over HTTP only):
 * **running**: per pod a folder with its volumes (``emptyDir``, ``hostPath``, ``secret``, ``configMap``;
   others: an empty folder), a pod IP of its own on loopback (``127.<10+node index>.x.y``); init
   containers in order, native sidecars (``restartPolicy: Always`` init containers) started first and
-  kept running, then the containers, each a process (own session) with the env the kubelet builds
+  kept running (a sidecar's ``startupProbe.tcpSocket`` passed before later containers start, as Kubernetes
+  waits for it; other probe kinds are not run), then the containers, each a process (own session) with the env the kubelet builds
   (``podspec.container_env``: envFrom, env, downward API, Secret and ConfigMap refs), paths
   rewritten to the pod's folders (``podspec``) and pod DNS names of its own subdomain to loopback
   (``poddns``); restarts per ``restartPolicy`` with a doubling
@@ -45,6 +46,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -94,6 +96,7 @@ class ContainerRun:
     backoff: float = 0.0
     completed: bool = False  # an init container that ended with 0
     term_sent: bool = False
+    startup_ok: bool = False  # a sidecar's startupProbe passed (or it has none we run)
 
     @property
     def name(self) -> str:
@@ -168,6 +171,22 @@ class PodRun:
     @property
     def sidecars(self) -> list[ContainerRun]:
         return [c for c in self.inits if c.role == "sidecar"]
+
+
+def _tcp_startup_probe(spec: Mapping[str, Any], ip: str) -> bool:
+    """Whether a container's ``startupProbe.tcpSocket`` (port by number or by the name of one of its ports)
+    connects now; True when it has no such probe."""
+    probe = (spec.get("startupProbe") or {}).get("tcpSocket")
+    if not isinstance(probe, Mapping):
+        return True
+    port = probe.get("port")
+    if isinstance(port, str) and not port.isdigit():
+        port = next((p.get("containerPort") for p in spec.get("ports") or [] if p.get("name") == port), None)
+    try:
+        with socket.create_connection((ip, int(port)), timeout=0.2):  # type: ignore[arg-type]
+            return True
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -427,7 +446,9 @@ class Kubelet:
         index = [n.name for n in self.nodes].index(node)
         self._ips[node] = n = (self._ips[node] + 1) % _POD_IPS
         ip = f"127.{10 + index}.{n // 250}.{n % 250 + 1}"
-        pod_dir = self.state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
+        # short: the pod's processes see these host paths, and a Unix socket in a volume (live watch's
+        # <dump dir>/.frwatch-live/rank-<r>.sock) must fit in 107 bytes (the namespace and name did not)
+        pod_dir = self.state_dir / "pods" / meta["uid"][:8]
         for sub in ("volumes", "termination", "home", "tmp"):
             (pod_dir / sub).mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -618,7 +639,9 @@ class Kubelet:
                         await self._schedule_restart(api, run, c)
                     if c.not_before <= clock:
                         await self._start(api, run, c)
-                if not c.running and not c.restart_count:  # later containers wait for its first start
+                if c.running and not c.startup_ok:
+                    c.startup_ok = _tcp_startup_probe(c.spec, run.ip)
+                if not (c.running and c.startup_ok) and not c.restart_count:  # later ones wait for its start
                     inits_done = False
                     break
                 continue

@@ -133,6 +133,14 @@ class RunConfig:
     json_ranks: frozenset[int]
     ondemand_at_step: int = 0
     late_rank: int | None = None
+    #: every rank waits this long in its data loader each step (a paced job that runs long enough to watch)
+    step_pause_s: float = 0.0
+    #: this rank waits ``slow_pause_s`` instead (a slow but healthy rank), when given
+    slow_rank: int | None = None
+    slow_pause_s: float = 0.0
+
+    def pause_for(self, rank: int) -> float:
+        return self.slow_pause_s if rank == self.slow_rank else self.step_pause_s
 
     def format_for(self, rank: int) -> DumpFormat:
         return DumpFormat.JSON if rank in self.json_ranks else self.fmt
@@ -176,11 +184,19 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         help="at the fault step this rank waits in its data loader until a peer asked every rank to dump, then "
         "goes on: a rank the machine made late (it must still dump where it blocks, not on its way there)",
     )
+    parser.add_argument(
+        "--step-pause-s", type=float, default=0.0, help="every rank waits this long in its data loader each step (and the culprit says when its fault "
+        "strikes)"
+    )
+    parser.add_argument("--slow-rank", type=int, default=None, help="this rank waits --slow-pause-s instead")
+    parser.add_argument("--slow-pause-s", type=float, default=0.0, help="the slow rank's wait each step")
     args = parser.parse_args(argv)
     scenario = Scenario(args.scenario)
     defaults = DEFAULTS[scenario]
     if args.steps < 1 or args.check_every < 1 or args.timeout_s <= 0:
         parser.error("--steps, --check-every and --timeout-s must be positive")
+    if args.step_pause_s < 0 or args.slow_pause_s < 0:
+        parser.error("--step-pause-s and --slow-pause-s must not be negative")
     try:
         json_ranks = frozenset(int(r) for r in args.json_ranks.split(",") if r.strip())
     except ValueError:
@@ -202,6 +218,9 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         json_ranks=json_ranks,
         ondemand_at_step=max(0, args.ondemand_at_step),
         late_rank=args.late_rank,
+        step_pause_s=args.step_pause_s,
+        slow_rank=args.slow_rank,
+        slow_pause_s=args.slow_pause_s,
     )
 
 
@@ -407,6 +426,10 @@ class Trainer:
         PROGRESS.call = "load_batch"
         if self.env.rank == self.cfg.late_rank and step == self.cfg.fault_step and self.dump_requested:
             self.dump_requested(self.cfg.max_runtime_s)  # late: the peers hang and ask for dumps first
+        if pause := self.cfg.pause_for(self.env.rank):
+            time.sleep(pause)  # a paced (or slow but healthy) data loader
+        if bug and self.cfg.step_pause_s and self.cfg.scenario is not Scenario.HEALTHY:  # paced: say it (e2e)
+            print(f"rank {self.env.rank}: step {step}: the {self.cfg.scenario.value} fault strikes", flush=True)
         inputs, targets = load_batch(
             step,
             self.env.rank,

@@ -21,6 +21,7 @@ from typing import Any
 import kopf
 
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.live_summary import LivePod
 from frwatch_operator import notices
 from frwatch_operator.detection import pod_facts
 from frwatch_operator.errors import FrwatchError
@@ -86,10 +87,11 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     tokens = deps.agent_keys.tokens_for(namespace, name) if deps.agent_keys else []
     pulled = pull_all(agents, tokens, deps.config.operator.agent_timeout_seconds)
     result = judge.judge(pulled, now)
+    read = {r.rank for a in pulled.values() if isinstance(a, LivePod) for r in a.ranks} - set(result.unreadable)
     logger.info(
-        "live round of job %s/%s attempt %s: %d agent(s) pulled, %d unreachable, %d rank(s) unreadable, "
-        "finding(s): %s",
-        namespace, name, attempt, len(pulled) - len(result.unreachable), len(result.unreachable),
+        "live round of job %s/%s attempt %s: %d agent(s) pulled, %d unreachable, %d rank(s) read, "
+        "%d rank(s) unreadable, finding(s): %s",
+        namespace, name, attempt, len(pulled) - len(result.unreachable), len(result.unreachable), len(read),
         len(result.unreadable), "; ".join(f"{f.kind.value} {f.process_group} seq {f.seq}" for f in result.findings) or "none",
     )  # fmt: skip
     for pod, why in sorted(result.unreachable.items()):

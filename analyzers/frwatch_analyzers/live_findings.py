@@ -7,8 +7,12 @@ rebuilds the analyzer's own view from the summaries (:func:`.align.infer_groups`
 the ranks whose entries name a group, the whole world for the default group) and says:
 
 - **desync**: members of a group recorded different signatures (the analyzer's, :mod:`.rules`) at the
-  same sequence number. Found in the first round that holds both entries. The reference is the majority;
-  a tie names every member (undecided), as the post-mortem analyzer does.
+  same sequence number. The reference is the majority; a tie names every member (undecided), as the
+  post-mortem analyzer does. Judged once every readable member has enqueued that sequence number, or the
+  members that have not have been still for ``settle_s``: the agents sample their pods at different
+  moments, and a member read just before it enqueued must not change the majority or go unnamed (a member
+  not yet there is one round behind, not a peer). The entries seen for that sequence number are kept
+  across rounds until judged, so a tail that moves on does not lose them.
 - **stall**: some members enqueued sequence number ``s`` and others have not, seen for at least
   ``stall_after_s`` (default 60 s, far below a watchdog), while the laggards' own progress (any group)
   has not moved for as long. Each laggard's Python stack (``dump_traceback``), when the agent had one,
@@ -37,6 +41,8 @@ from .verdict import Straggler
 
 #: A gap between members must be seen this long, and the laggards' progress stale this long (seconds).
 STALL_AFTER_S = 60.0
+#: How long members that have not enqueued a disagreeing sequence number yet are waited for (seconds).
+SETTLE_S = 10.0
 #: The most ranks a finding lists by name.
 MAX_NAMED = 16
 
@@ -121,6 +127,11 @@ def _trace(s: LiveRank) -> RankTrace:
     )
 
 
+def _what(s: LiveRank, sig: str) -> str:
+    d = s.signatures.get(sig)
+    return f"{d.op} {d.input_sizes} {d.input_dtypes}" if d else "an unknown entry"
+
+
 def _names(ranks: Iterable[int]) -> str:
     rs = sorted(ranks)
     return ", ".join(map(str, rs[:MAX_NAMED])) + (
@@ -131,9 +142,14 @@ def _names(ranks: Iterable[int]) -> str:
 class LiveWatch:
     """The operator's live judgement of one job attempt, fed one round of summaries at a time."""
 
-    def __init__(self, world: Iterable[int], stall_after_s: float = STALL_AFTER_S) -> None:
+    def __init__(
+        self, world: Iterable[int], stall_after_s: float = STALL_AFTER_S, settle_s: float = SETTLE_S
+    ) -> None:
         self.world = sorted(set(world))
         self.stall_after_s = stall_after_s
+        self.settle_s = settle_s
+        #: Per group, the earliest disagreeing sequence number waiting for members, with the entries seen.
+        self._pending: dict[str, tuple[int, dict[int, tuple[str, LiveRank]]]] = {}
         self._progress: dict[int, tuple[tuple[str, int], ...]] = {}
         self._moved_at: dict[int, float] = {}
         self._gap_since: dict[tuple[str, int, int], float] = {}  # (group, laggard, missing seq) -> first seen
@@ -155,7 +171,7 @@ class LiveWatch:
         findings: list[LiveFinding] = []
         seen_gaps: set[tuple[str, int, int]] = set()
         for g in groups.values():
-            desync = self._desync(g, readable)
+            desync = self._desync(g, readable, now)
             if desync is not None:
                 findings.append(desync)
             stall = self._stall(g, readable, now, seen_gaps)
@@ -165,25 +181,42 @@ class LiveWatch:
         late = stragglers(traces, groups) if len(traces) >= 3 else []
         return LiveReport(findings=findings, stragglers=late, unreadable=unreadable)
 
-    def _desync(self, g: GroupInfo, readable: dict[int, LiveRank]) -> LiveFinding | None:
-        by_seq: dict[int, dict[int, str]] = {}
-        for r in g.dumped:
-            grp = next((x for x in readable[r].groups if x.name == g.name), None)
+    def _desync(self, g: GroupInfo, readable: dict[int, LiveRank], now: float) -> LiveFinding | None:
+        by_seq: dict[int, dict[int, tuple[str, LiveRank]]] = {}  # seq -> rank -> (signature, its summary)
+        last: dict[int, int] = {}
+        for r in g.members:
+            grp = next((x for x in readable[r].groups if x.name == g.name), None) if r in readable else None
+            if grp is not None:
+                last[r] = grp.last_enqueued
+            elif r in readable:
+                last[r] = 0
             for e in grp.tail if grp else ():
-                by_seq.setdefault(e.seq, {})[r] = e.sig
+                by_seq.setdefault(e.seq, {})[r] = (e.sig, readable[r])
+        pending = self._pending.pop(g.name, None)
+        if pending is not None:
+            held = by_seq.setdefault(pending[0], {})
+            for r, seen in pending[1].items():
+                held.setdefault(r, seen)
         for seq in sorted(by_seq):
-            sigs = by_seq[seq]
+            sigs = {r: sig for r, (sig, _) in by_seq[seq].items()}
             counts = Counter(sigs.values())
             if len(sigs) < 2 or len(counts) < 2:
                 continue
+            waiting = [
+                r for r, at in last.items()
+                if r not in sigs and at < seq and now - self._moved_at.get(r, now) < self.settle_s
+            ]  # fmt: skip
+            if waiting:
+                self._pending[g.name] = (seq, dict(by_seq[seq]))
+                return None
+            behind = sorted(r for r, at in last.items() if r not in sigs and at < seq)
             (top, n_top), (_, n_next) = counts.most_common(2)
             undecided = n_top == n_next
             culprits = sorted(sigs) if undecided else sorted(r for r, s in sigs.items() if s != top)
             peers = [] if undecided else sorted(r for r, s in sigs.items() if s == top)
 
             def what(rank: int, seq: int = seq) -> str:
-                d = readable[rank].signatures.get(by_seq[seq][rank])
-                return f"{d.op} {d.input_sizes} {d.input_dtypes}" if d else "an unknown entry"
+                return _what(by_seq[seq][rank][1], by_seq[seq][rank][0])
 
             if undecided:
                 text = "; ".join(f"rank {r}: {what(r)}" for r in culprits[:MAX_NAMED])
@@ -192,6 +225,11 @@ class LiveWatch:
                 summary = (
                     f"desync in {g.label} at seq {seq}: rank(s) {_names(culprits)} recorded {what(culprits[0])} "
                     f"where ranks {_names(peers)} recorded {what(peers[0])}"
+                )
+            if behind:
+                summary += (
+                    f" (ranks {_names(behind)} had not enqueued seq {seq} and had not moved"
+                    f" for {self.settle_s:.0f} s)"
                 )
             return LiveFinding(
                 kind=LiveKind.desync,

@@ -32,6 +32,38 @@ def test_a_desync_is_found_in_the_first_round_that_holds_it() -> None:
     assert "gloo:broadcast" in f.summary and "gloo:all_reduce" in f.summary
 
 
+def test_a_member_read_just_before_it_enqueued_is_waited_for_and_named_a_peer() -> None:
+    """The agents sample their pods at different moments: rank 0 is read one collective before the seq where
+    rank 1 parts. Judging then would leave rank 0 out of the peers (or, with fewer members, flip the
+    majority); the finding comes in the round where rank 0 has enqueued it (the 2026-11 CI run's race)."""
+    watch = LiveWatch(WORLD)
+    early = [sample(0, 29), sample(1, 30, {30: "gloo:broadcast"}), sample(2, 30), sample(3, 30)]
+    assert watch.observe(early, now=0.0).findings == []
+    later = [sample(0, 30), sample(1, 31, {30: "gloo:broadcast"}), sample(2, 30), sample(3, 30)]
+    (f,) = watch.observe(later, now=5.0).findings
+    assert (f.seq, f.ranks, f.peers) == (30, [1], [0, 2, 3]) and "had not enqueued" not in f.summary
+
+
+def test_a_member_still_short_of_the_seq_is_judged_without_after_settling() -> None:
+    watch = LiveWatch(WORLD, settle_s=10)
+    samples = [sample(0, 29), sample(1, 30, {30: "gloo:broadcast"}), sample(2, 30), sample(3, 30)]
+    for t in (0.0, 5.0):
+        assert watch.observe(samples, now=t).findings == [], t
+    (f,) = watch.observe(samples, now=10.0).findings
+    assert (f.seq, f.ranks, f.peers) == (30, [1], [2, 3])
+    assert "ranks 0 had not enqueued seq 30" in f.summary, f.summary
+
+
+def test_entries_seen_while_waiting_are_kept_when_the_tail_moves_on() -> None:
+    """Rank 1's tail holds seq 30 only in the first round (its buffer moved on); rank 0 gets there later."""
+    watch = LiveWatch(range(3))
+    assert watch.observe([sample(0, 29), sample(1, 30, {30: "gloo:broadcast"}), sample(2, 30)], now=0.0).findings == []
+    moved_on = sample(1, 80, {30: "gloo:broadcast"})
+    assert all(e.seq != 30 for g in moved_on.groups for e in g.tail)
+    (f,) = watch.observe([sample(0, 30), moved_on, sample(2, 30)], now=3.0).findings
+    assert (f.seq, f.ranks, f.peers) == (30, [1], [0, 2]) and "gloo:broadcast" in f.summary
+
+
 def test_a_tie_of_two_members_is_undecided() -> None:
     report = LiveWatch(range(2)).observe([sample(0, 9), sample(1, 9, {9: "gloo:all_gather"})], now=0.0)
     (f,) = report.findings

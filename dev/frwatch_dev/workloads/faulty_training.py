@@ -429,7 +429,8 @@ class Trainer:
         if pause := self.cfg.pause_for(self.env.rank):
             time.sleep(pause)  # a paced (or slow but healthy) data loader
         if bug and self.cfg.step_pause_s and self.cfg.scenario is not Scenario.HEALTHY:  # paced: say it (e2e)
-            print(f"rank {self.env.rank}: step {step}: the {self.cfg.scenario.value} fault strikes", flush=True)
+            print(f"rank {self.env.rank}: step {step}: the {self.cfg.scenario.value} fault strikes at"
+                  f" {time.time():.3f}", flush=True)  # fmt: skip
         inputs, targets = load_batch(
             step,
             self.env.rank,

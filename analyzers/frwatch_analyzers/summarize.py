@@ -265,7 +265,7 @@ class Summarizer:
         # dtypes seen there, as entries had them (lists), most recent first. Bounded: cleared when full.
         self.details: dict[int, EntrySig] = {}
         self._key_cache: dict[Any, int] = {}
-        self._by_site: dict[tuple[str, Any], list[_Seen]] = {}
+        self._by_site: dict[tuple[str, Any, str], list[_Seen]] = {}
 
     def _trim(self) -> None:
         """Past the bound, every cache goes at once (a cached signature whose detail was dropped would
@@ -331,6 +331,7 @@ class Summarizer:
         last_record_id = -1
         pg_cache: dict[Any, str] = {}
         by_site = self._by_site
+        this_file: dict[Any, tuple[tuple[tuple[str, str, int], ...], list[_Seen]]] = {}
         get_state = STATE_CODES.get
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
         runs: dict[str, list[int]] = {}  # per pg: the part signatures of a coalesced region still open
@@ -362,29 +363,33 @@ class Summarizer:
             if frames:
                 if type(frames) is not list:
                     frames = fields.frames(frames, f"entry {i}")
-                fkey = tuple(map(id, frames))
-                site = site_cache.get(fkey)
-                if site is None:
-                    site = site_cache[fkey] = _call_site(frames, f"entry {i}")
+                fkey = tuple(map(id, frames))  # torch's pickler shares frame dicts across a dump
             else:
-                site = ()
+                fkey = ()
+            # one lookup an entry: (op, frame list, group) -> its call site and the sizes and dtypes seen
+            # there before (kept across files by op, call site and group kind: a group's size shows in
+            # its sizes, so a group kind holds few of them)
+            here = this_file.get((op, fkey, pgk))
+            if here is None:
+                if fkey:
+                    site = site_cache.get(fkey)
+                    if site is None:
+                        site = site_cache[fkey] = _call_site(frames, f"entry {i}")
+                else:
+                    site = ()
+                kind = pg[1] if pg is not None and len(pg) > 1 else ""
+                here = this_file[(op, fkey, pgk)] = (site, by_site.setdefault((op, site, kind), []))
+            site, seen = here
             # fast path: an op from a call site carries one of a few sizes and dtypes seen there before:
             # comparing the entry's lists with those (in C, no allocation, no deeper than the checked ones
             # they are compared with) is cheaper than checking them and building a key
-            seen = by_site.get((op, site))
-            hit = None
-            if seen is not None:
-                for cand in seen:
-                    if cand[0] == isz and cand[1] == idt and cand[2] == osz and cand[3] == odt:
-                        hit = cand
-                        break
-            if hit is not None:
-                _, _, _, _, sig, varying, n_in, n_out = hit
+            for cand in seen:
+                if cand[0] == isz and cand[1] == idt and cand[2] == osz and cand[3] == odt:
+                    _, _, _, _, sig, varying, n_in, n_out = cand
+                    break
             else:
                 sig, varying, n_in, n_out = self.signature(i, op, site, isz, idt, osz, odt)
-                if seen is None:
-                    seen = by_site[(op, site)] = []
-                elif len(seen) >= _SEEN_PER_SITE:
+                if len(seen) >= _SEEN_PER_SITE:
                     seen.pop()
                 seen.insert(0, (isz, idt, osz, odt, sig, varying, n_in, n_out))
             if type(state_name) is str:

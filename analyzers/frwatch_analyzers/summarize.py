@@ -16,7 +16,6 @@ Over 400 lines by choice: the per-entry loop and the summary it builds are read 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import operator
 import re
 from array import array
@@ -449,9 +448,10 @@ class Summarizer:
                 sigs_l[-1] = _digest((sigs_l[-1], sig))
                 ents_l[-1] = e
             else:
-                run = runs.pop(pg_name, None)
-                if run is not None:
-                    self._close_run(sigs_l[-1], run, local)
+                if runs:
+                    run = runs.pop(pg_name, None)
+                    if run is not None:
+                        self._close_run(sigs_l[-1], run, local)
                 seqs_l.append(seq)
                 sigs_l.append(sig)
                 ents_l.append(e)
@@ -604,7 +604,7 @@ class Summarizer:
         out: dict[str, PgTrace] = {}
         for name in names:
             seq_l, sig_l, ent_l, var_s, var_i, var_o = per_pg.get(name, ([], [], [], [], [], []))
-            if any(a > b for a, b in itertools.pairwise(seq_l)):  # rarely: entries out of order
+            if not all(map(operator.le, seq_l, seq_l[1:])):  # rarely: entries out of order
                 order = sorted(range(len(seq_l)), key=seq_l.__getitem__)
                 seq_l, sig_l, ent_l = (
                     [seq_l[i] for i in order],
@@ -617,11 +617,8 @@ class Summarizer:
                 raise DumpError(f"malformed dump: pg {name}: a collective_seq_id is beyond 2**63") from None
             sigs = array("q", sig_l)
             plain_of = self._plain_of
-            plain = array("q", [plain_of[x] for x in sig_l])
-            try:
-                created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
-            except OverflowError:  # a time beyond int64 reads as unknown
-                created = array("q", [_as_int(t, 0) for t in map(_CREATED, ent_l)])
+            plain = array("q", map(plain_of.__getitem__, sig_l))
+            created = _created(ent_l)
             tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i]) for i in _kept(ent_l)]
             st = status_by_name.get(name)
             last_seq = seqs[-1] if seqs else -1
@@ -656,6 +653,20 @@ class Summarizer:
                 var_out=array("q", var_o),
             )
         return out, world
+
+
+def _created(ents: list[Any]) -> array[int]:
+    """``time_created_ns`` of each entry (0 unknown: missing, not an integer, beyond int64)."""
+    times = list(map(_CREATED, ents))
+    if set(map(type, times)) <= {int}:  # the usual case, in C (a bool is not a time: it reads as 0 below)
+        try:
+            return array("q", times)
+        except OverflowError:
+            pass
+    try:
+        return array("q", [t if type(t) is int else 0 for t in times])
+    except OverflowError:  # a time beyond int64 reads as unknown
+        return array("q", [_as_int(t, 0) for t in times])
 
 
 def _done(e: dict[str, Any]) -> bool:

@@ -54,6 +54,7 @@ from frwatch_operator.resources import (
 )
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
+from frwatch_operator.verdictloop import source_step
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
@@ -337,6 +338,12 @@ def _advance(
     now: datetime,
 ) -> Step:
     """One pass of :func:`advance_analysis` (raises what the adapters raise)."""
+    if view.status.analysis_step == source_step.STEP_SOURCE:  # the verdict is out: the code for the report
+        url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
+        patch, over = source_step.advance(
+            view, config=config, settings=settings, kube=kube, store=store, url=url, now=now
+        )
+        return Step(patch, done=over, retry_after=None if over else POLL_SECONDS)
     if _collected_reason(view) == ConditionReason.EVERY_RANK_EXITED and not view.status.analyzer_job:
         verdict = exit_verdict(view.status.observed, view.status.counts.expected_ranks, view.namespace)
         if verdict is not None:  # nothing to align: the exits the cluster showed are the verdict
@@ -392,7 +399,14 @@ def _advance(
         return replace(_fail(view, training, kube, reason, message, now, first), observed=ended)
     step = _report(view, training, verdict, config, kube, store, settings, url, note, now)
     observed = replace(step.observed, analyzer_job=ended.analyzer_job)
-    return Step({**first, **step.status}, done=step.done, observed=observed)
+    status, done = {**first, **step.status}, step.done
+    if config.analyzer.source_from_image and training is not None:  # the verdict is out: now the code
+        status, more = source_step.begin(
+            view, training, verdict, status, config=config, settings=settings, kube=kube, store=store, url=url,
+            now=now,
+        )  # fmt: skip
+        done = not more
+    return Step(status, done=done, retry_after=None if done else POLL_SECONDS, observed=observed)
 
 
 # --- the two endings ---------------------------------------------------------------------------------

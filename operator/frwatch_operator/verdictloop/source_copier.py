@@ -1,7 +1,7 @@
 """The program the source step's init container runs with the training image's own Python: it copies the
 source files a verdict's frames name, bounded, into the pod's emptyDir. Self-contained (standard library
 only, Python 3.8 syntax): the operator passes this module's text as ``python3 -I -S -c TEXT DEST MAX_BYTES
-MAX_TOTAL -- PATH...``, so no frwatch code, shell or ``cp`` has to be in the image. Training images hold
+MAX_TOTAL TERMINATION_LOG -- PATH...``, so no frwatch code, shell or ``cp`` has to be in the image. Training images hold
 Python (the code the frames name is Python); ``-I -S`` ignores the image's ``PYTHON*`` variables, user
 site and ``site`` (no ``.pth`` file runs).
 
@@ -17,8 +17,8 @@ What it copies is hostile-shaped input (file names from dumps, via the operator,
   (``/app/train.py`` -> ``DEST/app/train.py``), read-only.
 
 A file that fails a check is skipped with its reason. It prints one line per file and, in its termination
-message (``/dev/termination-log``, when the kubelet provides it: never created), ``copied N of M files`` and the skipped ones with their reasons (at most
-4096 bytes). Exit 0 when it ran (some files may be skipped), 2 on wrong arguments.
+message (``TERMINATION_LOG``: the file the kubelet provides, opened, never created), ``copied N of M files``
+and the skipped ones with their reasons (at most 4096 bytes). Exit 0 when it ran (some files may be skipped), 2 on wrong arguments.
 """
 
 import os
@@ -29,7 +29,6 @@ import sys
 MAX_PATH = 1024
 #: Trees nothing is copied from: the kernel's and the runtime's, never code.
 REFUSED_ROOTS = ("/proc", "/sys", "/dev", "/run")
-TERMINATION_LOG = "/dev/termination-log"
 _TERMINATION_LIMIT = 4096
 
 
@@ -105,12 +104,12 @@ def copy_one(path, dest, max_bytes, budget):  # type: (str, str, int, int) -> tu
 
 
 def main(argv):  # type: (list[str]) -> int
-    """``DEST MAX_BYTES MAX_TOTAL -- PATH...``."""
-    if len(argv) < 4 or argv[3] != "--" or not argv[1].isdigit() or not argv[2].isdigit():
-        sys.stderr.write("usage: copier DEST MAX_BYTES MAX_TOTAL -- PATH...\n")
+    """``DEST MAX_BYTES MAX_TOTAL TERMINATION_LOG -- PATH...``."""
+    if len(argv) < 5 or argv[4] != "--" or not argv[1].isdigit() or not argv[2].isdigit():
+        sys.stderr.write("usage: copier DEST MAX_BYTES MAX_TOTAL TERMINATION_LOG -- PATH...\n")
         return 2
-    dest, max_bytes, budget = argv[0], int(argv[1]), int(argv[2])
-    paths = argv[4:]
+    dest, max_bytes, budget, termination_log = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    paths = argv[5:]
     copied, skipped = 0, []
     for path in paths:
         size, why = copy_one(path, dest, max_bytes, budget)
@@ -126,7 +125,7 @@ def main(argv):  # type: (list[str]) -> int
         summary += "; skipped: " + "; ".join(skipped)
     sys.stdout.write(summary + "\n")
     try:  # the file the kubelet provides: opened, never created (run elsewhere, the log has it)
-        fd = os.open(TERMINATION_LOG, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(termination_log, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return 0
     try:

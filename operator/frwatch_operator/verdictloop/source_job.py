@@ -51,10 +51,10 @@ EMPTYDIR_LIMIT = "40Mi"
 SOURCE_DIR = "/frwatch-source"
 SOURCE_SUFFIX = "-src"
 COPY_CONTAINER = "copy-source"
+#: The copy container's termination message file (the kubelet's default path, given explicitly).
+COPY_TERMINATION_LOG = "/dev/termination-log"
 #: The copier's resources: it reads at most MAX_TOTAL_BYTES.
 COPY_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
-#: The source step's deadline at most: the copy is seconds, the analysis as long as the analyzer Job's.
-RUN_AS_USER = 65532
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def copier_command(python: str, files: Iterable[str]) -> list[str]:
     program = inspect.getsource(source_copier)
     return [
         python, "-I", "-S", "-c", program,
-        SOURCE_DIR, str(MAX_FILE_BYTES), str(MAX_TOTAL_BYTES), "--", *files,
+        SOURCE_DIR, str(MAX_FILE_BYTES), str(MAX_TOTAL_BYTES), COPY_TERMINATION_LOG, "--", *files,
     ]  # fmt: skip
 
 
@@ -188,6 +188,7 @@ def source_job(
             "image": training.image,
             "command": copier_command(settings.source_python, files),
             "resources": copy.deepcopy(COPY_RESOURCES),
+            "terminationMessagePath": COPY_TERMINATION_LOG,
             "terminationMessagePolicy": "FallbackToLogsOnError",
             "securityContext": copy.deepcopy(container["securityContext"]),
             "volumeMounts": [{"name": "source", "mountPath": SOURCE_DIR}],

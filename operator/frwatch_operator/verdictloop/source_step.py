@@ -131,7 +131,7 @@ def begin(
         f"copying {len(wanted.paths)} source file{'s' if len(wanted.paths) != 1 else ''} the branch names from "
         f"image {image.image} ({image.seen_in}) in Job {name}, then rendering report.html with the code"
     )
-    _event(view, kube, now, "Normal", said)
+    _event(view, kube, now, "Normal", said, key="started")
     status = {
         **reported,
         "phase": IncidentPhase.ANALYZING.value,
@@ -200,7 +200,7 @@ def finish(
     report = text if ok else f"{WITHOUT_CODE}: {text}"
     if not ok:
         report += _rerender(verdict, store, url, text)
-    _event(view, kube, now, "Normal" if ok else "Warning", report)
+    _event(view, kube, now, "Normal" if ok else "Warning", report, key="ended")
     return {**reported, "phase": IncidentPhase.REPORTED.value, "sourceReport": one_line(report, 1024)}
 
 
@@ -217,8 +217,11 @@ def _rerender(verdict: Verdict | None, store: S3Store, url: str, why: str) -> st
     return ""
 
 
-def _event(view: Incident, kube: KubeActions, now: datetime, kind: str, message: str) -> None:
-    spec = Notice("Normal" if kind == "Normal" else "Warning", Reason.SOURCE_REPORT, one_line(message, 1024))
+def _event(view: Incident, kube: KubeActions, now: datetime, kind: str, message: str, *, key: str) -> None:
+    """One Event on the Incident (``key``: the step's start or its end, each posted once)."""
+    spec = Notice(
+        "Normal" if kind == "Normal" else "Warning", Reason.SOURCE_REPORT, one_line(message, 1024), key=key
+    )
     try:
         kube.create_event(event_object(spec, about=view.identity.reference(), incident_uid=view.uid, now=now))
     except FrwatchError as exc:  # an Event is not worth holding the report back

@@ -70,6 +70,7 @@ def test_the_report_in_the_store_shows_the_deciding_condition_and_its_line(sourc
     assert status["analysisStep"] == "Source" and status["analyzerSourceJob"].endswith("-src"), status
     assert status["sourceReport"].startswith("report.html shows the code"), (status, target.diagnostics())
     assert status["analyzerSourceJob"] in target.analyzer_jobs(incident)
+    assert status["message"].startswith(ann[c.ANN_VERDICT]) and "report.html shows the code" in status["message"]
     assert ann[c.ANN_REPORT_HTML] == status["reportHtmlUrl"]  # the job's annotation links to it
     page = report_html(target, incident)
     line = line_of(CONDITION)

@@ -81,6 +81,7 @@ def test_the_source_job_runs_after_the_verdict_and_its_failure_keeps_it(
     # a restarted operator resumes from the status: it looks at the source Job, creates nothing more
     running = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
     assert not running.done and len(_jobs(api_client, ns)) == 2
+    assert running.status["message"].startswith(body["status"]["verdict"]["short"] + "; source step: source Job ")
 
     finish_job(client.BatchV1Api(api_client), core, source, condition="Failed", reason="DeadlineExceeded", exit_code=2)
     ended = advance_analysis(
@@ -92,6 +93,7 @@ def test_the_source_job_runs_after_the_verdict_and_its_failure_keeps_it(
     assert written["phase"] == "Reported" and written["suspectRanks"] == [1] and written["category"]
     assert written["sourceReport"].startswith("report.html without code: source Job "), written
     assert "ran out of time" in written["sourceReport"]
+    assert written["message"].startswith(written["verdict"]["short"] + "; report.html without code"), written
     page = store.get(key.report_html).decode()
     assert "The code could not be copied from the training image: source Job" in page and 'id="needs-source"' in page
     said = [e.message for e in events_about(core, ns, body["metadata"]["name"]) if e.reason == "SourceReport"]

@@ -170,8 +170,8 @@ def advance(
     )
     copied = copy_summary(pods)
     if outcome.state is JobState.RUNNING:
-        waiting = copy_waiting(pods)
-        message = one_line(f"source step: {waiting or outcome.message}", 1024)
+        waiting = copy_waiting(pods) or outcome.message.replace("analyzer Job", "source Job", 1)
+        message = one_line(f"{_verdict_line(view)}; source step: {waiting}", 1024)
         return ({"message": message} if message != view.status.message else {}), False
     if outcome.state is JobState.SUCCEEDED:
         text = f"{WITH_CODE} ({copied or 'the copy said nothing'})"
@@ -201,7 +201,18 @@ def finish(
     if not ok:
         report += _rerender(verdict, store, url, text)
     _event(view, kube, now, "Normal" if ok else "Warning", report, key="ended")
-    return {**reported, "phase": IncidentPhase.REPORTED.value, "sourceReport": one_line(report, 1024)}
+    head = str(reported.get("message") or "") or _verdict_line(view)
+    return {
+        **reported,
+        "phase": IncidentPhase.REPORTED.value,
+        "sourceReport": one_line(report, 1024),
+        "message": one_line(f"{head}; {report}" if head else report, 1024),
+    }
+
+
+def _verdict_line(view: Incident) -> str:
+    """The verdict's line as the Incident holds it (the status written when the verdict was surfaced)."""
+    return view.status.verdict.short if view.status.verdict is not None else view.status.category
 
 
 def _rerender(verdict: Verdict | None, store: S3Store, url: str, why: str) -> str:

@@ -166,7 +166,6 @@ def source_job(
     job["metadata"]["name"] = name
     for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
         labels[c.LABEL_COMPONENT] = "analyzer-source"
-    job["spec"]["backoffLimit"] = 0  # a copy that failed once fails again: the report stays without code
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     root = RootUrl.parse(evidence_url)

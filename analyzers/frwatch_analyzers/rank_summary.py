@@ -53,6 +53,9 @@ _LITTLE = sys.byteorder == "little"
 _TAIL_FIELDS = 8
 _RETIRED = {-1: None, 0: False, 1: True}
 _MAX_TABLE_BYTES = 4 * MAX_SUMMARY_BYTES
+#: Column elements one summary may decode to in all (64 MB): a ring of a million entries needs about 4M.
+#: Columns compress ~1000:1, so without it 8 MB of distinct columns of zeros would inflate to gigabytes.
+MAX_ELEMENTS = 8 * MAX_COLUMN
 
 
 class SummaryError(Exception):
@@ -235,6 +238,7 @@ class Reader:
         self._deltas: dict[str, array[int]] = {}
         self._tables: dict[str, dict[int, EntrySig]] = {}
         self._digests: dict[tuple[int, int], bytes] = {}
+        self._elements = 0  # decoded by the summary being read (MAX_ELEMENTS)
 
     def column(self, value: Any, where: str, delta: bool = False, keep: bool = True) -> array[int]:
         """A column (``keep``: remembered for the ranks that carry the same one; times differ by rank and
@@ -244,6 +248,7 @@ class Reader:
         cache: dict[str, array[int]] = (self._deltas if delta else self._columns) if keep else {}
         got = cache.get(value)
         if got is not None:
+            self._spend(len(got), where)
             return got
         text = value
         if delta and value.startswith("r"):  # stored as is: a jump past int64
@@ -256,6 +261,7 @@ class Reader:
             raise _bad(where, f"not a column ({printable(str(exc), 80)})") from None
         if inflate.unconsumed_tail or not inflate.eof or len(raw) % 8:
             raise _bad(where, "a column that is truncated or larger than allowed")
+        self._spend(len(raw) // 8, where)
         col = array("q")
         col.frombytes(raw)
         if not _LITTLE:
@@ -272,6 +278,11 @@ class Reader:
             self._digests.clear()  # keyed by the ids of cached columns: those may now be freed
         cache[value] = col
         return col
+
+    def _spend(self, elements: int, where: str) -> None:
+        self._elements += elements
+        if self._elements > MAX_ELEMENTS:
+            raise _bad(where, f"columns of more than {MAX_ELEMENTS} elements in all")
 
     def _digest(self, seqs: array[int], sigs: array[int]) -> bytes:
         """What :mod:`.summarize` digests, once per pair of shared columns (cached columns live on, so
@@ -291,6 +302,7 @@ class Reader:
             raise SummaryError(f"too large: {len(data)} bytes, more than {MAX_SUMMARY_BYTES}")
         if not data:
             raise SummaryError("empty")
+        self._elements = 0
         try:
             body = json.loads(data)
         except RecursionError:

@@ -13,7 +13,9 @@ from, checked against the dump before the summary is used.
 
 A summary is read back from the store: it is hostile input like a dump. :func:`decode` checks every field's
 type and bound (a schema written out by hand: no object is built from a name in the data), refuses a
-summary over ``MAX_SUMMARY_BYTES`` unread, decompresses each column with a bound on its output, and raises
+summary over ``MAX_SUMMARY_BYTES`` unread, counts the JSON arrays and objects before parsing
+(``MAX_CONTAINERS``), decompresses each column with a bound on its output and all of them within
+``MAX_ELEMENTS``, and raises
 :class:`SummaryError` with the reason; the caller then decodes the dump.
 """
 
@@ -56,6 +58,10 @@ _MAX_TABLE_BYTES = 4 * MAX_SUMMARY_BYTES
 #: Column elements one summary may decode to in all (64 MB): a ring of a million entries needs about 4M.
 #: Columns compress ~1000:1, so without it 8 MB of distinct columns of zeros would inflate to gigabytes.
 MAX_ELEMENTS = 8 * MAX_COLUMN
+#: JSON arrays and objects a summary, or its signature table, may hold, counted before parsing: each costs
+#: 56-64 bytes once parsed, so 32 MB of ``[],`` would take 770 MB (measured); 1M costs under 80 MB and is
+#: 10 times what 65,536 signatures need.
+MAX_CONTAINERS = 1 << 20
 
 
 class SummaryError(Exception):
@@ -230,6 +236,13 @@ def _list(value: Any, where: str, limit: int) -> list[Any]:
     return value
 
 
+def _containers(data: bytes, where: str) -> None:
+    """Refuse JSON text of more than MAX_CONTAINERS arrays and objects before it is parsed (a bracket in a
+    string counts too: the bound only errs on the side of refusing)."""
+    if data.count(b"[") + data.count(b"{") > MAX_CONTAINERS:
+        raise _bad(where, f"more than {MAX_CONTAINERS} JSON arrays and objects")
+
+
 class Reader:
     """Decodes summaries; columns met before (ranks that behaved alike) are decoded once."""
 
@@ -303,6 +316,7 @@ class Reader:
         if not data:
             raise SummaryError("empty")
         self._elements = 0
+        _containers(data, "summary")
         try:
             body = json.loads(data)
         except RecursionError:
@@ -489,6 +503,7 @@ class Reader:
             raise _bad("sigs", f"not a signature table ({printable(str(exc), 80)})") from None
         if inflate.unconsumed_tail or not inflate.eof:
             raise _bad("sigs", "a signature table that is truncated or larger than allowed")
+        _containers(raw, "sigs")
         table = json.loads(raw)
         if type(table) is not dict:
             raise _bad("sigs", "not an object")

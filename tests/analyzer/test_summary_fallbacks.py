@@ -2,7 +2,8 @@
 few words at any rank count: another dump of the same size (sha256 on a folder; the store's MD5 ETag, or
 sha256 for an object uploaded in parts, on a real SeaweedFS), counts no dump of that size can hold, a
 summary over the size cap, nested too deeply, a pickle in place of JSON (never run), columns that would
-inflate to gigabytes (refused within a bounded budget, in a process limited to 1 GB), an empty file."""
+inflate to gigabytes (refused within a bounded budget, in a process limited to 1 GB), JSON that would parse
+into millions of objects (counted and refused unparsed), an empty file."""
 
 from __future__ import annotations
 
@@ -235,3 +236,20 @@ def test_in_the_store_the_md5_etag_or_the_sha256_of_a_multipart_dump_decides(fol
     assert "rank 3: made from another dump (its MD5 differs from the store's)" in said
     assert "rank 6: made from another dump (sha256)" in said
     assert _core(reduced) == _core(decoded)
+
+
+def test_json_that_would_parse_into_millions_of_objects_is_refused_unparsed(folder: Path) -> None:
+    """Every JSON array costs 56-64 bytes parsed: 7 MB of ``[],`` in a summary would be ~170 MB, and a
+    signature table of 30 MB (from 30 KB compressed) ~700 MB. Both are counted and refused first."""
+    from frwatch_analyzers.rank_summary import MAX_CONTAINERS, SummaryError
+
+    good = json.loads((folder / "summaries" / "0.json").read_bytes())
+    body = json.dumps(good).encode()
+    many = body[:-1] + b',"pad":[' + b"[]," * ((7 << 20) // 3) + b"[]]}"
+    assert len(many) < MAX_SUMMARY_BYTES
+    with pytest.raises(SummaryError, match=f"summary: more than {MAX_CONTAINERS} JSON arrays"):
+        Reader().decode(many)
+    table = base64.b64encode(zlib.compress(b"[" + b"[]," * ((30 << 20) // 3) + b"[]]", 9)).decode()
+    with pytest.raises(SummaryError, match=f"sigs: more than {MAX_CONTAINERS} JSON arrays"):
+        Reader().decode(json.dumps({**good, "sigs": table}).encode())
+    Reader().decode(body)  # the real one passes

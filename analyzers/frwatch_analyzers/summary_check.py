@@ -46,8 +46,8 @@ def implausible(trace: RankTrace, digest: DumpDigest) -> str:
     ):
         if count > trace.entries:
             return f"implausible: {count} {what} in a trace of {trace.entries} entries"
-    if len(trace.pgs) > max(trace.entries, 1) + 64:  # groups with no entry come from pg_status/pg_config
-        return f"implausible: {len(trace.pgs)} groups in a trace of {trace.entries} entries"
+    # groups are not compared with entries: a rank may belong to thousands of groups (pg_config, pg_status)
+    # and hold entries of a few; their columns are within the entries, counted above
     return ""
 
 

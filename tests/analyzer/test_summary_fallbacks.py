@@ -253,3 +253,23 @@ def test_json_that_would_parse_into_millions_of_objects_is_refused_unparsed(fold
     with pytest.raises(SummaryError, match=f"sigs: more than {MAX_CONTAINERS} JSON arrays"):
         Reader().decode(json.dumps({**good, "sigs": table}).encode())
     Reader().decode(body)  # the real one passes
+
+
+def test_summaries_of_every_kind_of_entry_are_plausible(folder: Path) -> None:
+    """The counts the check compares hold for real summaries: collectives, p2p sends and batches, coalesced
+    regions, all_to_all with splits, and the varied set (several groups, a skipped collective)."""
+    from frwatch_analyzers.summary_check import implausible
+    from frwatch_analyzers.summary_writer import summary_of
+    from frwatch_dev.dumps import pickle_bytes, world
+
+    mixed = (
+        world(4).all_reduce(steps=3).send(0, 1, steps=5)
+        .batch_isend_irecv([(0, 1), (1, 0), (2, 3), (3, 2)], steps=4)
+        .coalesced(["all_reduce", "all_reduce"], steps=3).all_to_all(steps=2).all_reduce(steps=2)
+    )  # fmt: skip
+    made = [summary_of(pickle_bytes(d), r).data for r, d in mixed.dumps().items()]
+    made += [(folder / "summaries" / f"{r}.json").read_bytes() for r in range(WORLD)]
+    for data in made:
+        trace, digest = Reader().decode(data)
+        assert implausible(trace, digest) == "", trace.rank
+    assert any(Reader().decode(d)[0].p2p for d in made)

@@ -10,8 +10,8 @@ rounds (the leader's live thread).
   Job), Reported (the verdict on the job: its annotations and Events), all while the pods still run.
   The attempt is moved past (``start`` bumps it, as for a failure): its later watchdog failure finds the
   Incident (a 409 on create) in a phase past Early and leaves it as is, no second Incident, no second
-  analysis; the final dumps the ranks then write still reach the store under the attempt (replacing the live
-  ones), for a person to analyse again (``frwatch analyze``) if they want.
+  analysis; the final dumps the ranks then write still reach the store under the attempt, as later dumps of
+  those ranks (``ranks-later/``: the live ones stay ``ranks/``), for a person to analyse again if they want.
 - **abort** (:func:`abort_when_reported`, only where the operator allows it: ``live_policy``): once that
   Incident is ``Reported``, the job is suspended (:func:`suspend_patch`) and annotated
   ``frwatch.io/live-aborted: <Incident>``, with a Warning ``LiveAborted`` Event. Suspend, not delete: the job's

@@ -37,7 +37,7 @@ class Reason(StrEnum):
     LIVE_ABORTED = "LiveAborted"
     #: policy abort: the job was not suspended (no verdict, or the suspend was refused): why (job)
     LIVE_ABORT_SKIPPED = "LiveAbortSkipped"
-    #: an attempt live watch suspected ended without failing: its Early Incident is Cleared (job)
+    #: an attempt live watch suspected ended without a failure seen: its Early Incident is Cleared (job)
     LIVE_CLEARED = "HangCleared"
     #: The job ended and frwatch opens no Incident for it: it succeeded (captured: nothing to capture), or
     #: it failed without capture (not opted in, or opted out); Normal, once per job (job).

@@ -3,9 +3,16 @@ default (one path, as capture's settings); abort only where the operator allows 
 
 from __future__ import annotations
 
+import base64
+import copy
+import json
+
+import jsonpatch
 import pytest
 from builders import job, policy
 
+from frwatch_dev.testing.admission import review
+from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, OperatorSettings
 from frwatch_operator.handlers.live_actions import succeeded, suspend_patch
@@ -14,6 +21,7 @@ from frwatch_operator.jobset_kinds import JOBSET, TRAINJOB
 from frwatch_operator.live_policy import live_choice, live_requested
 from frwatch_operator.optin import resolve
 from frwatch_operator.resources import CapturePolicySpec, LivePolicyName
+from frwatch_operator.webhook import JobIndex
 
 CFG = Config()
 DUMP = LivePolicyName.DUMP_AND_ANALYZE
@@ -85,3 +93,30 @@ def test_succeeded_reads_the_kinds_condition() -> None:
     done = {"status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}
     assert succeeded(PYTORCHJOB, done) and not succeeded(JOBSET, done)
     assert not succeeded(PYTORCHJOB, {"status": {"conditions": "garbage"}})
+
+
+def test_through_the_webhook_a_policy_turns_live_watch_on_and_the_job_can_turn_it_off() -> None:
+    """The webhook's path: a CapturePolicy with liveWatch.enabled gives its jobs' pods the bootstrap; a job of
+    it annotated frwatch.io/live: disabled gets capture without live watch."""
+    index = JobIndex()
+    index.upsert_policy(policy("live", spec={"jobSelector": {"matchLabels": {"live": "yes"}},
+                                             "liveWatch": {"enabled": True}}))  # fmt: skip
+    for name, ann in (("llama", {}), ("quiet", {c.ANN_LIVE: c.LIVE_DISABLED})):
+        index.upsert_job({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                          "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}",
+                                       "labels": {"live": "yes"}, "annotations": ann}})  # fmt: skip
+    envs = {}
+    with WebhookThread(index, webhook_config(), KEYS) as server:
+        for name in ("llama", "quiet"):
+            p = {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": f"{name}-worker-0", "namespace": "team", "labels": {c.KF_LABEL_JOB_NAME: name}},
+                 "spec": {"containers": [{"name": "pytorch", "image": "t:1", "env": [{"name": "PYTHONPATH", "value": "/app"}]}]}}  # fmt: skip
+            req = review(p)
+            r = server.post(req)["response"]
+            out = jsonpatch.apply_patch(
+                copy.deepcopy(req["request"]["object"]), json.loads(base64.b64decode(r["patch"]))
+            )
+            envs[name] = {e["name"]: e.get("value") for e in out["spec"]["containers"][0].get("env", [])}
+    assert c.ENV_LIVE_DIR in envs["llama"] and envs["llama"]["PYTHONPATH"].startswith("/app:")
+    assert c.ENV_LIVE_DIR not in envs["quiet"] and envs["quiet"]["PYTHONPATH"] == "/app"
+    assert c.ENV_FR_DUMP_TEMP_FILE in envs["quiet"]  # captured all the same

@@ -103,14 +103,20 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     choice = live_choice(entry.as_body(), decision.settings, deps.config.operator.live_abort_allowed)
     if choice.problem and deps.seen.first_time(f"{entry.uid}/live-choice/{choice.problem[:120]}"):
         logger.warning("live watch of job %s/%s: %s", namespace, name, choice.problem)
-    early = live.early.get((namespace, name))
-    if early is not None and early[0] == entry.uid and (namespace, name) in live.succeeded:
-        clear_early(deps, kind, namespace, name, *early)
-        live.early.pop((namespace, name), None)
-    if not choice.enabled:
-        return
     attempt = current_attempt(entry.as_body())
-    if not attempt:
+    early = live.early.get((namespace, name))
+    if early is not None and early[0] == entry.uid:
+        uid, was, incident = early
+        if (namespace, name) in live.succeeded:
+            how = f"the job succeeded after live watch's finding (condition {kind.succeeded_condition})"
+        elif attempt and attempt != was:
+            how = f"the job went on to attempt {attempt} with no failure of attempt {was} seen"
+        else:
+            how = ""
+        if how:
+            clear_early(deps, kind, namespace, name, uid, was, incident, how)
+            live.early.pop((namespace, name), None)
+    if not choice.enabled or not attempt:
         return
     layout = deps.seen.layout(namespace, name) or UNKNOWN_LAYOUT
     pods = [pod_facts(p, ranks=kind.pod_ranks(p, layout).ranks)

@@ -20,9 +20,11 @@ rounds (the leader's live thread).
   creates missing pods again), deleting the job would lose it. No verdict (the Incident ``Failed``): the job is
   left running and a ``LiveAbortSkipped`` Event says why. The wait is in this process's memory: an operator
   restarted between the finding and the verdict does not abort (the job goes on; the watchdog ends it).
-- **Cleared** (:func:`clear_early`): an Early Incident whose attempt's job then succeeded is closed
-  ``Early -> Cleared`` with a message and a Normal ``HangCleared`` Event (the finding kept: a rank slower
-  than the threshold that caught up, or a false alarm worth reading), so no Incident stays Early for ever.
+- **Cleared** (:func:`clear_early`): an Early Incident whose job then succeeded, or went on to another attempt
+  with no failure of this one seen, is closed ``Early -> Cleared`` with a message and a Normal ``HangCleared``
+  Event (the finding kept: a rank slower than the threshold that caught up, or a false alarm worth reading),
+  so no Incident stays Early for ever. Kept in this process's memory like the abort: after an operator restart
+  an Early Incident of a job that then succeeds stays Early (its message and finding still say what was seen).
 """
 
 from __future__ import annotations
@@ -160,16 +162,16 @@ def succeeded(kind: JobKind, job: Mapping[str, Any]) -> bool:
 
 
 def clear_early(
-    deps: Deps, kind: JobKind, namespace: str, job: str, uid: str, attempt: str, incident: str
+    deps: Deps, kind: JobKind, namespace: str, job: str, uid: str, attempt: str, incident: str, how: str
 ) -> None:
-    """The job succeeded: its attempt's Incident, if still Early, goes Early -> Cleared (message, Event)."""
+    """The attempt ended without a failure seen (``how`` says how: the job succeeded, or went on to another
+    attempt): its Incident, if still Early, goes Early -> Cleared (message, Event)."""
     found = deps.kube.get_incident(namespace, incident)
     if found is None:
         return
     status = Incident.of(found).status
     if status.phase is not IncidentPhase.EARLY:
         return
-    how = f"the job succeeded after live watch's finding (condition {kind.succeeded_condition})"
     cleared = status.model_copy(update={"phase": IncidentPhase.CLEARED, "message": f"cleared: {how}"[:1024]})
     deps.kube.patch_incident_status(namespace, incident, cleared.wire())
     logger.info("incident %s/%s: Early -> Cleared: %s", namespace, incident, how)

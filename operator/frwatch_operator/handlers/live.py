@@ -93,6 +93,10 @@ class LiveJobs:
         with self._lock:
             return [(ns, name, kind) for (ns, name), kind in sorted(self.jobs.items())]
 
+    def pending_aborts(self) -> list[tuple[tuple[str, str], PendingAbort]]:
+        with self._lock:  # saw() drops a deleted job's from the watch's thread
+            return sorted(self.aborts.items(), key=lambda kv: kv[0])
+
 
 def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobKind, now: float) -> None:
     """One round over one live job: pull its current attempt's agents, judge, report a new finding."""
@@ -226,7 +230,7 @@ def _loop(deps: Deps, live: LiveJobs, stop: threading.Event) -> None:
                 live_round(deps, live, namespace, name, kind, time.time())
             except Exception as exc:  # one job's failure never stops the others (nor the thread)
                 logger.warning("live round of job %s/%s failed: %s", namespace, name, exc)
-        for key, pending in sorted(live.aborts.items()):
+        for key, pending in live.pending_aborts():
             try:
                 if abort_when_reported(deps, pending):
                     live.aborts.pop(key, None)

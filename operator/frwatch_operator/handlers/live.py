@@ -99,7 +99,9 @@ class LiveJobs:
 
 
 def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobKind, now: float) -> None:
-    """One round over one live job: pull its current attempt's agents, judge, report a new finding."""
+    """One round over one job: clear an Early Incident its job left behind; if live watch is on, pull its
+    current attempt's agents, judge, report a new finding, and go on by the job's policy (a dump still owed
+    from a failed round first)."""
     entry = deps.index.job(namespace, name)
     decision = deps.index.decide(namespace, name, deps.config)
     if entry is None or decision is None or not decision.enabled or decision.settings is None:

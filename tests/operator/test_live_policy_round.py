@@ -22,6 +22,7 @@ from frwatch_operator.detection import PodFacts
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.handlers import Deps, live_actions
 from frwatch_operator.handlers import live as live_handler
+from frwatch_operator.metrics import Metrics
 from frwatch_operator.observations import Observations
 from frwatch_operator.webhook import JobIndex
 
@@ -205,3 +206,16 @@ def test_an_early_incident_of_an_attempt_left_behind_is_cleared(asked: list[dict
     rounds(deps, jobs, 15.0)
     assert [s["phase"] for s in kube.statuses] == ["Early", "Cleared"]
     assert "attempt 1" in kube.statuses[-1]["message"]
+
+
+def test_early_incidents_are_counted_active_and_cleared_ones_finished() -> None:
+    metrics = Metrics()
+
+    def value(name: str, phase: str) -> float | None:
+        return metrics.registry.get_sample_value(name, {"phase": phase})
+
+    metrics.incident_phase("inc-1", "Early")
+    assert value("frwatch_incidents_active", "Early") == 1.0
+    metrics.incident_phase("inc-1", "Cleared")
+    assert value("frwatch_incidents_active", "Early") == 0.0
+    assert value("frwatch_incidents_finished_total", "Cleared") == 1.0

@@ -33,6 +33,9 @@ LIVE_ENV = {
     "FRWATCH_OPERATOR_LIVE_ABORT_ALLOWED": "true",
 }
 
+#: The source step's Python in ``conftest.source_broken_target``: no image has it.
+NO_PYTHON = "frwatch-no-such-python"
+
 
 @dataclass
 class Target:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from frwatch_analyzers.live_findings import LiveFinding, LiveKind, LiveReport, LiveWatch
+from frwatch_analyzers.live_findings import LiveFinding, LiveReport, LiveWatch
 from frwatch_analyzers.live_summary import LivePod
 from frwatch_analyzers.verdict import Straggler
 from frwatch_operator.resources import (
@@ -53,32 +53,20 @@ class Round:
 
 
 class LiveJudge:
-    """One job attempt's judge: keeps LiveWatch's memory across rounds and what was already reported.
-
-    An undecided desync (a tie: no majority, every member it saw named) is held while some ranks of the world
-    were not read this round, for at most the watch's ``settle_s`` from when it was first seen: the ranks not
-    read yet (an agent that has not sampled its pod yet, early in the job) usually break the tie a round
-    later. Seen with real ranks: a skip at seq 5, ranks 2 and 3 not sampled yet, judged "undecided between
-    ranks 0 and 1" where the next round names rank 1 alone (the finding's key is the same: reported once)."""
+    """One job attempt's judge: keeps LiveWatch's memory across rounds and what was already reported. (A
+    desync is judged once its group's members have been read at its sequence number, or after the watch's
+    ``settle_s``: :class:`~frwatch_analyzers.live_findings.LiveWatch` holds it.)"""
 
     def __init__(self, world: Iterable[int], stall_after_s: float) -> None:
-        self.world = frozenset(world)
-        self.watch = LiveWatch(self.world, stall_after_s=stall_after_s)
+        self.watch = LiveWatch(world, stall_after_s=stall_after_s)
         self.reported: set[tuple[str, str, int]] = set()
-        self._held: dict[tuple[str, str, int], float] = {}  #: an undecided desync's key -> first seen
-
-    def _hold(self, finding: LiveFinding, unread: set[int], now: float) -> bool:
-        if finding.kind is not LiveKind.desync or finding.peers or not unread:
-            return False
-        return now - self._held.setdefault(finding.key, now) < self.watch.settle_s
 
     def judge(self, pulled: Mapping[str, LivePod | str], now: float) -> Round:
         """One round: ``pulled`` maps each pod to its agent's answer, or to why it could not be read."""
         samples = [r for answer in pulled.values() if isinstance(answer, LivePod) for r in answer.ranks]
         unreachable = {pod: why for pod, why in pulled.items() if isinstance(why, str)}
         report: LiveReport = self.watch.observe(samples, now)
-        unread = set(self.world) - ({r.rank for r in samples} - set(report.unreadable))
-        new = [f for f in report.findings if f.key not in self.reported and not self._hold(f, unread, now)]
+        new = [f for f in report.findings if f.key not in self.reported]
         chosen = new[0] if new else None
         if chosen is not None:
             self.reported.add(chosen.key)

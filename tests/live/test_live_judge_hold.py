@@ -22,7 +22,7 @@ def pods(ranks: list[int]) -> dict[str, LivePod | str]:
 def test_a_tie_while_ranks_are_unread_waits_for_them() -> None:
     judge = LiveJudge(range(4), stall_after_s=60)
     first = judge.judge(pods([0, 1]), 100.0)
-    assert first.report is None and [f.ranks for f in first.findings] == [[0, 1]]  # seen, held
+    assert first.report is None and first.findings == []  # seen, held
     second = judge.judge(pods([0, 1, 2, 3]), 102.0)
     assert second.report is not None and second.report.ranks == [1] and second.report.peers == [0, 2, 3]
     assert judge.judge(pods([0, 1, 2, 3]), 104.0).report is None  # reported once

@@ -18,6 +18,7 @@ from array import array
 
 from .align import GroupInfo
 from .summarize import RankTrace
+from .tail_rows import tail_columns
 from .verdict import Straggler, StragglerKind
 
 MIN_MS = 5.0
@@ -39,15 +40,15 @@ def stragglers(traces: dict[int, RankTrace], groups: dict[str, GroupInfo]) -> li
             pg = traces[r].pgs.get(g.key)
             if pg is None:
                 continue
-            for t in pg.tail:
-                if t.created_ns:
-                    ranks, values = created.setdefault(t.seq, (array("q"), array("q")))
+            for seq, created_ns, started_ns in zip(*tail_columns(pg.tail), strict=True):
+                if created_ns:
+                    ranks, values = created.setdefault(seq, (array("q"), array("q")))
                     ranks.append(r)
-                    values.append(t.created_ns)
-                    if t.started_ns:
-                        ranks, values = start_delay.setdefault(t.seq, (array("q"), array("q")))
+                    values.append(created_ns)
+                    if started_ns:
+                        ranks, values = start_delay.setdefault(seq, (array("q"), array("q")))
                         ranks.append(r)
-                        values.append(t.started_ns - t.created_ns)
+                        values.append(started_ns - created_ns)
         for kind, table in ((StragglerKind.late_enqueue, created), (StragglerKind.slow_start, start_delay)):
             for s in _late(g, table, kind):
                 if (s.rank, kind) not in named:

@@ -128,6 +128,7 @@ def reduce_here(directory: Path, world: int) -> dict[str, Any]:
     reader, pool, traces = Reader(), ArrayPool(), []
     for rank in range(world):
         trace, _digest = reader.decode((directory / f"{rank}.json").read_bytes())
+        reader.accept(trace)  # as from_summaries.take does with each summary it uses
         pool.intern(trace)
         traces.append(trace)
     cpu_decode, wall_decode = time.process_time() - cpu0, time.perf_counter() - wall0

@@ -245,6 +245,19 @@ class Reader:
         # ids of (sigs, plain, details) already checked to hold every signature they name: cached objects
         # only, and cleared with the caches that keep them alive
         self._held: set[tuple[int, int, int]] = set()
+        # (group, seq digest) -> the creation times of the first accepted rank that recorded it
+        self._created: dict[tuple[str, bytes], array[int]] = {}
+
+    def accept(self, trace: RankTrace) -> None:
+        """``trace`` is used: ranks decoded after it that recorded the same sequence in a group take its
+        creation times instead of decoding theirs. The analyzer keeps only the first such rank's times
+        (:class:`~.loading.ArrayPool`, interning in the same order), and a delta column is the costliest to
+        decode (a Python int an element): 16k ranks alike decode one. Such a rank's own column is then not
+        read, nor checked: nothing of it is used."""
+        if len(self._created) > 1 << 16:
+            self._created.clear()
+        for name, pg in trace.pgs.items():
+            self._created.setdefault((name, pg.seq_digest), pg.created)
 
     def column(self, value: Any, where: str, delta: bool = False, keep: bool = True) -> array[int]:
         """A column (``keep``: remembered for the ranks that carry the same one; times differ by rank and
@@ -387,10 +400,16 @@ class Reader:
         return trace, digest
 
     def _pg(self, p: dict[str, Any], where: str) -> PgTrace:
+        name = _text(p["name"], f"{where}.name")
         seqs = self.column(p["seqs"], f"{where}.seqs", delta=True)
         sigs = self.column(p["sigs"], f"{where}.sigs")
         plain = self.column(p["plain"], f"{where}.plain")
-        created = self.column(p["created"], f"{where}.created", delta=True, keep=False)
+        digest = self._digest(seqs, sigs)
+        created = self._created.get((name, digest))
+        if created is None:
+            created = self.column(p["created"], f"{where}.created", delta=True, keep=False)
+        elif type(p["created"]) is not str:
+            raise _bad(f"{where}.created", "not a column")
         var_seqs = self.column(p["var_seqs"], f"{where}.var_seqs", delta=True)
         var_in = self.column(p["var_in"], f"{where}.var_in")
         var_out = self.column(p["var_out"], f"{where}.var_out")
@@ -415,10 +434,9 @@ class Reader:
             ]
             ranks = compact_ranks(members) if members else None
         tail = self._tail(self.column(p["tail"], f"{where}.tail", keep=False), p["splits"], f"{where}.tail")
-        digest = self._digest(seqs, sigs)
         plain_digest = self._digest(seqs, plain)
         return PgTrace(
-            name=_text(p["name"], f"{where}.name"),
+            name=name,
             desc=_text(p["desc"], f"{where}.desc"),
             seqs=seqs,
             sigs=sigs,

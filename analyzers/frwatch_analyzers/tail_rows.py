@@ -25,11 +25,12 @@ _RETIRED = (None, False, True)  # by retired + 1
 class TailRows(Sequence[TailEntry]):
     """Read-only rows of a checked tail column; ``splits``: row index -> the all_to_all lists."""
 
-    __slots__ = ("_col", "_splits")
+    __slots__ = ("_col", "_seqs", "_splits")
 
     def __init__(self, col: array[int], splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
         self._col = col
         self._splits = splits
+        self._seqs: array[int] | None = None
 
     def __len__(self) -> int:
         return len(self._col) // FIELDS
@@ -74,6 +75,50 @@ class TailRows(Sequence[TailEntry]):
     def column(self, field: int) -> array[int]:
         """One field of every row (0 seq, 3 state, 4 retired, 5 created, 6 started ...), in C."""
         return self._col[field::FIELDS]
+
+    def seqs(self) -> array[int]:
+        if self._seqs is None:
+            self._seqs = self._col[0::FIELDS]
+        return self._seqs
+
+
+def find(tail: Sequence[TailEntry], seq: int) -> TailEntry | None:
+    """The last row of ``tail`` at ``seq``, read from its end (rows are by seq: stops at a lower one)."""
+    if isinstance(tail, TailRows):
+        seqs = tail.seqs()
+        for k in range(len(seqs) - 1, -1, -1):
+            s = seqs[k]
+            if s == seq:
+                return tail[k]
+            if s < seq:
+                break
+        return None
+    for t in reversed(tail):
+        if t.seq == seq:
+            return t
+        if t.seq < seq:
+            break
+    return None
+
+
+def first_open(tail: Sequence[TailEntry], has_states: bool) -> int | None:
+    """The seq of the first row not completed nor retired, when the dump says it was open (a state, or
+    retired false); None when that first row cannot say, or every row is done."""
+    if isinstance(tail, TailRows):
+        for seq, state, retired in zip(tail.seqs(), tail.column(3), tail.column(4), strict=True):
+            if state == 2 or retired == 1:
+                continue
+            if (has_states and state >= 0) or retired == 0:
+                return seq
+            return None
+        return None
+    for e in tail:
+        if e.state == 2 or e.retired is True:
+            continue
+        if (has_states and e.state >= 0) or e.retired is False:
+            return e.seq
+        return None
+    return None
 
 
 def tail_columns(tail: Sequence[TailEntry]) -> tuple[Any, Any, Any]:

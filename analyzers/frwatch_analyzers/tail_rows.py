@@ -82,6 +82,17 @@ class TailRows(Sequence[TailEntry]):
         return self._seqs
 
 
+def stacked(tails: list[TailRows], field: int) -> array[int]:
+    """One field of tails that hold the same rows, end to end: row ``j`` of every tail is
+    ``block[j::rows]``, sliced in C."""
+    block = array("q")
+    for t in tails:
+        block.extend(t.column(field))
+    if tails and len(block) != len(tails) * len(tails[0]):
+        raise ValueError("tails of different lengths")
+    return block
+
+
 def find(tail: Sequence[TailEntry], seq: int) -> TailEntry | None:
     """The last row of ``tail`` at ``seq``, read from its end (rows are by seq: stops at a lower one)."""
     if isinstance(tail, TailRows):

@@ -19,9 +19,15 @@ from frwatch_dev.dumps import world
 from frwatch_dev.dumps.corpus import Case, cases
 from frwatch_dev.dumps.encode import pickle_bytes
 
-
 #: Collectives whose sizes differ by rank by design: checked by balance across the members.
-_BALANCED = ("gather", "scatter", "all_to_all", "all_to_all_single", "all_gather_uneven", "reduce_scatter_uneven")
+_BALANCED = (
+    "gather",
+    "scatter",
+    "all_to_all",
+    "all_to_all_single",
+    "all_gather_uneven",
+    "reduce_scatter_uneven",
+)
 
 
 def _spread() -> list[Case]:

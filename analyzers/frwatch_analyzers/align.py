@@ -239,6 +239,7 @@ def _balance_findings(
             if i or o:
                 nonzero.setdefault(s, []).append((c, i, o))
     who = [ranks for _, ranks in alike.values()]
+    balances: dict[str, Balance] = {}  # op -> its rule's balance (a few ops, hundreds of seqs)
     n = len(group.members)
     out: list[Disagreement] = []
     for s in sorted(sums):
@@ -249,7 +250,9 @@ def _balance_findings(
         esig = details.get(sig) if sig is not None else None
         if esig is None:
             continue
-        balance = rule_for(esig.op).balance
+        balance = balances.get(esig.op)
+        if balance is None:
+            balance = balances[esig.op] = rule_for(esig.op).balance
         if balance is Balance.NONE:
             continue
         # who recorded what: only the root-finding checks read it

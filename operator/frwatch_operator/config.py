@@ -402,6 +402,22 @@ class AnalyzerSettings(_Section):
         description="ttlSecondsAfterFinished: the finished Job and its pod are deleted after this many seconds "
         "(the verdict stays in S3; the operator reads the outcome long before).",
     )
+    source_from_image: bool = Field(
+        default=False,
+        description="The source step: once the verdict is on the job, a second Job copies the source files "
+        "the branch's frames name from the training job's own image (an init container running that image's "
+        "Python, in analyzer.namespace, with no credentials) and renders report.html with the code around "
+        "each call site and the condition where the paths part (verdictloop.source_job). Off: report.html "
+        "says what it would need. It runs the tenant's image in analyzer.namespace: a private image needs its "
+        "pull Secret there (analyzer.imagePullSecrets).",
+    )
+    source_python: str = Field(
+        default="python3",
+        min_length=1,
+        max_length=256,
+        description="The training image's Python the source step's copier runs with (a name on the image's "
+        "PATH, or an absolute path).",
+    )
 
 
 class RemediationSettings(_Section):

@@ -379,6 +379,18 @@ class Kube:
         )
         return list(listed.get("items") or [])
 
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        listed = _required(
+            f"list pod {namespace}/{name}",
+            lambda: _json(
+                self.core.list_namespaced_pod(
+                    namespace, field_selector=f"metadata.name={name}", _preload_content=False
+                )
+            ),
+        )
+        items = [p for p in listed.get("items") or [] if (p.get("metadata") or {}).get("name") == name]
+        return items[0] if items else None
+
     # --- the training job -------------------------------------------------------------------------
     def _job_args(self, namespace: str, ref: JobRef) -> tuple[str, str, str, str]:
         """Where the job's kind lives (its :class:`~frwatch_operator.jobkinds.JobKind` says)."""

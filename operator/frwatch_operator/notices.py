@@ -54,6 +54,9 @@ class Reason(StrEnum):
     CULPRITS = "CulpritsNamed"  #: software: culprit ranks, what they did and where they ran, no suspect (job)
     NEXT_STEPS = "NextSteps"  #: the targeted probes the analyzer recommends (job)
     ANALYSIS_FAILED = "AnalysisFailed"  #: no verdict: why (job, Incident)
+    #: the source step: the code copied from the training image and report.html rendered with it, or why the
+    #: report stays without code (Incident)
+    SOURCE_REPORT = "SourceReport"
     REMEDIATION = "Remediation"  #: the cordon plan: done, dry-run or skipped, with reasons (job, Incident)
     NODE_CORDONED = "FrwatchCordoned"  #: on a node frwatch cordoned (and on the job)
     NODE_WOULD_CORDON = "FrwatchWouldCordon"  #: dry-run: the node frwatch would have cordoned

@@ -443,6 +443,18 @@ class IncidentStatus(_Wire):
     analyzer_map_job: str = Field(
         default="", description="Name of the Indexed map Job of a fanned-out analysis (beside analyzerJob)."
     )
+    analyzer_source_job: str = Field(
+        default="",
+        description="Name of the source step's Job (analyzer.sourceFromImage): once the verdict is on the job, "
+        "analysisStep is Source while it copies the code the branch names from the training image and renders "
+        "report.html with it; the phase is Reported when it ends.",
+    )
+    source_report: str = Field(
+        default="",
+        max_length=1024,
+        description="The source step's outcome: report.html shows the code (what was copied), or why it does "
+        "not (the verdict stands either way); empty: no source step.",
+    )
     category: str = Field(default="", description="The verdict's category (analyzer Category value).")
     hardware_class: bool | None = Field(default=None, description="The verdict's hardware_class.")
     suspect_ranks: list[int] = Field(default_factory=list, description="Culprit global ranks.")

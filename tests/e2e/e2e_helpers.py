@@ -31,6 +31,9 @@ LIVE_ENV = {
     "FRWATCH_OPERATOR_LIVE_STALL_AFTER_SECONDS": str(LIVE_STALL_AFTER_SECONDS),
 }
 
+#: The source step's Python in ``conftest.source_broken_target``: no image has it.
+NO_PYTHON = "frwatch-no-such-python"
+
 
 @dataclass
 class Target:

@@ -283,6 +283,16 @@ class OperatorSettings(_Section):
         description="Live watch: a gap between a group's members (and the laggards' stale progress) seen this "
         "long is a stall.",
     )
+    live_policy: Literal["report", "dumpAndAnalyze", "abort"] = Field(
+        default="report",
+        description="Live watch: what a finding does unless the job's CapturePolicy (liveWatch.policy) or its "
+        "annotation frwatch.io/live-policy says otherwise: report, dumpAndAnalyze or abort.",
+    )
+    live_abort_allowed: bool = Field(
+        default=False,
+        description="Live watch: whether the policy abort may suspend a job after its live verdict; false: abort "
+        "acts as dumpAndAnalyze (and says so).",
+    )
     refused_backoff_seconds: float = Field(
         default=10.0,
         gt=0,

@@ -180,6 +180,13 @@ class Kube:
             return new
         raise RetryableError(f"annotate {kind.kind} {namespace}/{name}: kept conflicting; will retry")
 
+    def patch_job(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of the job (live watch's abort: its suspend field and an annotation)."""
+        api_call(
+            f"patch {kind.kind} {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, name, patch),
+        )
+
     def served(self, kind: JobKind) -> bool | None:
         """Whether the API server serves the kind (discovery of ``/apis/<group>/<version>``, which every
         client may read); None when discovery could not be asked."""

@@ -16,6 +16,10 @@ process tree every 50 ms and takes ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (the
 when it ends. Usage::
 
     .venv/bin/python benchmarks/bench_analyze.py --ranks 64,512 --keep /tmp/frbench --json out.json
+
+Issue 16's two targets in one run (fr_trace at 512 varied ranks, the floor ratio at 2048)::
+
+    .venv/bin/python benchmarks/bench_analyze.py --ranks 512,2048 --keep /tmp/frbench
 """
 
 from __future__ import annotations
@@ -338,6 +342,44 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     )
 
 
+#: Issue 16's targets: frwatch's CPU at most this many times the unpickle floor's (varied set, the largest
+#: world measured), and fr_trace at least this many times slower than frwatch (varied set, 512 ranks).
+TARGET_FLOOR_CPU = 1.5
+TARGET_FRTRACE = 12.0
+TARGET_FRTRACE_RANKS = 512
+
+
+def targets(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 16's targets, judged from this run's rows (a line each; "not measured" when a row is missing)."""
+    lines = []
+    timed = [r for r in rows if r.get("frwatch") and r.get("floor")]
+    if timed:
+        top = max(timed, key=lambda r: r["ranks"])
+        ratio = top["frwatch"]["cpu_s"] / max(top["floor"]["cpu_s"], 1e-9)
+        per_rank = [1000 * top[k]["cpu_s"] / top["ranks"] for k in ("frwatch", "floor")]
+        lines.append(
+            f"CPU vs the unpickle floor at {top['ranks']} ranks ({top['set']}): {ratio:.2f}x "
+            f"({per_rank[0]:.1f} ms vs {per_rank[1]:.1f} ms a rank; target <= {TARGET_FLOOR_CPU}x): "
+            + ("met" if ratio <= TARGET_FLOOR_CPU else "NOT met")
+        )
+    else:
+        lines.append("CPU vs the unpickle floor: not measured")
+    both = [r for r in rows if r.get("frwatch") and r.get("fr_trace") and r["ranks"] == TARGET_FRTRACE_RANKS]
+    if both:
+        r = both[0]
+        cpu = r["fr_trace"]["cpu_s"] / max(r["frwatch"]["cpu_s"], 1e-9)
+        wall = r["fr_trace"]["wall_s"] / max(r["frwatch"]["wall_s"], 1e-9)
+        lines.append(
+            f"fr_trace / frwatch at {r['ranks']} ranks ({r['set']}): {cpu:.1f}x CPU, {wall:.1f}x wall "
+            f"(target >= {TARGET_FRTRACE}x): " + ("met" if min(cpu, wall) >= TARGET_FRTRACE else "NOT met")
+        )
+    else:
+        lines.append(
+            f"fr_trace / frwatch at {TARGET_FRTRACE_RANKS} ranks: not measured (--ranks {TARGET_FRTRACE_RANKS},...)"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_measure"]:
@@ -375,9 +417,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = [run_size(args, ranks, root) for ranks in sizes]
     print_table(rows)
     summary_path.print_rows(rows)
+    judged = targets(rows)
+    print("\nissue 16 targets (one run, this machine; CPU is the steady figure when the load is high):")
+    for line in judged:
+        print(f"  {line}")
     if args.json:
         meta = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "argv": argv}
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows, "targets": judged}, indent=2))
         print(f"figures written to {args.json}")
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

@@ -16,7 +16,6 @@ Over 400 lines by choice: the per-entry loop and the summary it builds are read 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import operator
 import re
 from array import array
@@ -274,7 +273,7 @@ class Summarizer:
         # dtypes seen there, as entries had them (lists), most recent first. Bounded: cleared when full.
         self.details: dict[int, EntrySig] = {}
         self._key_cache: dict[Any, int] = {}
-        self._by_site: dict[tuple[str, Any], list[_Seen]] = {}
+        self._by_site: dict[tuple[str, Any, str], list[_Seen]] = {}
 
     def _trim(self) -> None:
         """Past the bound, every cache goes at once (a cached signature whose detail was dropped would
@@ -340,6 +339,7 @@ class Summarizer:
         last_record_id = -1
         pg_cache: dict[Any, str] = {}
         by_site = self._by_site
+        this_file: dict[Any, tuple[tuple[tuple[str, str, int], ...], list[_Seen]]] = {}
         get_state = STATE_CODES.get
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
         runs: dict[str, list[int]] = {}  # per pg: the part signatures of a coalesced region still open
@@ -371,29 +371,33 @@ class Summarizer:
             if frames:
                 if type(frames) is not list:
                     frames = fields.frames(frames, f"entry {i}")
-                fkey = tuple(map(id, frames))
-                site = site_cache.get(fkey)
-                if site is None:
-                    site = site_cache[fkey] = _call_site(frames, f"entry {i}")
+                fkey = tuple(map(id, frames))  # torch's pickler shares frame dicts across a dump
             else:
-                site = ()
+                fkey = ()
+            # one lookup an entry: (op, frame list, group) -> its call site and the sizes and dtypes seen
+            # there before (kept across files by op, call site and group kind: a group's size shows in
+            # its sizes, so a group kind holds few of them)
+            here = this_file.get((op, fkey, pgk))
+            if here is None:
+                if fkey:
+                    site = site_cache.get(fkey)
+                    if site is None:
+                        site = site_cache[fkey] = _call_site(frames, f"entry {i}")
+                else:
+                    site = ()
+                kind = pg[1] if pg is not None and len(pg) > 1 else ""
+                here = this_file[(op, fkey, pgk)] = (site, by_site.setdefault((op, site, kind), []))
+            site, seen = here
             # fast path: an op from a call site carries one of a few sizes and dtypes seen there before:
             # comparing the entry's lists with those (in C, no allocation, no deeper than the checked ones
             # they are compared with) is cheaper than checking them and building a key
-            seen = by_site.get((op, site))
-            hit = None
-            if seen is not None:
-                for cand in seen:
-                    if cand[0] == isz and cand[1] == idt and cand[2] == osz and cand[3] == odt:
-                        hit = cand
-                        break
-            if hit is not None:
-                _, _, _, _, sig, varying, n_in, n_out = hit
+            for cand in seen:
+                if cand[0] == isz and cand[1] == idt and cand[2] == osz and cand[3] == odt:
+                    _, _, _, _, sig, varying, n_in, n_out = cand
+                    break
             else:
                 sig, varying, n_in, n_out = self.signature(i, op, site, isz, idt, osz, odt)
-                if seen is None:
-                    seen = by_site[(op, site)] = []
-                elif len(seen) >= _SEEN_PER_SITE:
+                if len(seen) >= _SEEN_PER_SITE:
                     seen.pop()
                 seen.insert(0, (isz, idt, osz, odt, sig, varying, n_in, n_out))
             if type(state_name) is str:
@@ -453,9 +457,10 @@ class Summarizer:
                 sigs_l[-1] = _digest((sigs_l[-1], sig))
                 ents_l[-1] = e
             else:
-                run = runs.pop(pg_name, None)
-                if run is not None:
-                    self._close_run(sigs_l[-1], run, local)
+                if runs:
+                    run = runs.pop(pg_name, None)
+                    if run is not None:
+                        self._close_run(sigs_l[-1], run, local)
                 seqs_l.append(seq)
                 sigs_l.append(sig)
                 ents_l.append(e)
@@ -608,7 +613,7 @@ class Summarizer:
         out: dict[str, PgTrace] = {}
         for name in names:
             seq_l, sig_l, ent_l, var_s, var_i, var_o = per_pg.get(name, ([], [], [], [], [], []))
-            if any(a > b for a, b in itertools.pairwise(seq_l)):  # rarely: entries out of order
+            if not all(map(operator.le, seq_l, seq_l[1:])):  # rarely: entries out of order
                 order = sorted(range(len(seq_l)), key=seq_l.__getitem__)
                 seq_l, sig_l, ent_l = (
                     [seq_l[i] for i in order],
@@ -621,11 +626,8 @@ class Summarizer:
                 raise DumpError(f"malformed dump: pg {name}: a collective_seq_id is beyond 2**63") from None
             sigs = array("q", sig_l)
             plain_of = self._plain_of
-            plain = array("q", [plain_of[x] for x in sig_l])
-            try:
-                created = array("q", [t if type(t) is int else 0 for t in map(_CREATED, ent_l)])
-            except OverflowError:  # a time beyond int64 reads as unknown
-                created = array("q", [_as_int(t, 0) for t in map(_CREATED, ent_l)])
+            plain = array("q", map(plain_of.__getitem__, sig_l))
+            created = _created(ent_l)
             tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i]) for i in _kept(ent_l)]
             st = status_by_name.get(name)
             last_seq = seqs[-1] if seqs else -1
@@ -660,6 +662,20 @@ class Summarizer:
                 var_out=array("q", var_o),
             )
         return out, world
+
+
+def _created(ents: list[Any]) -> array[int]:
+    """``time_created_ns`` of each entry (0 unknown: missing, not an integer, beyond int64)."""
+    times = list(map(_CREATED, ents))
+    if set(map(type, times)) <= {int}:  # the usual case, in C (a bool is not a time: it reads as 0 below)
+        try:
+            return array("q", times)
+        except OverflowError:
+            pass
+    try:
+        return array("q", [t if type(t) is int else 0 for t in times])
+    except OverflowError:  # a time beyond int64 reads as unknown
+        return array("q", [_as_int(t, 0) for t in times])
 
 
 def _done(e: dict[str, Any]) -> bool:

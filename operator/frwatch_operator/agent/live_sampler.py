@@ -137,6 +137,9 @@ class LiveSampler:
         elif self._may_ask_stack(state):
             stack, stack_error = self._stack(rank, path, state)
             summary = summary.model_copy(update={"stack": stack, "stack_error": stack_error})
+        elif state.latest is not None and state.latest.stack_error is not None:
+            # still no progress, a dump_traceback still pending: still the same reason (and no "answers again")
+            summary = summary.model_copy(update={"stack_error": state.latest.stack_error})
         self._record(rank, summary, "ok" if summary.stack_error is None else "stack_timeout")
 
     def _may_ask_stack(self, state: _RankState) -> bool:

@@ -105,7 +105,8 @@ class LiveSampler:
                         sampled_ns=self.wall_ns(),
                         error=f"no socket after "
                         f"{self.settings.startup_grace_s:.0f} s (bootstrap not loaded: python -S/-I, "
-                        "an earlier sitecustomize on PYTHONPATH, or torch.distributed never initialised)",
+                        "an earlier sitecustomize on PYTHONPATH, or torch.distributed never initialised; "
+                        "or the rank's torch has no worker server: see its 'frwatch-live:' line)",
                     ),
                     "no_socket",
                 )

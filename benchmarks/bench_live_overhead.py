@@ -1,12 +1,13 @@
 """Training step time with and without live watch, and the agent's CPU and memory while it samples: real torch
 gloo ranks, the real bootstrap, the real agent process (``frwatch agent`` against a local SeaweedFS).
 
-    .venv/bin/python benchmarks/bench_live_overhead.py [--ranks 4] [--steps 3000] [--work 64] [--pairs 4]
-        [--period 1.0]
+    .venv/bin/python benchmarks/bench_live_overhead.py [--ranks 4] [--steps 1000] [--work 64] [--pairs 4]
+        [--warmup 2000] [--period 1.0]
 
 Each run is the same small job (each step: a ``--work`` x ``--work`` matmul and an all_reduce of 64 floats, no
-sleep: the collective path dominates, the worst case for a sampler that takes the Flight Recorder's lock) with
-a real agent beside it, as in a pod:
+sleep: the collective path dominates, the worst case for a sampler that takes the Flight Recorder's lock; first
+``--warmup`` untimed all_reduces, so the sampler reads a full ring of 2000 entries as in a job that ran a while)
+with a real agent beside it, as in a pod:
 - off: the agent with live watch off, the ranks without the bootstrap;
 - on: the agent with ``FRWATCH_AGENT_LIVE=true`` sampling every ``--period`` seconds (15 s in production: 1 s
   makes any cost 15 times easier to see), the ranks with the bootstrap on PYTHONPATH (each serves its socket).
@@ -49,7 +50,7 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def run(s3: SeaweedFS, ranks: int, steps: int, work: int, live: bool, period: float) -> dict[str, float]:
+def run(s3: SeaweedFS, ranks: int, steps: int, work: int, warmup: int, live: bool, period: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="frwatch-live-bench-") as tmp:
         work_dir = Path(tmp)
         agent_env = {"FRWATCH_AGENT_LIVE": "true", "FRWATCH_AGENT_LIVE_PERIOD_SECONDS": str(period),
@@ -60,7 +61,8 @@ def run(s3: SeaweedFS, ranks: int, steps: int, work: int, live: bool, period: fl
             if live:
                 env = with_pythonpath_appended(env, agent.dump_dir / c.LIVE_BOOTSTRAP_SUBDIR)
                 env[ENV_LIVE_DIR] = str(agent.dump_dir / c.LIVE_SOCKET_SUBDIR)
-            args = ["--mode", "healthy", "--steps", str(steps), "--step-s", "0", "--work", str(work)]
+            args = ["--mode", "healthy", "--steps", str(steps), "--step-s", "0", "--work", str(work),
+                    "--warmup", str(warmup)]  # fmt: skip
             cpu0, t0 = cpu_s(agent.proc.pid), time.monotonic()
             with live_job(ranks, work_dir, args, env) as job:
                 codes = job.wait(timeout_s=1800)
@@ -87,9 +89,10 @@ def spread(xs: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--work", type=int, default=64)
     parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=2000, help="untimed all_reduces first: a full 2000-entry ring")
     parser.add_argument("--period", type=float, default=1.0)
     ns = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's SIGTERM still stops the ranks
@@ -104,7 +107,7 @@ def main() -> int:
             for i in range(ns.pairs):
                 pair: dict[bool, float] = {}
                 for live in (False, True) if i % 2 == 0 else (True, False):
-                    got = run(s3, ns.ranks, ns.steps, ns.work, live, ns.period)
+                    got = run(s3, ns.ranks, ns.steps, ns.work, ns.warmup, live, ns.period)
                     results[live].append(got)
                     pair[live] = got["loop"]
                     print(f"pair {i + 1} live={'on ' if live else 'off'}: {got['loop']:.2f} s for {ns.steps} steps "

@@ -85,6 +85,7 @@ def main() -> int:
     parser.add_argument("--fault-file", default="", help="the fault strikes once this file exists")
     parser.add_argument("--until-file", default="", help="stop (all ranks together) once this file exists")
     parser.add_argument("--work", type=int, default=0, help="an N x N matmul each step (0: none)")
+    parser.add_argument("--warmup", type=int, default=0, help="all_reduces before the timed loop")
     parser.add_argument("--no-worker-server-ranks", default="", help="comma-separated ranks whose torch has no "
                         "_WorkerServer (an older or trimmed build: removed from this process before init)")
     args = parser.parse_args()
@@ -95,6 +96,8 @@ def main() -> int:
         del c10d._WorkerServer
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=args.timeout_s))
     work = torch.randn(args.work, args.work) if args.work else None
+    for _ in range(args.warmup):  # untimed: fills the Flight Recorder's ring, as a job that ran a while has
+        dist.all_reduce(torch.ones(64))
     started = time.perf_counter()
     for step in range(1, args.steps + 1):
         if work is not None:

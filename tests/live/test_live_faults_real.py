@@ -223,16 +223,14 @@ def test_the_bootstrap_adds_no_network_listener(tmp_path: Path) -> None:
         assert job.wait(timeout_s=START_S) == [0, 0]
     # the scan sees the rank's own network listeners: rank 0 serves gloo's TCPStore (MASTER_PORT)
     assert any(line.endswith(f"port {master_port}") for line in before[0]["inet"]), before[0]
-    umask = os.umask(0)
-    os.umask(umask)
     for rank in range(2):
         assert after[rank]["inet"] == before[rank]["inet"], (rank, before[rank], after[rank])
         assert after[rank]["unix"] - before[rank]["unix"] == {str(socks[rank])}, (rank, before[rank], after[rank])
         st = stats[rank]
         assert stat.S_ISSOCK(st.st_mode) and st.st_uid == uids[rank], st
-        # torch binds it 0777 minus the rank's umask (0755 with the usual 022): connecting needs write
-        # permission on the file, so with 022 only the rank's own user (and root) can connect
-        assert stat.S_IMODE(st.st_mode) == 0o777 & ~umask, oct(st.st_mode)
+        # torch binds it 0777 minus the umask (0755 with 022: only its owner could connect, since connecting
+        # needs write permission); the bootstrap gives it the folder's group, the agent's, and mode 0770
+        assert stat.S_IMODE(st.st_mode) == 0o770 and st.st_gid == os.stat(live_dir).st_gid, oct(st.st_mode)
         print(f"rank {rank}: network listeners {sorted(before[rank]['inet'])} before and after; socket "
               f"{socks[rank].name} mode {oct(stat.S_IMODE(st.st_mode))} uid {st.st_uid}")  # fmt: skip
     assert stat.S_IMODE(os.stat(live_dir).st_mode) == 0o1777
@@ -242,3 +240,101 @@ def job_port(job: LiveJob) -> int:
     """MASTER_PORT of the job (rank 0's TCPStore), from rank 0's environment."""
     environ = Path(f"/proc/{job.procs[0].pid}/environ").read_bytes().split(b"\0")
     return int(next(e for e in environ if e.startswith(b"MASTER_PORT=")).split(b"=", 1)[1])
+
+
+# --- the agent is another user ----------------------------------------------------------------------------------
+
+#: The agent sidecar's user and group (frwatch_operator.sidecar.IMAGE_UID): non-root, no capabilities.
+AGENT_UID = 65532
+#: Standard library only, run as another user: POST /handler/ping on the socket, print the answer or the error.
+PING = """
+import socket, sys
+c = socket.socket(socket.AF_UNIX)
+c.settimeout(10)
+try:
+    c.connect(sys.argv[1])
+    c.sendall(b"POST /handler/ping HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
+    print(c.recv(4096).decode(errors="replace").split("\\r\\n")[0])
+except OSError as exc:
+    print("error", exc)
+"""
+SYSTEM_PYTHON = "/usr/bin/python3"  # the test's own interpreter may sit where another user cannot read
+
+
+def as_user(uid: int, *argv: str) -> str:
+    import subprocess
+
+    out = subprocess.run([SYSTEM_PYTHON, "-S", *argv], user=uid, group=uid, extra_groups=[], capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    return out.stdout + out.stderr
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON), reason="switches users: needs root and a system python"
+)
+
+
+@needs_root
+def test_the_agent_as_another_user_reaches_a_root_rank() -> None:
+    """The ranks run as root with umask 022 (most training images), the agent as 65532 without capabilities:
+    the agent made the socket folder (so its group is the agent's) and must be able to connect."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="frwatch-live-uid-"))  # not pytest's tmp_path: 0700, closed to 65532
+    try:
+        os.chmod(base, 0o755)
+        code_dir, live_dir = install(base)
+        os.chown(live_dir, AGENT_UID, AGENT_UID)  # as the agent would have made it
+        env = with_pythonpath_appended(os.environ, code_dir)
+        env[ENV_LIVE_DIR] = str(live_dir)
+        stop = base / "stop"
+        old = os.umask(0o022)
+        try:
+            cm = live_job(2, base, ["--mode", "healthy", "--steps", "1000000", "--until-file", str(stop)], env)
+            job = cm.__enter__()
+        finally:
+            os.umask(old)
+        try:
+            socks = [live_dir / f"rank-{r}.sock" for r in range(2)]
+            wait_for(lambda: all(answers(s) for s in socks), "both ranks' sockets to answer ping", job)
+            wait_for(lambda: all("frwatch-live:" in job.log(r) for r in range(2)), "the bootstrap's lines", job)
+            said = [as_user(AGENT_UID, "-c", PING, str(s)) for s in socks]
+            stop.touch()
+            assert job.wait(timeout_s=START_S) == [0, 0]
+            logs = [job.log(r) for r in range(2)]
+        finally:
+            cm.__exit__(None, None, None)
+        for rank in range(2):
+            assert said[rank].startswith("HTTP/1.1 200"), said[rank]
+            assert f"(mode 0770, group {AGENT_UID})" in logs[rank], logs[rank]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+SHARE = """
+import os, socket, sys
+sys.path.insert(0, sys.argv[1])
+import frwatch_live_boot
+path = os.path.join(sys.argv[2], "rank-0.sock")
+s = socket.socket(socket.AF_UNIX)
+os.umask(0o022)
+s.bind(path)
+print(frwatch_live_boot._share_with_agent(path, sys.argv[2]), oct(os.stat(path).st_mode & 0o777))
+"""
+
+
+@needs_root
+def test_a_rank_that_cannot_give_the_agents_group_opens_its_socket_to_the_pod() -> None:
+    """A non-root rank (uid 65534) that is not in the folder's group (root's here): the socket is 0777."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="frwatch-live-uid-"))
+    try:
+        os.chmod(base, 0o755)
+        code_dir, live_dir = install(base)  # root's folder, mode 1777
+        said = as_user(65534, "-c", SHARE, str(code_dir), str(live_dir))
+        assert said.split() == ["mode", "0777:", "the", "folder's", "group", "could", "not", "be", "given", "0o777"], said
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -6,7 +6,10 @@ every other rank waits in the collective it never joined. Then, in one run and o
 
 1. ``torchfrtrace DIR -p nccl_trace_rank_``  (PyTorch's analyzer)
 2. ``frwatch analyze DIR --format json``     (skipped with a message when not installed)
-3. the floor: loading every file with the C unpickler, one process, nothing else
+3. the summary path (``benchmarks/summary_path.py``, ``--skip-summaries`` to leave it out): the map step
+   ``frwatch analyze DIR --map-shard 0/1`` writing every rank's summary (its CPU per rank printed), then
+   ``frwatch analyze DIR`` reducing the summaries
+4. the floor: loading every file with the C unpickler, one process, nothing else
 
 Each measurement runs in a fresh subprocess that starts the tool, samples the RSS of the tool's whole
 process tree every 50 ms and takes ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (the largest single process)
@@ -39,6 +42,9 @@ sys.path.insert(0, str(REPO / "analyzers"))
 from frwatch_dev.dumps import Dump, world  # noqa: E402
 from frwatch_dev.dumps import varied as varied_dumps  # noqa: E402
 from frwatch_dev.dumps.fabricated import cached_set  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import summary_path  # noqa: E402
 
 PREFIX = "nccl_trace_rank_"
 BIN = Path(sys.executable).parent
@@ -265,6 +271,7 @@ def run_size(args: argparse.Namespace, ranks: int, root: Path) -> dict[str, Any]
         print(f"fr_trace: {r['wall_s']:.2f} s, {r['tree_peak_rss_mb']:.0f} MB  -> {r['summary']}", flush=True)
 
     frwatch = args.frwatch or BIN / "frwatch"
+    shutil.rmtree(directory / "summaries", ignore_errors=True)  # a kept set: timed from its dumps here
     if args.skip_frwatch:
         print("frwatch: skipped (--skip-frwatch)")
     elif not frwatch.exists():
@@ -279,6 +286,9 @@ def run_size(args: argparse.Namespace, ranks: int, root: Path) -> dict[str, Any]
         r["summary"] = _frwatch_summary(r)
         row["frwatch"] = r
         print(f"frwatch:  {r['wall_s']:.2f} s, {r['tree_peak_rss_mb']:.0f} MB  -> {r['summary']}", flush=True)
+
+    if "frwatch" in row and not args.skip_summaries:  # 4. the summary path (benchmarks/summary_path.py)
+        row.update(summary_path.run(directory, ranks, frwatch, args.map_jobs, measure, row["frwatch"]))
 
     r = measure([sys.executable, "-c", _FLOOR, str(directory), PREFIX])
     r["summary"] = f"{r['stdout'].strip()} entries loaded"
@@ -354,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="the frwatch console script to time (default: this venv's; another checkout's for a before/after)",
     )
+    p.add_argument("--skip-summaries", action="store_true", help="do not time the map step and the reduce")
+    p.add_argument("--map-jobs", type=int, default=2, help="workers of the timed map step (default: 2)")
     p.add_argument("--keep", type=Path, help="keep the fabricated sets in DIR and reuse them on later runs")
     p.add_argument("--workers", type=int, default=2, help="fabrication processes (default: 2)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON to FILE")
@@ -362,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="frbench-"))
     rows = [run_size(args, ranks, root) for ranks in sizes]
     print_table(rows)
+    summary_path.print_rows(rows)
     if args.json:
         meta = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "argv": argv}
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))

@@ -4,7 +4,8 @@ A rank's summary is used only when it is whole, of this version, about that rank
 dump the store holds: its recorded size must match the dump's, and its digest the dump's content (the MD5
 the store lists as the ETag of an object uploaded in one part; else the sha256 of the dump's bytes, read
 but not decoded). Every other rank, and every rank when ``--from-dumps`` is given, is decoded from its dump;
-each summary that was not used is said in a note of the verdict, with why. Summaries are read in threads
+each summary that was not used is said in a note of the verdict, with why (:mod:`.summary_check`: also
+a summary whose counts a dump of that size cannot hold; the note stays short at any rank count). Summaries are read in threads
 (the store's latency, not the CPU, bounds reading 100k small objects) and decoded in this process: a summary
 is bounded JSON checked field by field, with no code to run and no memory to exhaust.
 """
@@ -22,7 +23,7 @@ from .rank_summary import MAX_SUMMARY_BYTES, DumpDigest, Reader, SummaryError
 from .safe_text import printable
 from .sources import DumpRef, Inputs, S3Config, TooLarge, read_bytes, s3_client
 from .summarize import RankTrace
-from .textfmt import ranks_text
+from .summary_check import fallback_note, implausible
 
 #: Threads reading summaries from the store at once.
 READERS = 16
@@ -37,20 +38,9 @@ class FromSummaries:
     bytes_read: int = 0
 
     def note(self) -> str:
-        """One line for the verdict: how many ranks came from summaries, and which fell back, why."""
-        if not self.traces and not self.fallbacks:
-            return ""
-        parts = [f"{len(self.traces)} rank(s) read from their agents' summaries"]
-        if self.fallbacks:
-            by_reason: dict[str, list[int]] = {}
-            for rank, why in sorted(self.fallbacks.items()):
-                by_reason.setdefault(why, []).append(rank)
-            shown = "; ".join(f"{ranks_text(r)}: {why}" for why, r in list(by_reason.items())[:5])
-            more = f"; {len(by_reason) - 5} more reasons" if len(by_reason) > 5 else ""
-            parts.append(f"{len(self.fallbacks)} read from their dumps instead ({shown}{more})")
-        if self.missing:
-            parts.append(f"{ranks_text(self.missing)} had no summary (read from the dump)")
-        return ", ".join(parts) + "."
+        """One line for the verdict: how many ranks came from summaries, and which fell back, why (bounded:
+        :func:`.summary_check.fallback_note`)."""
+        return fallback_note(len(self.traces), self.fallbacks, self.missing)
 
 
 def _dump_matches(ref: DumpRef, digest: DumpDigest, bucket: str | None, client: Any, max_bytes: int) -> str:
@@ -114,6 +104,10 @@ def take(inputs: Inputs, s3: S3Config | None, max_bytes: int, *, from_dumps: boo
                 why = _dump_matches(ref, digest, inputs.bucket, client, max_bytes)
             except Exception as exc:  # the dump itself cannot be read: decoding it will say why
                 why = f"dump unreadable to check the summary ({type(exc).__name__})"
+            if why:
+                out.fallbacks[rank] = why
+                continue
+            why = implausible(trace, digest)  # the digest matches; the counts must fit that dump too
             if why:
                 out.fallbacks[rank] = why
                 continue

@@ -34,6 +34,7 @@ from .layout import SUMMARIES_DIR, split_s3_url
 from .limits import FILE_SECONDS_PER_MB, MIB, Limits
 from .safe_text import printable
 from .sources import DumpRef, Inputs, S3Config, SourceError, TooLarge, discover, read_bytes, s3_client
+from .summarize import Summarizer
 from .summary_writer import Made, summary_of
 
 
@@ -99,6 +100,8 @@ def summary_location(inputs: Inputs, rank: int) -> str:
 
 #: The store client of this worker process (made after the fork: a client is not shared across processes).
 _CLIENTS: dict[int, Any] = {}
+#: The summarizer of this worker process, kept across the ranks it summarises (:func:`.summary_of`).
+_SUMMARIZERS: dict[int, Summarizer] = {}
 
 
 def _work(job: tuple[DumpRef, str | None, S3Config, int]) -> Made | str:
@@ -110,7 +113,10 @@ def _work(job: tuple[DumpRef, str | None, S3Config, int]) -> Made | str:
             client = _CLIENTS[os.getpid()] = s3_client(s3)
     try:
         data = read_bytes(ref, bucket, client, max_bytes)
-        return summary_of(data, ref.rank or 0)
+        summarizer = _SUMMARIZERS.get(os.getpid())
+        if summarizer is None:
+            summarizer = _SUMMARIZERS[os.getpid()] = Summarizer()
+        return summary_of(data, ref.rank or 0, summarizer)
     except TooLarge as exc:
         return f"too large: {exc}"[:300]
     except Exception as exc:  # a dump the decoder refuses, or a read error: the reduce step decodes and says

@@ -13,7 +13,9 @@ from, checked against the dump before the summary is used.
 
 A summary is read back from the store: it is hostile input like a dump. :func:`decode` checks every field's
 type and bound (a schema written out by hand: no object is built from a name in the data), refuses a
-summary over ``MAX_SUMMARY_BYTES`` unread, decompresses each column with a bound on its output, and raises
+summary over ``MAX_SUMMARY_BYTES`` unread, counts the JSON arrays and objects before parsing
+(``MAX_CONTAINERS``), decompresses each column with a bound on its output and all of them within
+``MAX_ELEMENTS``, and raises
 :class:`SummaryError` with the reason; the caller then decodes the dump.
 """
 
@@ -53,6 +55,13 @@ _LITTLE = sys.byteorder == "little"
 _TAIL_FIELDS = 8
 _RETIRED = {-1: None, 0: False, 1: True}
 _MAX_TABLE_BYTES = 4 * MAX_SUMMARY_BYTES
+#: Column elements one summary may decode to in all (64 MB): a ring of a million entries needs about 4M.
+#: Columns compress ~1000:1, so without it 8 MB of distinct columns of zeros would inflate to gigabytes.
+MAX_ELEMENTS = 8 * MAX_COLUMN
+#: JSON arrays and objects a summary, or its signature table, may hold, counted before parsing: each costs
+#: 56-64 bytes once parsed, so 32 MB of ``[],`` would take 770 MB (measured); 1M costs under 80 MB and is
+#: 10 times what 65,536 signatures need.
+MAX_CONTAINERS = 1 << 20
 
 
 class SummaryError(Exception):
@@ -227,6 +236,13 @@ def _list(value: Any, where: str, limit: int) -> list[Any]:
     return value
 
 
+def _containers(data: bytes, where: str) -> None:
+    """Refuse JSON text of more than MAX_CONTAINERS arrays and objects before it is parsed (a bracket in a
+    string counts too: the bound only errs on the side of refusing)."""
+    if data.count(b"[") + data.count(b"{") > MAX_CONTAINERS:
+        raise _bad(where, f"more than {MAX_CONTAINERS} JSON arrays and objects")
+
+
 class Reader:
     """Decodes summaries; columns met before (ranks that behaved alike) are decoded once."""
 
@@ -235,6 +251,7 @@ class Reader:
         self._deltas: dict[str, array[int]] = {}
         self._tables: dict[str, dict[int, EntrySig]] = {}
         self._digests: dict[tuple[int, int], bytes] = {}
+        self._elements = 0  # decoded by the summary being read (MAX_ELEMENTS)
 
     def column(self, value: Any, where: str, delta: bool = False, keep: bool = True) -> array[int]:
         """A column (``keep``: remembered for the ranks that carry the same one; times differ by rank and
@@ -244,6 +261,7 @@ class Reader:
         cache: dict[str, array[int]] = (self._deltas if delta else self._columns) if keep else {}
         got = cache.get(value)
         if got is not None:
+            self._spend(len(got), where)
             return got
         text = value
         if delta and value.startswith("r"):  # stored as is: a jump past int64
@@ -256,6 +274,7 @@ class Reader:
             raise _bad(where, f"not a column ({printable(str(exc), 80)})") from None
         if inflate.unconsumed_tail or not inflate.eof or len(raw) % 8:
             raise _bad(where, "a column that is truncated or larger than allowed")
+        self._spend(len(raw) // 8, where)
         col = array("q")
         col.frombytes(raw)
         if not _LITTLE:
@@ -272,6 +291,11 @@ class Reader:
             self._digests.clear()  # keyed by the ids of cached columns: those may now be freed
         cache[value] = col
         return col
+
+    def _spend(self, elements: int, where: str) -> None:
+        self._elements += elements
+        if self._elements > MAX_ELEMENTS:
+            raise _bad(where, f"columns of more than {MAX_ELEMENTS} elements in all")
 
     def _digest(self, seqs: array[int], sigs: array[int]) -> bytes:
         """What :mod:`.summarize` digests, once per pair of shared columns (cached columns live on, so
@@ -291,6 +315,8 @@ class Reader:
             raise SummaryError(f"too large: {len(data)} bytes, more than {MAX_SUMMARY_BYTES}")
         if not data:
             raise SummaryError("empty")
+        self._elements = 0
+        _containers(data, "summary")
         try:
             body = json.loads(data)
         except RecursionError:
@@ -477,6 +503,7 @@ class Reader:
             raise _bad("sigs", f"not a signature table ({printable(str(exc), 80)})") from None
         if inflate.unconsumed_tail or not inflate.eof:
             raise _bad("sigs", "a signature table that is truncated or larger than allowed")
+        _containers(raw, "sigs")
         table = json.loads(raw)
         if type(table) is not dict:
             raise _bad("sigs", "not an object")

@@ -113,3 +113,15 @@ def test_the_cli_maps_shards_into_the_store_at_the_agents_keys(dumps: Path, s3: 
     for dropped in ("stats", "summary"):
         reduced.pop(dropped), decoded.pop(dropped)
     assert reduced == decoded
+
+
+def test_a_summarizer_kept_across_ranks_writes_the_same_summaries(dumps: Path) -> None:
+    """The map step keeps one summarizer a worker (its caches make the next rank cheaper): every summary is
+    byte for byte the one a fresh summarizer makes."""
+    from frwatch_analyzers.summarize import Summarizer
+    from frwatch_analyzers.summary_writer import summary_of
+
+    kept = Summarizer()
+    for rank in (*range(WORLD), 0):
+        data = (dumps / f"{varied.PREFIX}{rank}").read_bytes()
+        assert summary_of(data, rank, kept).data == summary_of(data, rank).data, rank

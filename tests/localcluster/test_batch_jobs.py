@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
 from kube import Kube, true_conditions, wait_for
 
 PY = "python"
@@ -89,4 +94,63 @@ def test_indexed_job_gives_each_pod_its_index(kube: Kube, ns: str) -> None:
         "Complete",
     ]
     status = kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/idx")["status"]  # type: ignore[index]
-    assert status["completedIndexes"] == "0-1"
+    assert status["completedIndexes"] == "0,1"  # as the real controller writes two neighbours
+
+
+#: Index 0 always fails; index 1 fails once (a marker file outside the pods' own /tmp), the others succeed.
+PER_INDEX = (
+    "import os, pathlib, sys\n"
+    "i = os.environ['JOB_COMPLETION_INDEX']\n"
+    "mark = pathlib.Path(os.environ['MARKS']) / i\n"
+    "if i in os.environ['POISON'].split(','): sys.exit(5)\n"
+    "if i == '1' and not mark.exists(): mark.write_text('once'); sys.exit(6)\n"
+)
+
+
+def _per_index_job(name: str, ns: str, marks: str, poison: str, **spec: object) -> dict[str, object]:
+    body = job(name, ns, PER_INDEX, completions=4, parallelism=4, completionMode="Indexed",
+               backoffLimitPerIndex=1, **spec)  # fmt: skip
+    env = body["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    env += [{"name": "MARKS", "value": marks}, {"name": "POISON", "value": poison}]
+    return body
+
+
+@pytest.fixture
+def marks() -> Iterator[str]:
+    """A folder the pods share (the kubelet gives each pod a /tmp of its own)."""
+    folder = tempfile.mkdtemp(prefix="frwatch-per-index-", dir="/var/tmp")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_backoff_limit_per_index_retries_each_index_alone(kube: Kube, ns: str, marks: str) -> None:
+    kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", _per_index_job("per", ns, marks, "0", maxFailedIndexes=2))
+    assert wait_for(lambda: finished(kube, ns, "per"), 60, "the job to end") == ["FailureTarget", "Failed"]
+    job_obj = kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/per")
+    assert job_obj is not None
+    status = job_obj["status"]
+    assert next(x for x in status["conditions"] if x["type"] == "Failed")["reason"] == "FailedIndexes"
+    # the poison index failed alone after its own retry; index 1 was retried and succeeded; 2 and 3 ran once
+    assert (status["failedIndexes"], status["completedIndexes"]) == ("0", "1-3")
+    assert (status["succeeded"], status["failed"]) == (3, 3)
+    runs: dict[str, list[tuple[str, int]]] = {}
+    for pod in kube.pods(ns, "batch.kubernetes.io/job-name=per"):
+        ann = pod["metadata"]["annotations"]
+        code = pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]
+        runs.setdefault(ann["batch.kubernetes.io/job-completion-index"], []).append(
+            (ann["batch.kubernetes.io/job-index-failure-count"], code)
+        )
+    assert sorted(runs["0"]) == [("0", 5), ("1", 5)]
+    assert sorted(runs["1"]) == [("0", 6), ("1", 0)]
+    assert runs["2"] == [("0", 0)] and runs["3"] == [("0", 0)]
+
+
+def test_more_failed_indexes_than_allowed_ends_the_job(kube: Kube, ns: str, marks: str) -> None:
+    kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs",
+                _per_index_job("most", ns, marks, "0,2,3", maxFailedIndexes=1))  # fmt: skip
+    assert wait_for(lambda: finished(kube, ns, "most"), 60, "the job to end") == ["FailureTarget", "Failed"]
+    job_obj = kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/most")
+    assert job_obj is not None
+    reason = next(x for x in job_obj["status"]["conditions"] if x["type"] == "Failed")["reason"]
+    assert reason == "MaxFailedIndexesExceeded"
+    assert len(job_obj["status"]["failedIndexes"].replace("-", ",").split(",")) >= 2

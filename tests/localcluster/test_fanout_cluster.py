@@ -26,7 +26,7 @@ from frwatch_dev.localcluster.cluster import LocalCluster
 from frwatch_operator.config import load_config
 from frwatch_operator.incident import IncidentIdentity
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, effective_run
-from frwatch_operator.verdictloop.fanout import map_job, shard_count
+from frwatch_operator.verdictloop.fanout import failed_shards, map_job, shard_count
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def _map_then_reduce(kube: Kube, ns: str, store: Any, config: Any, s3: Any, key:
         "Complete",
     ]
     status = kube.get(jobs(ns, name))["status"]  # type: ignore[index]
-    assert (status["succeeded"], status["failed"], status["completedIndexes"]) == (2, 1, "0-1")
+    assert (status["succeeded"], status["failed"], status["completedIndexes"]) == (2, 1, "0,1")
     assert (tmp_path / "failed-once").read_text() == "failed once"
     pods = kube.pods(ns, f"batch.kubernetes.io/job-name={name}")
     by_index: dict[str, list[int]] = {}
@@ -140,3 +140,69 @@ def _map_then_reduce(kube: Kube, ns: str, store: Any, config: Any, s3: Any, key:
     for same in ("status", "category", "headline", "culprit_ranks", "ranks_seen", "world_size"):
         assert getattr(verdict, same) == getattr(single, same), same
     assert not os.environ.get("KUBERNETES_SERVICE_HOST")
+
+
+#: Index 0 fails every time (a poison shard), before doing anything; the other indexes map as usual.
+POISON = (
+    "import os, sys\n"
+    "if os.environ['JOB_COMPLETION_INDEX'] == '0':\n"
+    "    print('poison shard', flush=True); sys.exit(9)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def test_a_poison_shard_fails_its_index_alone_and_the_reduce_still_names_every_rank(
+    cluster: LocalCluster, kube: Kube, ns: str
+) -> None:
+    """6 ranks at ranksPerPod 2: 3 map indexes; index 0 (ranks 0 and 3) fails on every try. With
+    backoffLimitPerIndex it is retried alone and marked failed while 1 and 2 finish; the reduce reads ranks
+    1, 2, 4, 5 from the summaries, decodes ranks 0 and 3 from their dumps, and says so."""
+    store = cluster.store
+    assert store is not None
+    base = load_config(cluster.frwatch_env())
+    config = base.model_copy(
+        update={"analyzer": base.analyzer.model_copy(update={"namespace": ns, "ranks_per_pod": 2})}
+    )
+    s3 = boto3.client(
+        "s3", endpoint_url=store.endpoint, region_name=store.region, aws_access_key_id=store.access_key,
+        aws_secret_access_key=store.secret_key,
+    )  # fmt: skip
+    key = AttemptKey("frwatch", "team", "llama", uuid.uuid4().hex, "0")
+    world_size = 6
+    for rank, dump in world(world_size).all_reduce(steps=20).rank(2).not_started_at(13).dumps().items():
+        s3.put_object(Bucket=store.bucket, Key=key.rank(rank), Body=pickle_bytes(dump))
+    url = str(key.at(store.bucket))
+    incident = IncidentIdentity("team", f"llama-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex)
+    run = effective_run(config.analyzer)
+    shards = shard_count(world_size, config.analyzer.ranks_per_pod)
+    assert shards == 3
+    mapper = map_job(incident, evidence_url=url, s3=config.s3, run=run, shards=shards, settings=config.analyzer)
+    (container,) = mapper["spec"]["template"]["spec"]["containers"]
+    container["command"] = ["python", "-c", POISON, *container["command"]]
+    name = mapper["metadata"]["name"]
+    kube.create(jobs(ns), mapper)
+    assert wait_for(lambda: ended(kube, ns, name), 240, "the map Job to end") == ["FailureTarget", "Failed"]
+    job = kube.get(jobs(ns, name))
+    assert job is not None
+    status = job["status"]
+    assert next(x for x in status["conditions"] if x["type"] == "Failed")["reason"] == "FailedIndexes"
+    per_index = mapper["spec"]["backoffLimitPerIndex"]
+    # the poison index spent its own budget only; the others ran once and finished
+    assert (status["failedIndexes"], status["completedIndexes"]) == ("0", "1,2")
+    assert (status["succeeded"], status["failed"]) == (2, per_index + 1)
+    assert failed_shards(job) == "map index(es) 0 of 3 failed: the reduce decodes the dumps of their ranks (rank % 3 in 0)"
+    listed = s3.list_objects_v2(Bucket=store.bucket, Prefix=f"{key.root}/summaries/")
+    assert sorted(o["Key"] for o in listed.get("Contents", [])) == sorted(key.summary(r) for r in (1, 2, 4, 5))
+
+    reducer = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
+    kube.create(jobs(ns), reducer)
+    reduced_name = reducer["metadata"]["name"]
+    assert wait_for(lambda: ended(kube, ns, reduced_name), 240, "the reduce Job to end") == [
+        "SuccessCriteriaMet",
+        "Complete",
+    ]
+    verdict = Verdict.model_validate_json(s3.get_object(Bucket=store.bucket, Key=key.verdict)["Body"].read())
+    assert verdict.ranks_seen == list(range(world_size)) and verdict.culprit_ranks == [2]
+    assert verdict.stats["from_summaries"] == 4
+    assert "4 rank(s) read from their agents' summaries" in verdict.summary
+    assert "ranks 0,3 had no summary (read from the dump)" in verdict.summary

@@ -52,7 +52,10 @@ def test_the_map_job_is_an_indexed_job_with_the_analyzers_pod() -> None:
     kubernetes_validate.validate(job, KUBE_VERSION, strict=True)
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
-    assert spec["backoffLimit"] == 6  # 3 shards x backoff_limit 2: a failed map pod is retried by the Job
+    # each index retried on its own (a poison shard fails its index only); the Job-wide limit is what every
+    # index may spend, a bound where backoffLimitPerIndex is not honoured
+    assert (spec["backoffLimitPerIndex"], spec["maxFailedIndexes"], spec["backoffLimit"]) == (2, 1, 9)
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"  # what backoffLimitPerIndex needs
     assert spec["activeDeadlineSeconds"] == single["spec"]["activeDeadlineSeconds"]
     ns, name = map_job_ref(INCIDENT, config.analyzer)
     assert job["metadata"]["name"] == name and name.endswith("-map") and name != single["metadata"]["name"]
@@ -103,7 +106,11 @@ def test_map_then_reduce_recorded_in_the_status(
     assert len(_jobs(api_client, ns)) == 1  # the reduce waits for the map Job
 
     finish_job(client.BatchV1Api(api_client), client.CoreV1Api(api_client), mapped, condition=map_ends,
-               reason="BackoffLimitExceeded" if map_ends == "Failed" else "", exit_code=0 if map_ends == "Complete" else 2)  # fmt: skip
+               reason="FailedIndexes" if map_ends == "Failed" else "", exit_code=0 if map_ends == "Complete" else 2)  # fmt: skip
+    if map_ends == "Failed":  # index 0 spent its backoffLimitPerIndex, index 1 finished
+        client.BatchV1Api(api_client).patch_namespaced_job_status(
+            mapped["metadata"]["name"], ns, {"status": {"failedIndexes": "0", "completedIndexes": "1"}}
+        )
     body = get_incident(custom, ns, meta["name"])
     reduce = advance_analysis(body, config=config, kube=kube, store=None, settings=settings(config))  # type: ignore[arg-type]
     assert not reduce.done and reduce.status["analysisStep"] == "Reduce"
@@ -112,6 +119,8 @@ def test_map_then_reduce_recorded_in_the_status(
     reducer = jobs[reduce.status["analyzerJob"]]
     assert "--map-shard" not in reducer["spec"]["template"]["spec"]["containers"][0]["command"]
     assert f"map Job {mapped['metadata']['name']}" in reduce.status["message"]
+    failed_said = "map index(es) 0 of 2 failed: the reduce decodes the dumps of their ranks (rank % 2 in 0)"
+    assert (failed_said in reduce.status["message"]) == (map_ends == "Failed"), reduce.status["message"]
     written = write_status(custom, body, reduce.status)["status"]
     assert written["analysisStep"] == "Reduce" and written["analyzerMapJob"] == mapped["metadata"]["name"]
 

@@ -11,6 +11,15 @@ keeps ``status`` (``startTime``, ``active``, ``ready``, ``succeeded``, ``failed`
 conditions ``SuccessCriteriaMet`` + ``Complete``, or ``FailureTarget`` + ``Failed`` with reason
 ``BackoffLimitExceeded`` (more failed pods, or container restarts, than ``backoffLimit``, default 6)
 or ``DeadlineExceeded`` (``activeDeadlineSeconds``), when it also deletes the pods still running).
+``completedIndexes`` is written as the real controller writes it (``0-2,5``; two neighbours ``0,1``).
+
+``backoffLimitPerIndex`` (Indexed Jobs, as the real controller since Kubernetes 1.33): each index is retried
+on its own; a pod carries ``batch.kubernetes.io/job-index-failure-count`` (failures of its index so far); an
+index that failed more than ``backoffLimitPerIndex`` times is listed in ``status.failedIndexes`` and gets no
+more pods while the others run on; once every index succeeded or failed the Job is ``Failed`` with reason
+``FailedIndexes`` if any failed, and at once with ``MaxFailedIndexesExceeded`` when more than
+``maxFailedIndexes`` did. ``backoffLimit`` then defaults to 2147483647 and still bounds the failed pods of
+the whole Job.
 ``ttlSecondsAfterFinished`` deletes a finished Job. The kubelet runs the pods (and fills each
 container's ``state.terminated.message`` from its ``terminationMessagePath``).
 
@@ -18,7 +27,7 @@ container's ``state.terminated.message`` from its ``terminationMessagePath``).
 (``JobSuspended``, Event ``Suspended``); unsuspended, ``Suspended`` turns False (``JobResumed``, Event
 ``Resumed``) and pods are made again.
 
-Not done: ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``, the
+Not done: ``podFailurePolicy``, ``successPolicy``, the
 exponential delay between retries (one second here), pod-tracking finalizers.
 """
 
@@ -40,6 +49,8 @@ COMPONENT = "job-controller"
 LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
 LABEL_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+ANN_INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+MAX_INT32 = 2147483647
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 RETRY_DELAY_SECONDS = 1.0
 
@@ -62,8 +73,9 @@ def finished(job: Obj) -> str | None:
     return None
 
 
-def pod_for(job: Obj, index: int | None) -> Obj:
-    """The pod the Job controller creates (``index`` for an Indexed Job)."""
+def pod_for(job: Obj, index: int | None, failures: int | None = None) -> Obj:
+    """The pod the Job controller creates (``index`` for an Indexed Job; ``failures``: its index's failed
+    pods so far, with ``backoffLimitPerIndex``)."""
     meta = job["metadata"]
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     tmeta = template.get("metadata") or {}
@@ -78,6 +90,8 @@ def pod_for(job: Obj, index: int | None) -> Obj:
     if index is not None:
         labels[LABEL_COMPLETION_INDEX] = str(index)
         annotations[LABEL_COMPLETION_INDEX] = str(index)
+        if failures is not None:
+            annotations[ANN_INDEX_FAILURE_COUNT] = str(failures)
         prefix = f"{meta['name']}-{index}-"
         spec.setdefault("hostname", f"{meta['name']}-{index}")
         for c in spec.get("containers") or []:
@@ -177,8 +191,10 @@ class JobController:
         failed_count = phases.count("Failed") + sum(_restarts(p) for p in pods)
         completions = _int(spec.get("completions"), 1)
         parallelism = _int(spec.get("parallelism"), 1)
-        backoff_limit = _int(spec.get("backoffLimit"), 6)
         indexed = spec.get("completionMode") == "Indexed"
+        per_index = _per_index(spec) if indexed else None
+        backoff_limit = _int(spec.get("backoffLimit"), 6 if per_index is None else MAX_INT32)
+        failed_idx = _failed_indexes(pods, per_index) if per_index is not None else set()
         start_time = status.get("startTime") or now()
         new_status: Obj = {
             "startTime": start_time,
@@ -192,6 +208,8 @@ class JobController:
         if indexed:
             done_idx = sorted({int(p["metadata"]["labels"][LABEL_COMPLETION_INDEX]) for p in succeeded})
             new_status["completedIndexes"] = _ranges(done_idx)
+            if per_index is not None:
+                new_status["failedIndexes"] = _ranges(sorted(failed_idx - set(done_idx)))
         conditions = list(status.get("conditions") or [])
         outcome = None
         deadline = spec.get("activeDeadlineSeconds")
@@ -201,6 +219,11 @@ class JobController:
             outcome = ("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
         elif new_status["failed"] > backoff_limit:
             outcome = ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        elif per_index is not None and len(failed_idx) > _int(spec.get("maxFailedIndexes"), MAX_INT32):
+            outcome = ("Failed", "MaxFailedIndexesExceeded",
+                       "Job has exceeded the specified maximal number of failed indexes")  # fmt: skip
+        elif failed_idx and len(failed_idx | _index_set(succeeded)) >= completions:
+            outcome = ("Failed", "FailedIndexes", "Job has failed indexes")
         elif deadline is not None and _age(start_time) > float(deadline):
             outcome = ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
         if outcome is not None:
@@ -220,7 +243,9 @@ class JobController:
                 new_status["completionTime"] = stamp
         new_status["conditions"] = conditions
         if outcome is None:
-            await self._create_missing(api, job, pods, live, succeeded, completions, parallelism, indexed)
+            await self._create_missing(
+                api, job, pods, live, succeeded, completions, parallelism, indexed, per_index, failed_idx
+            )
         if {k: status.get(k) for k in new_status} != new_status:
             await api.patch(path + "/status", {"status": new_status})
         if outcome is not None:
@@ -254,6 +279,8 @@ class JobController:
         self, api: Api, job: Obj, pods: list[Obj], live: list[Obj], succeeded: list[Obj], completions: int,
         parallelism: int,
         indexed: bool,
+        per_index: int | None = None,
+        failed_idx: set[int] | None = None,
     ) -> None:  # fmt: skip
         uid = job["metadata"]["uid"]
         loop = asyncio.get_running_loop()
@@ -266,14 +293,15 @@ class JobController:
         if expected or loop.time() - self._last_create.get(uid, -1e9) < RETRY_DELAY_SECONDS:
             return
         if indexed:
-            taken = _index_set(live) | _index_set(succeeded)
+            taken = _index_set(live) | _index_set(succeeded) | (failed_idx or set())
             wanted: list[int | None] = [i for i in range(completions) if i not in taken]
         else:
             wanted = [None] * (completions - len(succeeded) - len(live))
         room = parallelism - len(live)
         for index in wanted[: max(room, 0)]:
+            failures = None if per_index is None or index is None else _index_failures(pods, index)
             created = await api.create(
-                ns_path("", "v1", "pods", job["metadata"]["namespace"]), pod_for(job, index)
+                ns_path("", "v1", "pods", job["metadata"]["namespace"]), pod_for(job, index, failures)
             )
             self._last_create[uid] = loop.time()
             expected[created["metadata"]["name"]] = loop.time()
@@ -318,16 +346,43 @@ def _index_set(pods: list[Obj]) -> set[int]:
 
 
 def _ranges(indexes: list[int]) -> str:
-    """``[0,1,2,5]`` -> ``"0-2,5"`` (status.completedIndexes)."""
-    parts: list[str] = []
-    for i in indexes:
-        if parts and "-" not in parts[-1].split(",")[-1] and int(parts[-1]) == i - 1:
-            parts[-1] = f"{parts[-1]}-{i}"
-        elif parts and "-" in parts[-1] and int(parts[-1].split("-")[1]) == i - 1:
-            parts[-1] = f"{parts[-1].split('-')[0]}-{i}"
+    """``[0,1,2,5]`` -> ``"0-2,5"``, ``[0,1]`` -> ``"0,1"`` (``status.completedIndexes``/``failedIndexes``,
+    as the real controller writes them: a run of two is two numbers, of three or more a span)."""
+    spans: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
         else:
-            parts.append(str(i))
-    return ",".join(parts)
+            spans.append([i, i])
+    return ",".join(
+        str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}" for a, b in spans
+    )
+
+
+def _per_index(spec: Obj) -> int | None:
+    value = spec.get("backoffLimitPerIndex")
+    return None if value is None else int(value)
+
+
+def _pod_index(pod: Obj) -> int | None:
+    value = (pod["metadata"].get("labels") or {}).get(LABEL_COMPLETION_INDEX)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _index_failures(pods: list[Obj], index: int) -> int:
+    """Failed pods of ``index`` (restarts of its containers count too, as for ``backoffLimit``)."""
+    return sum(
+        (1 if (p.get("status") or {}).get("phase") == "Failed" else 0) + _restarts(p)
+        for p in pods
+        if _pod_index(p) == index
+    )
+
+
+def _failed_indexes(pods: list[Obj], per_index: int) -> set[int]:
+    """Indexes whose pods failed more than ``backoffLimitPerIndex`` times (and none succeeded)."""
+    done = {_pod_index(p) for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"}
+    indexes = {i for p in pods if (i := _pod_index(p)) is not None and i not in done}
+    return {i for i in indexes if _index_failures(pods, i) > per_index}
 
 
 def _last_transition(job: Obj) -> str | None:

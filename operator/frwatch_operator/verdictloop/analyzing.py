@@ -59,7 +59,7 @@ from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.exit_verdict import exit_verdict
-from frwatch_operator.verdictloop.fanout import map_job, map_job_ref, shard_count
+from frwatch_operator.verdictloop.fanout import failed_shards, map_job, map_job_ref, shard_count
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
 from frwatch_operator.verdictloop.job_report import (
     analyzing_status,
@@ -287,6 +287,9 @@ def _advance_map(
             patch = {"message": message} if message != view.status.message else {}
             return Step(patch, done=False, retry_after=POLL_SECONDS)
         ended = f"map Job {name}: {outcome.message}"
+        shards_failed = failed_shards(job)
+        if shards_failed:
+            ended = f"{ended}; {shards_failed}"
     step = _create_analyzer_job(
         view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
     )

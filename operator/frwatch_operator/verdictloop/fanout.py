@@ -7,9 +7,14 @@ At or below ``analyzer.ranks_per_pod`` ranks (or with it 0: off) the analysis is
 (``JOB_COMPLETION_INDEX``, which the Job controller sets in every container, expanded by the kubelet in the
 command's ``$(...)``): it summarises the dumps of ranks ``r % N == I`` that have no valid summary into
 ``summaries/<rank>.json``. Then the **reduce** Job (the usual analyzer Job) reads those summaries. Kubernetes
-schedules and retries the map pods: ``backoffLimit`` is ``N x max(1, analyzer.backoff_limit)`` failed pods
-in all (``backoffLimitPerIndex`` would bound each index, but it needs Kubernetes 1.29+ and the local
-cluster's Job controller does not implement it), so a map pod that fails is retried. The map Job has the
+schedules and retries the map pods, each index on its own: ``backoffLimitPerIndex`` is
+``max(1, analyzer.backoff_limit)`` (GA in Kubernetes 1.33; the pods' ``restartPolicy`` is ``Never``, as the
+field needs), so a map pod that fails is retried alone and a poison shard fails only its index, not the
+others' budget; ``maxFailedIndexes`` (:func:`max_failed_indexes`) ends the Job early when so many indexes
+failed that the fault is not one shard (the store, the image). ``backoffLimit`` is ``N x (per index + 1)``,
+what every index may spend: it never fires first where the per-index limit is honoured and bounds the Job
+where it is not. A failed index costs no rank: the reduce decodes the dumps of ranks without a valid summary
+and its verdict says how many were read so. The map Job has the
 analyzer Job's pod (same image, credentials, security context, resources, deadline) and labels, a name of
 its own (``...-map``) and the component label ``analyzer-map``.
 """
@@ -39,6 +44,12 @@ MAX_SHARDS = 1024
 MAP_SUFFIX = "-map"
 #: The Job controller's variable holding a pod's index (Indexed Jobs), expanded by the kubelet.
 COMPLETION_INDEX = "$(JOB_COMPLETION_INDEX)"
+
+
+def max_failed_indexes(shards: int) -> int:
+    """Failed indexes the map Job tolerates before it stops: half the shards (at least 1). Past that the
+    fault is common to the pods, and the reduce decodes the dumps of the shards that did not finish."""
+    return max(1, shards // 2)
 
 
 def shard_count(ranks: int | None, ranks_per_pod: int) -> int:
@@ -88,9 +99,26 @@ def map_job(
     spec["completionMode"] = "Indexed"
     spec["completions"] = shards
     spec["parallelism"] = shards
-    spec["backoffLimit"] = shards * max(1, run.backoff_limit)
+    per_index = max(1, run.backoff_limit)
+    spec["backoffLimitPerIndex"] = per_index
+    spec["maxFailedIndexes"] = max_failed_indexes(shards)
+    spec["backoffLimit"] = shards * (per_index + 1)
     (container,) = spec["template"]["spec"]["containers"]
     container["command"] = map_command(
         evidence_url, shards, worker_count(run.resources), analysis_budget_seconds(run.deadline_seconds)
     )
     return job
+
+
+def failed_shards(job: dict[str, Any]) -> str:
+    """What the map Job's ``status.failedIndexes`` means for the reduce ("" when none failed): those shards'
+    ranks have no summary from it, and the reduce decodes their dumps."""
+    failed = str(((job.get("status") or {}).get("failedIndexes")) or "")[:200]
+    shards = (job.get("spec") or {}).get("completions")
+    if not failed:
+        return ""
+    return (
+        f"map index(es) {failed} of {shards} failed: the reduce decodes the dumps of their ranks"
+        f" (rank % {shards} in {failed})"
+    )
+

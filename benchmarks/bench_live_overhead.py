@@ -27,6 +27,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -64,18 +65,30 @@ def run(s3: SeaweedFS, ranks: int, steps: int, work: int, warmup: int, live: boo
             args = ["--mode", "healthy", "--steps", str(steps), "--step-s", "0", "--work", str(work),
                     "--warmup", str(warmup)]  # fmt: skip
             cpu0, t0 = cpu_s(agent.proc.pid), time.monotonic()
+            seen: set[int] = set()  # the ranks /live had read while they ran (asked every 2 s)
+            done = threading.Event()
+
+            def watch() -> None:
+                while not done.wait(2.0):
+                    status, body = agent.request("GET", "/live", TOKEN)
+                    if status == 200:
+                        seen.update(r["rank"] for r in body["ranks"] if r["groups"] and not r["error"])
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            if live:
+                watcher.start()
             with live_job(ranks, work_dir, args, env) as job:
                 codes = job.wait(timeout_s=1800)
+                done.set()
                 if codes != [0] * ranks:
                     raise SystemExit(f"a rank failed: {codes}\n{job.log(0)}")
                 loops = [float(m.group(2)) for r in range(ranks) for m in LOOP.finditer(job.log(r))]
                 logs = [job.log(r) for r in range(ranks)]
             agent_cpu, wall = cpu_s(agent.proc.pid) - cpu0, time.monotonic() - t0
             if live:
-                status, body = agent.request("GET", "/live", TOKEN)
-                read = [r["rank"] for r in body["ranks"] if r["groups"]] if status == 200 else []
-                if sorted(read) != list(range(ranks)) or any(log.count("frwatch-live:") != 1 for log in logs):
-                    raise SystemExit(f"live watch did not read every rank: /live {status} {body}")
+                watcher.join()
+                if sorted(seen) != list(range(ranks)) or any(log.count("frwatch-live:") != 1 for log in logs):
+                    raise SystemExit(f"live watch did not read every rank while they ran: {sorted(seen)}\n{logs[0]}")
             rss = agent.peak_rss_mib()
         finally:
             agent.stop()

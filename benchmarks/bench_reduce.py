@@ -73,7 +73,8 @@ def _derive(template: dict[str, Any], rank: int, world: int) -> bytes:
     tp, dp = rank // 8, rank % 8
     names = {
         "tp": (str(1 + tp), {"from": 8 * tp, "to": 8 * tp + 7}),
-        "dp": (str(1 + world // 8 + dp), list(range(dp, world, 8))),
+        # a strided range, as the writer stores one (summary version 2): three numbers, not world/8
+        "dp": (str(1 + world // 8 + dp), {"from": dp, "to": world - 8 + dp, "step": 8}),
     }
     pgs = []
     for pg in template["pgs"]:
@@ -96,7 +97,9 @@ def _derive(template: dict[str, Any], rank: int, world: int) -> bytes:
 
 
 def fabricate(directory: Path, world: int) -> dict[str, Any]:
-    wanted = {"ranks": world, "entries": ENTRIES, "schema": "summaries-" + varied.SCHEMA}
+    from frwatch_analyzers.rank_summary import VERSION
+
+    wanted = {"ranks": world, "entries": ENTRIES, "schema": f"summaries-v{VERSION}-{varied.SCHEMA}"}
 
     def make() -> int:
         # the templates are summarised in the real world size: pg_config and the DP group's members say it
@@ -125,6 +128,7 @@ def reduce_here(directory: Path, world: int) -> dict[str, Any]:
     reader, pool, traces = Reader(), ArrayPool(), []
     for rank in range(world):
         trace, _digest = reader.decode((directory / f"{rank}.json").read_bytes())
+        reader.accept(trace)  # as from_summaries.take does with each summary it uses
         pool.intern(trace)
         traces.append(trace)
     cpu_decode, wall_decode = time.process_time() - cpu0, time.perf_counter() - wall0

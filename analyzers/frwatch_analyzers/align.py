@@ -19,9 +19,11 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from .rules import Balance, Imbalance, check_balance, rule_for
 from .summarize import STATE_CODES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
+from .tail_rows import find
 from .verdict import Category
 
 #: Disagreements kept per group: the first ones (the branch) and the last ones (where it hung).
@@ -208,27 +210,36 @@ def _balance_findings(
     """The per-collective balance rules, at every sequence number every member recorded."""
     if group.no_dump or len(group.members) < 2 or not group.complete:
         return []
-    sums: dict[int, list[int]] = {}  # seq -> [members holding it, sum in, sum out]
-    nonzero: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
-    first_in: dict[int, tuple[int, int]] = {}
+    # members whose count columns are the same objects (a summary reader's shared columns, an ArrayPool's)
+    # are summed once, times their number: 16k ranks alike cost one pass, not 16k
+    alike: dict[tuple[int, int, int], tuple[PgTrace, list[int]]] = {}
     for r in group.dumped:
         pg = traces[r].pgs.get(group.key)
         if pg is None:
             return []
+        key = (id(pg.var_seqs), id(pg.var_in), id(pg.var_out))
+        same = alike.get(key)
+        if same is None:
+            alike[key] = (pg, [r])
+        else:
+            same[1].append(r)
+    sums: dict[int, list[int]] = {}  # seq -> [members holding it, sum in, sum out]
+    nonzero: dict[int, list[tuple[int, int, int]]] = {}  # seq -> (index in alike, in, out) where nonzero
+    first_in: dict[int, tuple[int, int]] = {}
+    for c, (pg, ranks) in enumerate(alike.values()):  # by first rank: first_in is the lowest rank's
+        k = len(ranks)
         for s, i, o in zip(pg.var_seqs, pg.var_in, pg.var_out, strict=True):
             acc = sums.get(s)
             if acc is None:
                 acc = sums[s] = [0, 0, 0]
                 first_in[s] = (i, o)
-            acc[0] += 1
-            acc[1] += i
-            acc[2] += o
+            acc[0] += k
+            acc[1] += k * i
+            acc[2] += k * o
             if i or o:
-                ins, outs = nonzero.setdefault(s, ([], []))
-                if i:
-                    ins.append((r, i))
-                if o:
-                    outs.append((r, o))
+                nonzero.setdefault(s, []).append((c, i, o))
+    who = [ranks for _, ranks in alike.values()]
+    balances: dict[str, Balance] = {}  # op -> its rule's balance (a few ops, hundreds of seqs)
     n = len(group.members)
     out: list[Disagreement] = []
     for s in sorted(sums):
@@ -239,8 +250,15 @@ def _balance_findings(
         esig = details.get(sig) if sig is not None else None
         if esig is None:
             continue
-        balance = rule_for(esig.op).balance
-        ins, outs = nonzero.get(s, ([], []))
+        balance = balances.get(esig.op)
+        if balance is None:
+            balance = balances[esig.op] = rule_for(esig.op).balance
+        if balance is Balance.NONE:
+            continue
+        # who recorded what: only the root-finding checks read it
+        ins, outs = (
+            _nonzero(nonzero.get(s, []), who) if balance in (Balance.GATHER, Balance.SCATTER) else ([], [])
+        )
         found = _check(balance, group, traces, s, total_in, total_out, ins, outs, first_in[s])
         if found is not None:
             cat = (
@@ -254,6 +272,16 @@ def _balance_findings(
                 )
             )
     return out
+
+
+def _nonzero(
+    found: list[tuple[int, int, int]], who: list[list[int]]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(rank, input elements) and (rank, output elements) where nonzero, by rank (a rank's own in the
+    order its columns hold them)."""
+    ins = sorted(((r, i) for c, i, _ in found if i for r in who[c]), key=itemgetter(0))
+    outs = sorted(((r, o) for c, _, o in found if o for r in who[c]), key=itemgetter(0))
+    return ins, outs
 
 
 def _check(
@@ -386,12 +414,7 @@ def compare_sigs(a: EntrySig | None, b: EntrySig | None) -> tuple[Category, bool
 
 
 def tail_entry(pg: PgTrace, seq: int) -> TailEntry | None:
-    for t in reversed(pg.tail):
-        if t.seq == seq:
-            return t
-        if t.seq < seq:
-            break
-    return None
+    return find(pg.tail, seq)
 
 
 def in_flight(pg: PgTrace, seq: int, has_states: bool) -> bool | None:

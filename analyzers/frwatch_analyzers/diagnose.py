@@ -148,7 +148,8 @@ def _expected_ranks(world: World) -> tuple[list[int], str]:
         for t in world.traces.values():
             for pg in t.pgs.values():
                 if pg.config_ranks and (pg.desc == "default_pg" or pg.name == "0"):
-                    size = max(size or 0, max(pg.config_ranks) + 1)
+                    members = pg.config_ranks  # a range's last member in O(1): max() would walk it
+                    size = max(size or 0, (members[-1] if isinstance(members, range) else max(members)) + 1)
             if t.world_ranks is not None:
                 size = max(size or 0, t.world_ranks[1] + 1)
     seen = set(world.traces) | {p.rank for p in world.problems if p.rank is not None}

@@ -114,6 +114,7 @@ def take(inputs: Inputs, s3: S3Config | None, max_bytes: int, *, from_dumps: boo
             trace.file = ref.name
             trace.files = [ref.name]
             out.traces.append(trace)
+            reader.accept(trace)  # interned in this order by the caller (loading.ArrayPool)
             used.add(ref.location)
     out.dumps = [ref for ref in inputs.dumps if ref.location not in used]
     return out

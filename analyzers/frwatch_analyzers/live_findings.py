@@ -8,11 +8,13 @@ the ranks whose entries name a group, the whole world for the default group) and
 
 - **desync**: members of a group recorded different signatures (the analyzer's, :mod:`.rules`) at the
   same sequence number. The reference is the majority; a tie names every member (undecided), as the
-  post-mortem analyzer does. Judged once every readable member has enqueued that sequence number, or the
-  members that have not have been still for ``settle_s``: the agents sample their pods at different
-  moments, and a member read just before it enqueued must not change the majority or go unnamed (a member
-  not yet there is one round behind, not a peer). The entries seen for that sequence number are kept
-  across rounds until judged, so a tail that moves on does not lose them.
+  post-mortem analyzer does. Judged once every member has been read at or past that sequence number, or
+  after ``settle_s``: the agents sample their pods at different moments (and early in a job some are not
+  read yet), and a member read just before it enqueued, or not read at all, must not flip the majority or
+  go unnamed. A member read short of the sequence number is waited for while it moves (until it has been
+  still ``settle_s``); a member not read, for ``settle_s`` from when the disagreement was first seen. The
+  entries seen for that sequence number are kept across rounds until judged, so a tail that moves on does
+  not lose them.
 - **stall**: some members enqueued sequence number ``s`` and others have not, seen for at least
   ``stall_after_s`` (default 60 s, far below a watchdog), while the laggards' own progress (any group)
   has not moved for as long. Each laggard's Python stack (``dump_traceback``), when the agent had one,
@@ -148,8 +150,9 @@ class LiveWatch:
         self.world = sorted(set(world))
         self.stall_after_s = stall_after_s
         self.settle_s = settle_s
-        #: Per group, the earliest disagreeing sequence number waiting for members, with the entries seen.
-        self._pending: dict[str, tuple[int, dict[int, tuple[str, LiveRank]]]] = {}
+        #: Per group, the earliest disagreeing sequence number waiting for members: the entries seen, and
+        #: when it was first seen.
+        self._pending: dict[str, tuple[int, dict[int, tuple[str, LiveRank]], float]] = {}
         self._progress: dict[int, tuple[tuple[str, int], ...]] = {}
         self._moved_at: dict[int, float] = {}
         self._gap_since: dict[tuple[str, int, int], float] = {}  # (group, laggard, missing seq) -> first seen
@@ -193,6 +196,7 @@ class LiveWatch:
             for e in grp.tail if grp else ():
                 by_seq.setdefault(e.seq, {})[r] = (e.sig, readable[r])
         pending = self._pending.pop(g.name, None)
+        since = {pending[0]: pending[2]} if pending is not None else {}
         if pending is not None:
             held = by_seq.setdefault(pending[0], {})
             for r, seen in pending[1].items():
@@ -202,14 +206,13 @@ class LiveWatch:
             counts = Counter(sigs.values())
             if len(sigs) < 2 or len(counts) < 2:
                 continue
-            waiting = [
-                r for r, at in last.items()
-                if r not in sigs and at < seq and now - self._moved_at.get(r, now) < self.settle_s
-            ]  # fmt: skip
-            if waiting:
-                self._pending[g.name] = (seq, dict(by_seq[seq]))
-                return None
+            first = since.get(seq, now)
+            unread = [r for r in g.members if r not in last]
             behind = sorted(r for r, at in last.items() if r not in sigs and at < seq)
+            moving = any(now - self._moved_at.get(r, now) < self.settle_s for r in behind)
+            if moving or (unread and now - first < self.settle_s):
+                self._pending[g.name] = (seq, dict(by_seq[seq]), first)
+                return None
             (top, n_top), (_, n_next) = counts.most_common(2)
             undecided = n_top == n_next
             culprits = sorted(sigs) if undecided else sorted(r for r, s in sigs.items() if s != top)
@@ -231,6 +234,9 @@ class LiveWatch:
                     f" (ranks {_names(behind)} had not enqueued seq {seq} and had not moved"
                     f" for {self.settle_s:.0f} s)"
                 )
+            if unread:
+                summary += f" (ranks {_names(unread)} could not be read)"
+
             return LiveFinding(
                 kind=LiveKind.desync,
                 process_group=g.name,

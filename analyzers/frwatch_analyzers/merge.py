@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from .summarize import EntrySig, PgTrace, Ranks, RankTrace
+from .tail_rows import done_count
 from .verdict import DumpFile, FileProblem
 
 
@@ -45,7 +46,9 @@ def merge(raw: list[RankTrace]) -> Merged:
         by_rank.setdefault(t.rank, []).append(t)
     out = Merged({}, details)
     for rank in sorted(by_rank):
-        files = sorted(by_rank[rank], key=_progress)
+        files = by_rank[rank]
+        if len(files) > 1:
+            files = sorted(files, key=_progress)
         if len(files) == 1:
             out.traces[rank] = files[0]
             continue
@@ -59,7 +62,7 @@ def _progress(t: RankTrace) -> tuple[int, int, int, bool, int, str]:
     """How far a dump of a rank goes: its last record id, how many of its entries were completed, its latest
     timestamp; at equal content the one with call sites (a pickle) comes last, so it is the one used. The
     file name only orders files that are equal in all of this."""
-    done = sum(1 for pg in t.pgs.values() for x in pg.tail if x.state == 2 or x.retired is True)
+    done = sum(done_count(pg.tail) for pg in t.pgs.values())
     return (t.last_record_id, done, t.dumped_ns, t.has_frames, t.entries, t.file)
 
 

@@ -4,12 +4,15 @@ The agent summarises its rank's dump (the same :class:`~.summarize.RankTrace` th
 right after uploading it, and writes it to ``summaries/<rank>.json`` (:mod:`.layout`). The analyzer then
 reads summaries instead of decoding dumps; the dump stays the evidence.
 
-Format (``format`` ``frwatch.rank-summary``, ``version`` 1), JSON: the trace's scalars, its groups with
+Format (``format`` ``frwatch.rank-summary``, ``version`` 2; version 1 is still read), JSON: the trace's scalars, its groups with
 their int64 columns as base64 of zlib-compressed little-endian bytes (sequence numbers and creation times
 as differences: ring windows compress to a few bytes), the kept tail entries as such a column too, p2p
 entries as lists, the details of every signature the trace holds (one zlib-compressed JSON text, which ranks
 that behaved alike share and a reader decodes once), and ``dump``: the size, sha256 and md5 of the dump it was made
-from, checked against the dump before the summary is used.
+from, checked against the dump before the summary is used. A group's members (``config_ranks``) are
+``{"from", "to", "step"}`` when they are a range, strided or not (version 2: a DP group of a 131k-rank job
+is three numbers, not a list of 16k in every rank's summary: O(ranks^2) bytes to store and to parse), else a
+list.
 
 A summary is read back from the store: it is hostile input like a dump. :func:`decode` checks every field's
 type and bound (a schema written out by hand: no object is built from a name in the data), refuses a
@@ -37,10 +40,13 @@ from typing import Any
 from .fields import I64
 from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS, MAX_WORLD_SIZE, MIB
 from .safe_text import printable
-from .summarize import STATE_CODES, EntrySig, P2PEntry, PgTrace, Ranks, RankTrace, TailEntry, compact_ranks
+from .summarize import STATE_CODES, EntrySig, P2PEntry, PgTrace, Ranks, RankTrace, compact_ranks
+from .tail_rows import TailRows
 
 FORMAT = "frwatch.rank-summary"
-VERSION = 1
+VERSION = 2
+#: Versions this reader reads (1: members as lists only).
+READS = (1, 2)
 #: A summary larger than this is refused unread (a 2000-entry rank's is about 10-30 KB).
 MAX_SUMMARY_BYTES = 8 * MIB
 #: Elements one column may hold (a ring buffer of a million entries), entries kept in a tail, p2p
@@ -53,7 +59,6 @@ MAX_TENSORS = 1 << 12
 _MAX_TEXT = 4096
 _LITTLE = sys.byteorder == "little"
 _TAIL_FIELDS = 8
-_RETIRED = {-1: None, 0: False, 1: True}
 _MAX_TABLE_BYTES = 4 * MAX_SUMMARY_BYTES
 #: Column elements one summary may decode to in all (64 MB): a ring of a million entries needs about 4M.
 #: Columns compress ~1000:1, so without it 8 MB of distinct columns of zeros would inflate to gigabytes.
@@ -101,8 +106,10 @@ def _column(values: array[int], delta: bool = False) -> str:
 def _ranks(value: Any) -> Any:
     if value is None:
         return None
-    if isinstance(value, range):
-        return {"from": value.start, "to": value.stop - 1}
+    if isinstance(value, range) and value:
+        if value.step == 1:
+            return {"from": value.start, "to": value[-1]}
+        return {"from": value.start, "to": value[-1], "step": value.step}
     return list(value)
 
 
@@ -252,6 +259,22 @@ class Reader:
         self._tables: dict[str, dict[int, EntrySig]] = {}
         self._digests: dict[tuple[int, int], bytes] = {}
         self._elements = 0  # decoded by the summary being read (MAX_ELEMENTS)
+        # ids of (sigs, plain, details) already checked to hold every signature they name: cached objects
+        # only, and cleared with the caches that keep them alive
+        self._held: set[tuple[int, int, int]] = set()
+        # (group, seq digest) -> the creation times of the first accepted rank that recorded it
+        self._created: dict[tuple[str, bytes], array[int]] = {}
+
+    def accept(self, trace: RankTrace) -> None:
+        """``trace`` is used: ranks decoded after it that recorded the same sequence in a group take its
+        creation times instead of decoding theirs. The analyzer keeps only the first such rank's times
+        (:class:`~.loading.ArrayPool`, interning in the same order), and a delta column is the costliest to
+        decode (a Python int an element): 16k ranks alike decode one. Such a rank's own column is then not
+        read, nor checked: nothing of it is used."""
+        if len(self._created) > 1 << 16:
+            self._created.clear()
+        for name, pg in trace.pgs.items():
+            self._created.setdefault((name, pg.seq_digest), pg.created)
 
     def column(self, value: Any, where: str, delta: bool = False, keep: bool = True) -> array[int]:
         """A column (``keep``: remembered for the ranks that carry the same one; times differ by rank and
@@ -289,6 +312,7 @@ class Reader:
         if len(cache) > 1 << 16:
             cache.clear()
             self._digests.clear()  # keyed by the ids of cached columns: those may now be freed
+            self._held.clear()
         cache[value] = col
         return col
 
@@ -329,9 +353,10 @@ class Reader:
             raise SummaryError(
                 f"not a frwatch rank summary (format {printable(str(body.get('format')), 40)!r})"
             )
-        if body.get("version") != VERSION:
+        if body.get("version") not in READS or type(body.get("version")) is not int:
             raise SummaryError(
-                f"summary version {printable(str(body.get('version')), 20)!r}, this analyzer reads {VERSION}"
+                f"summary version {printable(str(body.get('version')), 20)!r}, this analyzer reads "
+                f"{' and '.join(map(str, READS))}"
             )
         try:
             return self._trace(body)
@@ -371,12 +396,15 @@ class Reader:
             pgs[pg.name] = pg
         p2p = [self._p2p(e, f"p2p[{i}]") for i, e in enumerate(_list(b["p2p"], "p2p", MAX_P2P))]
         details = self._sig_table(b["sigs"])
-        held = {p.sig for p in p2p}
-        for pg in pgs.values():
-            held.update(pg.sigs)
-            held.update(pg.plain)
-        if not held <= details.keys():
+        if not all(p.sig in details for p in p2p):
             raise _bad("sigs", "a signature of the trace has no detail")
+        for pg in pgs.values():
+            key = (id(pg.sigs), id(pg.plain), id(details))  # all three cached: ranks alike check once
+            if key in self._held:
+                continue
+            if not details.keys() >= {*pg.sigs, *pg.plain}:
+                raise _bad("sigs", "a signature of the trace has no detail")
+            self._held.add(key)
         trace = RankTrace(
             rank=rank,
             file="",
@@ -398,10 +426,16 @@ class Reader:
         return trace, digest
 
     def _pg(self, p: dict[str, Any], where: str) -> PgTrace:
+        name = _text(p["name"], f"{where}.name")
         seqs = self.column(p["seqs"], f"{where}.seqs", delta=True)
         sigs = self.column(p["sigs"], f"{where}.sigs")
         plain = self.column(p["plain"], f"{where}.plain")
-        created = self.column(p["created"], f"{where}.created", delta=True, keep=False)
+        digest = self._digest(seqs, sigs)
+        created = self._created.get((name, digest))
+        if created is None:
+            created = self.column(p["created"], f"{where}.created", delta=True, keep=False)
+        elif type(p["created"]) is not str:
+            raise _bad(f"{where}.created", "not a column")
         var_seqs = self.column(p["var_seqs"], f"{where}.var_seqs", delta=True)
         var_in = self.column(p["var_in"], f"{where}.var_in")
         var_out = self.column(p["var_out"], f"{where}.var_out")
@@ -416,17 +450,19 @@ class Reader:
                 _int(cfg["from"], f"{where}.config_ranks", 0, MAX_WORLD_SIZE),
                 _int(cfg["to"], f"{where}.config_ranks", 0, MAX_WORLD_SIZE),
             )
-            ranks = range(lo, hi + 1)
+            step = _int(cfg.get("step", 1), f"{where}.config_ranks", 1, MAX_WORLD_SIZE)
+            if hi < lo or (hi - lo) % step:
+                raise _bad(f"{where}.config_ranks", "not a range ending at its last member")
+            ranks = range(lo, hi + 1, step)
         elif cfg is not None:
             members = [
                 _int(r, f"{where}.config_ranks", 0, MAX_WORLD_SIZE) for r in _list(cfg, where, MAX_WORLD_SIZE)
             ]
             ranks = compact_ranks(members) if members else None
         tail = self._tail(self.column(p["tail"], f"{where}.tail", keep=False), p["splits"], f"{where}.tail")
-        digest = self._digest(seqs, sigs)
         plain_digest = self._digest(seqs, plain)
         return PgTrace(
-            name=_text(p["name"], f"{where}.name"),
+            name=name,
             desc=_text(p["desc"], f"{where}.desc"),
             seqs=seqs,
             sigs=sigs,
@@ -448,7 +484,7 @@ class Reader:
         )
 
     @staticmethod
-    def _tail(col: array[int], splits: Any, where: str) -> list[TailEntry]:
+    def _tail(col: array[int], splits: Any, where: str) -> TailRows:
         """The kept entries: 8 int64 a row (seq, record id, signature, state, retired -1/0/1, created,
         started, completed), and the all_to_all splits of the few rows that have them."""
         n, odd = divmod(len(col), _TAIL_FIELDS)
@@ -465,13 +501,7 @@ class Reader:
                 tuple(_int(x, where, 0) for x in _list(a, where, MAX_TENSORS)),
                 tuple(_int(x, where, 0) for x in _list(b, where, MAX_TENSORS)),
             )
-        rows = list(
-            map(TailEntry, col[0::8], col[1::8], col[2::8], col[3::8], map(_RETIRED.__getitem__, col[4::8]),
-                col[5::8], col[6::8], col[7::8])
-        )  # fmt: skip
-        for r, pair in pairs.items():
-            rows[r].splits = pair
-        return rows
+        return TailRows(col, pairs)  # rows of the checked column: TailEntry objects only when read
 
     @staticmethod
     def _p2p(e: Any, where: str) -> P2PEntry:
@@ -513,6 +543,7 @@ class Reader:
         )
         if len(self._tables) > 1 << 12:
             self._tables.clear()
+            self._held.clear()  # keyed by the ids of cached tables: those may now be freed
         self._tables[text] = details
         return details
 

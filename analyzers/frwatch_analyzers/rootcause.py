@@ -43,6 +43,7 @@ from .align import ABSENT, Disagreement, GroupInfo, tail_entry
 from .history import new_transition, novel, shift, sig_at
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
+from .tail_rows import first_open
 from .textfmt import ranks_text
 from .timeline import Status, Step, Timeline
 from .verdict import Category, CulpritKind
@@ -138,12 +139,9 @@ def open_point(ctx: Context, g: GroupInfo) -> int | None:
         pg = t.pgs.get(g.key)
         if pg is None:
             continue
-        for e in pg.tail:
-            if e.state == _COMPLETED or e.retired is True:
-                continue
-            if (t.has_states and e.state >= 0) or e.retired is False:
-                best = e.seq if best is None else min(best, e.seq)
-            break
+        seq = first_open(pg.tail, t.has_states)  # read from the tail's columns when it is held as one
+        if seq is not None:
+            best = seq if best is None else min(best, seq)
     return best
 
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import statistics
 from array import array
+from itertools import compress, repeat
+from operator import sub, truediv
 
 from .align import GroupInfo
 from .summarize import RankTrace
+from .tail_rows import TailRows, stacked, tail_columns
 from .verdict import Straggler, StragglerKind
 
 MIN_MS = 5.0
@@ -35,25 +38,67 @@ def stragglers(traces: dict[int, RankTrace], groups: dict[str, GroupInfo]) -> li
         # seq -> (ranks, values): two flat arrays, not a dict a rank (16 bytes a sample at 16k ranks)
         created: dict[int, tuple[array[int], array[int]]] = {}
         start_delay: dict[int, tuple[array[int], array[int]]] = {}
+        alike: dict[bytes, tuple[array[int], list[int], list[TailRows]]] = {}
         for r in g.dumped:
             pg = traces[r].pgs.get(g.key)
             if pg is None:
                 continue
-            for t in pg.tail:
-                if t.created_ns:
-                    ranks, values = created.setdefault(t.seq, (array("q"), array("q")))
+            if isinstance(pg.tail, TailRows):  # a summary's: read by column, ranks with the same seqs at once
+                seqs = pg.tail.seqs()
+                same = alike.setdefault(seqs.tobytes(), (seqs, [], []))
+                same[1].append(r)
+                same[2].append(pg.tail)
+                continue
+            for seq, created_ns, started_ns in zip(*tail_columns(pg.tail), strict=True):
+                if created_ns:
+                    ranks, values = created.setdefault(seq, (array("q"), array("q")))
                     ranks.append(r)
-                    values.append(t.created_ns)
-                    if t.started_ns:
-                        ranks, values = start_delay.setdefault(t.seq, (array("q"), array("q")))
+                    values.append(created_ns)
+                    if started_ns:
+                        ranks, values = start_delay.setdefault(seq, (array("q"), array("q")))
                         ranks.append(r)
-                        values.append(t.started_ns - t.created_ns)
+                        values.append(started_ns - created_ns)
+        for seqs, members, tails in alike.values():
+            every, n = array("q", members), len(seqs)
+            created_block, started_block = stacked(tails, 5), stacked(tails, 6)  # row j: block[j::n]
+            for j, seq in enumerate(seqs):
+                _add(created, seq, every, created_block[j::n], start_delay, started_block[j::n])
         for kind, table in ((StragglerKind.late_enqueue, created), (StragglerKind.slow_start, start_delay)):
             for s in _late(g, table, kind):
                 if (s.rank, kind) not in named:
                     named.add((s.rank, kind))
                     out.append(s)
     return sorted(out, key=lambda s: (s.rank, s.kind.value))
+
+
+def _add(
+    created: dict[int, tuple[array[int], array[int]]],
+    seq: int,
+    ranks: array[int],
+    created_ns: array[int],
+    start_delay: dict[int, tuple[array[int], array[int]]],
+    started_ns: array[int],
+) -> None:
+    """The samples of ``ranks`` at ``seq``: their creation times where known, and their start delays where
+    both times are."""
+    if 0 in created_ns:
+        ranks = array("q", compress(ranks, created_ns))
+        started_ns = array("q", compress(started_ns, created_ns))
+        created_ns = array("q", compress(created_ns, created_ns))
+    if not created_ns:
+        return
+    into_ranks, into_values = created.setdefault(seq, (array("q"), array("q")))
+    into_ranks.extend(ranks)
+    into_values.extend(created_ns)
+    if 0 in started_ns:
+        ranks = array("q", compress(ranks, started_ns))
+        created_ns = array("q", compress(created_ns, started_ns))
+        started_ns = array("q", compress(started_ns, started_ns))
+    if not started_ns:
+        return
+    into_ranks, into_values = start_delay.setdefault(seq, (array("q"), array("q")))
+    into_ranks.extend(ranks)
+    into_values.extend(map(sub, started_ns, created_ns))
 
 
 def _late(
@@ -64,11 +109,11 @@ def _late(
         if len(values) < max(3, len(g.dumped) // 2):
             continue
         mid = statistics.median(values)
-        for r, t in zip(ranks, values, strict=True):
+        for r, x in zip(ranks, map(truediv, map(sub, values, repeat(mid)), repeat(1e6)), strict=True):
             late = lateness.get(r)
             if late is None:
                 late = lateness[r] = array("d")
-            late.append((t - mid) / 1e6)
+            late.append(x)
     typical = {r: statistics.median(v) for r, v in lateness.items() if len(v) >= MIN_COMPARED}
     if len(typical) < 3:
         return []

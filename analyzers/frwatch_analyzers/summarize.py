@@ -20,7 +20,7 @@ import itertools
 import operator
 import re
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -115,7 +115,9 @@ class PgTrace:
     sigs: array[int]  # signature digest per seq
     plain: array[int]  # the same without the call site: compared when some ranks' dumps have no frames (JSON)
     created: array[int]  # time_created_ns per seq (0 unknown)
-    tail: list[TailEntry]  # the first entries not completed, then the last TAIL entries, by seq
+    # the first entries not completed, then the last TAIL entries, by seq (read-only: a summary's are rows of
+    # one column, tail_rows.TailRows)
+    tail: Sequence[TailEntry]
     config_ranks: Ranks | None  # from pg_config when it is sane, else None (a range when contiguous)
     last_enqueued: int  # from pg_status when present, else the last seq held
     last_started: int
@@ -211,10 +213,17 @@ def _parse_ranks(value: Any) -> list[int] | None:
 
 
 def compact_ranks(ranks: list[int]) -> Ranks:
-    """A member list as a ``range`` when it is one (the usual case: 16k ranks pickle as three ints, not
+    """A member list as a ``range`` when it is one, contiguous or strided (the usual cases: a TP group
+    ``range(8k, 8k + 8)``, a DP group ``range(k, world, 8)``; 16k ranks pickle and hash as three ints, not
     16k), else a tuple. Members lists are per rank and per group: a list each would be O(ranks^2)."""
-    if ranks and len(ranks) == ranks[-1] - ranks[0] + 1 and ranks == list(range(ranks[0], ranks[-1] + 1)):
-        return range(ranks[0], ranks[-1] + 1)
+    if len(ranks) > 1 and ranks[1] > ranks[0]:
+        step = ranks[1] - ranks[0]
+        if (ranks[-1] - ranks[0]) % step == 0 and len(ranks) == (ranks[-1] - ranks[0]) // step + 1:
+            members = range(ranks[0], ranks[-1] + 1, step)
+            if ranks == list(members):
+                return members
+    elif len(ranks) == 1:
+        return range(ranks[0], ranks[0] + 1)
     return tuple(ranks)
 
 

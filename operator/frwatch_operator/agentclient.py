@@ -40,16 +40,18 @@ class AskResult:
 
 
 def ask_to_dump(
-    host: str, port: int, tokens: Sequence[str], ranks: tuple[int, ...], timeout: float
+    host: str, port: int, tokens: Sequence[str], ranks: tuple[int, ...], timeout: float, path: str = "/dump"
 ) -> AskResult:
-    """Ask the agent at ``host:port`` to have ``ranks`` dump, with the first of ``tokens`` it accepts."""
+    """Ask the agent at ``host:port`` to have ``ranks`` dump, with the first of ``tokens`` it accepts
+    (``path`` ``/live-dump``: from the ranks' live buffers, live watch)."""
     if not tokens:
         return AskResult(error="no agent key available to the operator (its key ring is not loaded: see its log)")
     host_part = f"[{host}]" if ":" in host else host
     for token in tokens:
         request = urllib.request.Request(
-            f"http://{host_part}:{port}/dump",
-            data=json.dumps({"ranks": list(ranks)}).encode(),
+            f"http://{host_part}:{port}{path}",
+            # a live dump of a pod whose ranks are unknown: every rank with a socket
+            data=json.dumps({"ranks": list(ranks)} if ranks or path == "/dump" else {}).encode(),
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             method="POST",
         )
@@ -60,6 +62,8 @@ def ask_to_dump(
         except urllib.error.HTTPError as exc:
             if exc.code == 401:
                 continue
+            if exc.code == 404 and path != "/dump":
+                return AskResult(error=f"HTTP 404 from {host}:{port}: live watch is off in this pod's agent")
             return AskResult(error=f"HTTP {exc.code} from {host}:{port}")
         except (OSError, ValueError, RecursionError) as exc:
             return AskResult(error=f"{host}:{port} unreachable or answered garbage ({exc})")

@@ -283,6 +283,16 @@ class OperatorSettings(_Section):
         description="Live watch: a gap between a group's members (and the laggards' stale progress) seen this "
         "long is a stall.",
     )
+    live_policy: Literal["report", "dumpAndAnalyze", "abort"] = Field(
+        default="report",
+        description="Live watch: what a finding does unless the job's CapturePolicy (liveWatch.policy) or its "
+        "annotation frwatch.io/live-policy says otherwise: report, dumpAndAnalyze or abort.",
+    )
+    live_abort_allowed: bool = Field(
+        default=False,
+        description="Live watch: whether the policy abort may suspend a job after its live verdict; false: abort "
+        "acts as dumpAndAnalyze (and says so).",
+    )
     refused_backoff_seconds: float = Field(
         default=10.0,
         gt=0,
@@ -401,6 +411,22 @@ class AnalyzerSettings(_Section):
         ge=0,
         description="ttlSecondsAfterFinished: the finished Job and its pod are deleted after this many seconds "
         "(the verdict stays in S3; the operator reads the outcome long before).",
+    )
+    source_from_image: bool = Field(
+        default=False,
+        description="The source step: once the verdict is on the job, a second Job copies the source files "
+        "the branch's frames name from the training job's own image (an init container running that image's "
+        "Python, in analyzer.namespace, with no credentials) and renders report.html with the code around "
+        "each call site and the condition where the paths part (verdictloop.source_job). Off: report.html "
+        "says what it would need. It runs the tenant's image in analyzer.namespace: a private image needs its "
+        "pull Secret there (analyzer.imagePullSecrets).",
+    )
+    source_python: str = Field(
+        default="python3",
+        min_length=1,
+        max_length=256,
+        description="The training image's Python the source step's copier runs with (a name on the image's "
+        "PATH, or an absolute path).",
     )
 
 

@@ -173,6 +173,13 @@ ENV_TORCH_WORKER_SERVER_SOCKET: Final = "TORCH_WORKER_SERVER_SOCKET"
 #: On a PyTorchJob: "enabled" turns live watch on for its pods (with capture: the job must be opted in too).
 ANN_LIVE: Final = PREFIX + "live"
 LIVE_ENABLED: Final = "enabled"
+#: On a job: "disabled" turns live watch off whatever its CapturePolicy says.
+LIVE_DISABLED: Final = "disabled"
+#: On a job: what a live finding does (report, dumpAndAnalyze, abort); wins over its CapturePolicy's and the
+#: operator's default (frwatch_operator.live_policy).
+ANN_LIVE_POLICY: Final = PREFIX + "live-policy"
+#: Set on a job live watch suspended (policy abort): the Incident whose verdict stopped it.
+ANN_LIVE_ABORTED: Final = PREFIX + "live-aborted"
 
 # --- CRDs ---------------------------------------------------------------------------------------------------
 INCIDENT_PLURAL: Final = "incidents"

@@ -180,6 +180,13 @@ class Kube:
             return new
         raise RetryableError(f"annotate {kind.kind} {namespace}/{name}: kept conflicting; will retry")
 
+    def patch_job(self, kind: JobKind, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of the job (live watch's abort: its suspend field and an annotation)."""
+        api_call(
+            f"patch {kind.kind} {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, name, patch),
+        )
+
     def served(self, kind: JobKind) -> bool | None:
         """Whether the API server serves the kind (discovery of ``/apis/<group>/<version>``, which every
         client may read); None when discovery could not be asked."""
@@ -378,6 +385,18 @@ class Kube:
             ),
         )
         return list(listed.get("items") or [])
+
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        listed = _required(
+            f"list pod {namespace}/{name}",
+            lambda: _json(
+                self.core.list_namespaced_pod(
+                    namespace, field_selector=f"metadata.name={name}", _preload_content=False
+                )
+            ),
+        )
+        items = [p for p in listed.get("items") or [] if (p.get("metadata") or {}).get("name") == name]
+        return items[0] if items else None
 
     # --- the training job -------------------------------------------------------------------------
     def _job_args(self, namespace: str, ref: JobRef) -> tuple[str, str, str, str]:

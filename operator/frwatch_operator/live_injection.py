@@ -32,13 +32,6 @@ STARTUP_PROBE: dict[str, Any] = {
 }  # fmt: skip
 
 
-def live_requested(job: Mapping[str, Any]) -> bool:
-    """Whether the job asks for live watch (``frwatch.io/live: "enabled"``)."""
-    meta = job.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return isinstance(annotations, Mapping) and annotations.get(c.ANN_LIVE) == c.LIVE_ENABLED
-
-
 def _ptr(*parts: str | int) -> str:
     return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 

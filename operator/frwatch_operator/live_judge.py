@@ -53,7 +53,9 @@ class Round:
 
 
 class LiveJudge:
-    """One job attempt's judge: keeps LiveWatch's memory across rounds and what was already reported."""
+    """One job attempt's judge: keeps LiveWatch's memory across rounds and what was already reported. (A
+    desync is judged once its group's members have been read at its sequence number, or after the watch's
+    ``settle_s``: :class:`~frwatch_analyzers.live_findings.LiveWatch` holds it.)"""
 
     def __init__(self, world: Iterable[int], stall_after_s: float) -> None:
         self.watch = LiveWatch(world, stall_after_s=stall_after_s)

@@ -19,12 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import ValidationError
 
 from frwatch_analyzers.live_summary import LivePod
+from frwatch_operator.agentclient import AskResult, ask_to_dump
 
 #: The most of one agent's /live answer read: a pod of 8 ranks with one group is about 16 KB; 64 groups
 #: of 8 ranks with their stacks stay well inside.
 MAX_LIVE_BYTES = 4 * 1024 * 1024
 #: Agents asked at once.
 WORKERS = 16
+#: How long an agent may take to dump its ranks from their live buffers (each rank's whole ring: 0.7 s at
+#: worst for 2000 entries on a loaded node, a pod of 8 ranks well inside).
+LIVE_DUMP_TIMEOUT_S = 60.0
 
 
 def pull_live(host: str, port: int, tokens: Sequence[str], timeout: float) -> LivePod | str:
@@ -68,3 +72,20 @@ def pull_all(
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as pool:
         answers = pool.map(lambda n: pull_live(agents[n][0], agents[n][1], tokens, timeout), names)
         return dict(zip(names, answers, strict=True))
+
+
+def ask_live_dumps(
+    agents: Mapping[str, tuple[str, int, tuple[int, ...]]], tokens: Sequence[str], workers: int = WORKERS
+) -> dict[str, AskResult]:
+    """Ask every agent (pod -> host, port, its ranks) to dump its ranks from their live buffers
+    (``POST /live-dump``), at most ``workers`` at once; pod -> what asking it achieved. Never raises."""
+    if not agents:
+        return {}
+    names = sorted(agents)
+
+    def ask(pod: str) -> AskResult:
+        host, port, ranks = agents[pod]
+        return ask_to_dump(host, port, tokens, ranks, LIVE_DUMP_TIMEOUT_S, path="/live-dump")
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as pool:
+        return dict(zip(names, pool.map(ask, names), strict=True))

@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 PREFIX: Final = "frwatch_"
 
 #: Incident phases an Incident is driven through, and the phases it ends in.
-OPEN_PHASES: Final = ("Detected", "Collecting", "Analyzing")
-END_PHASES: Final = ("Reported", "Failed")
+OPEN_PHASES: Final = ("Early", "Detected", "Collecting", "Analyzing")
+END_PHASES: Final = ("Reported", "Failed", "Cleared")
 
 #: Seconds buckets for "failure seen -> manifest written" and "failure seen -> verdict".
 LATENCY_BUCKETS: Final = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
@@ -36,12 +36,14 @@ DOCS: Final[dict[str, tuple[str, tuple[str, ...], str]]] = {
     "frwatch_incidents_active": (
         "gauge",
         ("phase",),
-        "Incidents the operator is driving now, by phase (Detected, Collecting, Analyzing).",
+        "Incidents the operator is driving now, by phase (Early: live watch's finding while the job runs, "
+        "Detected, Collecting, Analyzing).",
     ),
     "frwatch_incidents_finished": (
         "counter",
         ("phase",),
-        "Incidents that reached an end phase: Reported, or Failed (frwatch itself could not finish).",
+        "Incidents that reached an end phase: Reported, Failed (frwatch itself could not finish), or Cleared "
+        "(live watch's Early finding not followed by a failure).",
     ),
     "frwatch_capture_latency_seconds": (
         "histogram",
@@ -144,7 +146,7 @@ class Metrics:
 
     def set_active(self, counts_by_phase: dict[str, int]) -> None:
         """The open incidents now, by phase (recompute from the operator's view; missing phases are 0)."""
-        for phase in ("Detected", "Collecting", "Analyzing"):
+        for phase in OPEN_PHASES:
             self.incidents_active.labels(phase=phase).set(counts_by_phase.get(phase, 0))
 
     def incident_finished(self, phase: str) -> None:

@@ -31,6 +31,14 @@ class Reason(StrEnum):
     INCIDENT_OPENED = "IncidentOpened"  #: a failure opened the attempt's Incident (job)
     #: live watch saw a desync or a stall while every rank still runs: the attempt's Incident opened Early (job)
     HANG_SUSPECTED = "HangSuspected"
+    #: policy dumpAndAnalyze/abort: every rank asked to dump its live buffer, the Incident collects now (job)
+    LIVE_DUMP_REQUESTED = "LiveDumpRequested"
+    #: policy abort: the job was suspended after its live verdict (job)
+    LIVE_ABORTED = "LiveAborted"
+    #: policy abort: the job was not suspended (no verdict, or the suspend was refused): why (job)
+    LIVE_ABORT_SKIPPED = "LiveAbortSkipped"
+    #: an attempt live watch suspected ended without a failure seen: its Early Incident is Cleared (job)
+    LIVE_CLEARED = "HangCleared"
     #: The job ended and frwatch opens no Incident for it: it succeeded (captured: nothing to capture), or
     #: it failed without capture (not opted in, or opted out); Normal, once per job (job).
     NO_INCIDENT = "NoIncident"
@@ -54,6 +62,9 @@ class Reason(StrEnum):
     CULPRITS = "CulpritsNamed"  #: software: culprit ranks, what they did and where they ran, no suspect (job)
     NEXT_STEPS = "NextSteps"  #: the targeted probes the analyzer recommends (job)
     ANALYSIS_FAILED = "AnalysisFailed"  #: no verdict: why (job, Incident)
+    #: the source step: the code copied from the training image and report.html rendered with it, or why the
+    #: report stays without code (Incident)
+    SOURCE_REPORT = "SourceReport"
     REMEDIATION = "Remediation"  #: the cordon plan: done, dry-run or skipped, with reasons (job, Incident)
     NODE_CORDONED = "FrwatchCordoned"  #: on a node frwatch cordoned (and on the job)
     NODE_WOULD_CORDON = "FrwatchWouldCordon"  #: dry-run: the node frwatch would have cordoned
@@ -229,13 +240,58 @@ def pod_labels_missing(pod: str, problem: str) -> Notice:
     return Notice("Warning", Reason.POD_LABELS_MISSING, f"pod {pod}: {problem}")
 
 
-def hang_suspected(incident: str, attempt: str, summary: str, frames: list[str]) -> Notice:
-    """Live watch found a desync or a stall in ``attempt`` while it runs (the Incident opened Early)."""
+#: What policy report does after a finding (hang_suspected's default).
+REPORT_NEXT = "the job is left running, and if this attempt fails its Incident collects the dumps as usual"
+
+
+def hang_suspected(
+    incident: str, attempt: str, summary: str, frames: list[str], then: str = REPORT_NEXT
+) -> Notice:
+    """Live watch found a desync or a stall in ``attempt`` while it runs (the Incident opened Early);
+    ``then``: what frwatch does next (the job's live policy)."""
     where = f" Where the laggards are: {'; '.join(frames)}." if frames else ""
     return Notice(
         "Warning",
         Reason.HANG_SUSPECTED,
         f"frwatch live watch, attempt {attempt}: {summary}.{where} Incident {incident} (phase Early) holds it; "
-        "the job is left running, and if this attempt fails its Incident collects the dumps as usual "
-        f"(kubectl get incident {incident} -o yaml)"[:1024],
+        f"{then} (kubectl get incident {incident} -o yaml)"[:1024],
+    )
+
+
+def live_dump_requested(incident: str, attempt: str, asked: str) -> Notice:
+    """Policy dumpAndAnalyze: every rank of the running attempt was asked for its live buffer."""
+    return Notice(
+        "Normal",
+        Reason.LIVE_DUMP_REQUESTED,
+        f"frwatch live watch, attempt {attempt}: every rank's live Flight Recorder buffer asked while the job "
+        f"runs ({asked}); Incident {incident} collects and analyses them now"[:1024],
+    )
+
+
+def live_aborted(incident: str, attempt: str, how: str, verdict: str) -> Notice:
+    """Policy abort: the job was stopped after its live verdict."""
+    return Notice(
+        "Warning",
+        Reason.LIVE_ABORTED,
+        f"frwatch live watch, attempt {attempt}: {how} after the verdict of Incident {incident}: {verdict}. "
+        "Its GPUs are freed; the job is kept (resume it by setting the suspend field back to false)"[:1024],
+    )
+
+
+def live_abort_skipped(incident: str, attempt: str, why: str) -> Notice:
+    """Policy abort: the job was left running."""
+    return Notice(
+        "Warning",
+        Reason.LIVE_ABORT_SKIPPED,
+        f"frwatch live watch, attempt {attempt}: the job is left running ({why}); Incident {incident}"[:1024],
+    )
+
+
+def live_cleared(incident: str, attempt: str, how: str) -> Notice:
+    """An attempt live watch suspected ended without failing."""
+    return Notice(
+        "Normal",
+        Reason.LIVE_CLEARED,
+        f"frwatch live watch, attempt {attempt}: {how}; Incident {incident} is Cleared (live watch's finding "
+        "stays in it)"[:1024],
     )

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
-from frwatch_operator.resources import CapturePolicySpec, CaptureSettings, LabelSelector
+from frwatch_operator.resources import CapturePolicySpec, CaptureSettings, LabelSelector, LivePolicyName
 
 
 class OptIn(StrEnum):
@@ -76,6 +76,7 @@ def defaults(config: Config) -> CaptureSettings:
         remediation_enabled=config.remediation.enabled,
         remediation_dry_run=config.remediation.dry_run,
         max_nodes_per_incident=config.remediation.max_nodes_per_incident,
+        live_policy=LivePolicyName(config.operator.live_policy),
     )
 
 
@@ -99,6 +100,8 @@ def apply_policy(base: CaptureSettings, spec: CapturePolicySpec) -> CaptureSetti
             if rem.max_nodes_per_incident is not None
             else base.max_nodes_per_incident,
         ),
+        live_enabled=spec.live_watch.enabled if spec.live_watch.enabled is not None else base.live_enabled,
+        live_policy=spec.live_watch.policy or base.live_policy,
     )
 
 

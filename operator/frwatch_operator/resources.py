@@ -123,6 +123,32 @@ class RemediationPolicy(_Wire):
     )
 
 
+class LivePolicyName(StrEnum):
+    """What live watch does when it finds a desync or a stall while the job runs (issue 15)."""
+
+    REPORT = "report"  #: an Incident in phase Early and a Warning Event on the job
+    #: and every rank's live Flight Recorder buffer collected now, analysed, the verdict on the job
+    DUMP_AND_ANALYZE = "dumpAndAnalyze"
+    #: and then the job suspended (its pods deleted): only where the operator allows it (liveWatch.abortAllowed)
+    ABORT = "abort"
+
+
+class LiveWatchPolicy(_Wire):
+    """Live watch for the selected jobs. Unset fields take the operator's defaults; a job's own annotations
+    (``frwatch.io/live``, ``frwatch.io/live-policy``) win over these."""
+
+    enabled: bool | None = Field(
+        default=None,
+        description="Sample every rank while the job runs (as the annotation frwatch.io/live: enabled does).",
+    )
+    policy: LivePolicyName | None = Field(
+        default=None,
+        description="What a finding does: report (an Early Incident and an Event), dumpAndAnalyze (also the "
+        "verdict from every rank's live buffer, before the watchdog fires) or abort (also suspend the job "
+        "after the verdict; only where the operator allows it, else dumpAndAnalyze).",
+    )
+
+
 class CapturePolicySpec(_Wire):
     """Opt the selected jobs of this namespace (any kind frwatch follows) into capture, with these settings.
 
@@ -156,6 +182,9 @@ class CapturePolicySpec(_Wire):
     remediation: RemediationPolicy = Field(
         default_factory=RemediationPolicy, description="Node remediation for these jobs."
     )
+    live_watch: LiveWatchPolicy = Field(
+        default_factory=LiveWatchPolicy, description="Live watch (desyncs and stalls named while the job runs)."
+    )
 
 
 class CaptureSettings(_Wire):
@@ -176,6 +205,10 @@ class CaptureSettings(_Wire):
     remediation_enabled: bool = Field(description="Whether suspect nodes may be cordoned.")
     remediation_dry_run: bool = Field(description="Record what would be done without doing it.")
     max_nodes_per_incident: int = Field(description="At most this many nodes cordoned for one incident.")
+    live_enabled: bool = Field(default=False, description="Live watch on (before the job's own annotation).")
+    live_policy: LivePolicyName = Field(
+        default=LivePolicyName.REPORT, description="What a live finding does (before the job's own annotation)."
+    )
 
 
 # --- Incident -------------------------------------------------------------------------------------------
@@ -192,6 +225,9 @@ class IncidentPhase(StrEnum):
     ANALYZING = "Analyzing"  #: manifest written; the analyzer Job runs
     REPORTED = "Reported"  #: verdict stored and surfaced on the job
     FAILED = "Failed"  #: frwatch itself could not finish (see message); the job is untouched
+    #: live watch's Early finding was not followed by a failure: the attempt succeeded (or the job was deleted
+    #: or moved to another attempt) with the Incident still Early; the finding is kept (see message)
+    CLEARED = "Cleared"
 
 
 class JobRef(_Wire):
@@ -442,6 +478,18 @@ class IncidentStatus(_Wire):
     )
     analyzer_map_job: str = Field(
         default="", description="Name of the Indexed map Job of a fanned-out analysis (beside analyzerJob)."
+    )
+    analyzer_source_job: str = Field(
+        default="",
+        description="Name of the source step's Job (analyzer.sourceFromImage): once the verdict is on the job, "
+        "analysisStep is Source while it copies the code the branch names from the training image and renders "
+        "report.html with it; the phase is Reported when it ends.",
+    )
+    source_report: str = Field(
+        default="",
+        max_length=1024,
+        description="The source step's outcome: report.html shows the code (what was copied), or why it does "
+        "not (the verdict stands either way); empty: no source step.",
     )
     category: str = Field(default="", description="The verdict's category (analyzer Category value).")
     hardware_class: bool | None = Field(default=None, description="The verdict's hardware_class.")

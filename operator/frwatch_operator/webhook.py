@@ -41,7 +41,8 @@ from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.injection import InjectionError, NotInjected, apply_ops, attempt_of, inject
 from frwatch_operator.jobkinds import enabled_kinds, kind_of, kinds_for_pod, pod_labels
-from frwatch_operator.live_injection import live_ops, live_requested
+from frwatch_operator.live_injection import live_ops
+from frwatch_operator.live_policy import live_requested
 from frwatch_operator.optin import CaptureDecision, OptIn, resolve
 from frwatch_operator.sidecar import JobContext
 
@@ -199,7 +200,7 @@ async def mutate_pod(
         token = keys.token_for(namespace, entry.name) if keys is not None else None
         result = inject(pod, decision.settings, config, ctx, token)
         warnings = list(result.warnings)
-        if result.ops and live_requested(entry.as_body()):
+        if result.ops and live_requested(entry.as_body(), decision.settings):
             more, live_warnings = live_ops(apply_ops(copy.deepcopy(dict(pod)), result.ops), config)
             result = dataclasses.replace(result, ops=[*result.ops, *more])
             warnings += live_warnings

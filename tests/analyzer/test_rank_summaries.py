@@ -79,7 +79,7 @@ def test_a_summary_that_cannot_be_used_falls_back_to_the_dump_and_the_verdict_sa
     said = verdict.summary
     assert "4 read from their dumps instead" in said
     assert "rank 2: summary not used: not JSON or truncated" in said
-    assert "rank 3: summary not used: summary version '99', this analyzer reads 1" in said
+    assert "rank 3: summary not used: summary version '99', this analyzer reads 1 and 2" in said
     assert "rank 4: made from a dump of" in said
     assert "rank 5: summary is about rank 6" in said
     assert "rank 1 had no summary (read from the dump)" in said

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_helpers import LIVE_ENV, Target
+from e2e_helpers import LIVE_ENV, NO_PYTHON, Target
 
 from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 
@@ -102,3 +102,40 @@ def replicas_target() -> Iterator[Target]:
                                      os.environ.get("FRWATCH_E2E_LEASE", "frwatch-leader")))  # fmt: skip
         return
     yield from _local({"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30"}, replicas=2)
+
+
+def _real_if(flag: str, why: str) -> Target | None:
+    """The real cluster when one is given and installed as ``flag`` says (else skip); None: use a local one."""
+    real = os.environ.get("FRWATCH_E2E_KUBECONFIG")
+    if not real:
+        return None
+    if os.environ.get(flag) != "1":
+        pytest.skip(f"{why} (set {flag}=1 when it is)")
+    return Target(Path(real), os.environ.get("FRWATCH_E2E_NAMESPACE", "frwatch-e2e"),
+                  image=os.environ.get("FRWATCH_E2E_IMAGE", "ghcr.io/frwatch/frwatch:0.1.0"), local=None)  # fmt: skip
+
+
+@pytest.fixture
+def source_target() -> Iterator[Target]:
+    """A cluster whose operator runs the source step (``analyzer.sourceFromImage``): its own local cluster, or
+    the real one installed with ``--set analyzer.sourceFromImage=true`` (``FRWATCH_E2E_SOURCE=1``)."""
+    real = _real_if("FRWATCH_E2E_SOURCE", "the real cluster's operator runs no source step")
+    if real is not None:
+        yield real
+        return
+    yield from _local({"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_ANALYZER_SOURCE_FROM_IMAGE": "true"})
+
+
+@pytest.fixture
+def source_broken_target() -> Iterator[Target]:
+    """A cluster whose source step cannot run (``analyzer.sourcePython`` names no program of the image): its
+    own local cluster, or the real one installed with ``--set analyzer.sourceFromImage=true --set
+    analyzer.sourcePython=frwatch-no-such-python`` (``FRWATCH_E2E_SOURCE_BROKEN=1``)."""
+    real = _real_if("FRWATCH_E2E_SOURCE_BROKEN", f"the real cluster's operator copies with a real Python, not {NO_PYTHON}")
+    if real is not None:
+        yield real
+        return
+    yield from _local({
+        "FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_ANALYZER_SOURCE_FROM_IMAGE": "true",
+        "FRWATCH_ANALYZER_SOURCE_PYTHON": NO_PYTHON,
+    })  # fmt: skip

@@ -29,7 +29,12 @@ LIVE_ENV = {
     "FRWATCH_AGENT_LIVE_PERIOD_SECONDS": "2",
     "FRWATCH_OPERATOR_LIVE_POLL_SECONDS": "2",
     "FRWATCH_OPERATOR_LIVE_STALL_AFTER_SECONDS": str(LIVE_STALL_AFTER_SECONDS),
+    # policy abort (only jobs that ask for it: test_live_policy_e2e.py) may suspend a job on the local cluster
+    "FRWATCH_OPERATOR_LIVE_ABORT_ALLOWED": "true",
 }
+
+#: The source step's Python in ``conftest.source_broken_target``: no image has it.
+NO_PYTHON = "frwatch-no-such-python"
 
 
 @dataclass

@@ -54,6 +54,20 @@ def test_a_member_still_short_of_the_seq_is_judged_without_after_settling() -> N
     assert "ranks 0 had not enqueued seq 30" in f.summary, f.summary
 
 
+def test_a_member_not_read_yet_is_waited_for_then_named_unread_after_settling() -> None:
+    """Early in a job an agent may not have sampled its pod yet: rank 0 is not read at all."""
+    samples = [sample(1, 30, {30: "gloo:broadcast"}), sample(2, 30), sample(3, 30)]
+    watch = LiveWatch(WORLD, settle_s=10)
+    assert watch.observe(samples, now=0.0).findings == []
+    (f,) = watch.observe([sample(0, 30), *samples], now=2.0).findings
+    assert (f.ranks, f.peers) == ([1], [0, 2, 3]) and "could not be read" not in f.summary
+    watch = LiveWatch(WORLD, settle_s=10)
+    for t in (0.0, 5.0):
+        assert watch.observe(samples, now=t).findings == [], t
+    (f,) = watch.observe(samples, now=10.0).findings
+    assert (f.ranks, f.peers) == ([1], [2, 3]) and "ranks 0 could not be read" in f.summary, f.summary
+
+
 def test_entries_seen_while_waiting_are_kept_when_the_tail_moves_on() -> None:
     """Rank 1's tail holds seq 30 only in the first round (its buffer moved on); rank 0 gets there later."""
     watch = LiveWatch(range(3))

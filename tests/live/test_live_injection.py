@@ -15,7 +15,8 @@ from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_conf
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, env_name
 from frwatch_operator.injection import apply_ops, inject
-from frwatch_operator.live_injection import live_ops, live_requested
+from frwatch_operator.live_injection import live_ops
+from frwatch_operator.live_policy import live_requested
 from frwatch_operator.optin import defaults
 from frwatch_operator.sidecar import JobContext
 from frwatch_operator.webhook import JobIndex
@@ -86,7 +87,7 @@ def test_a_users_live_dir_is_kept() -> None:
 @pytest.mark.parametrize(("value", "wanted"), [("enabled", True), ("Enabled", False), (None, False)])
 def test_opt_in_is_the_annotation(value: str | None, wanted: bool) -> None:
     ann = {} if value is None else {c.ANN_LIVE: value}
-    assert live_requested({"metadata": {"annotations": ann}}) is wanted
+    assert live_requested({"metadata": {"annotations": ann}}, defaults(Config())) is wanted
 
 
 def test_through_the_webhook_only_the_opted_in_job_gets_live_watch() -> None:

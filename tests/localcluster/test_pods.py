@@ -93,3 +93,37 @@ def test_signal_exit_code_and_deletion(kube: Kube, ns: str) -> None:
             return True
 
     wait_for(gone, 10, f"process {pid} to be stopped")
+
+
+def test_an_init_container_fills_an_empty_dir_the_main_container_reads(kube: Kube, ns: str) -> None:
+    """As the source step's pod: the init container writes into an emptyDir (and its termination file, which
+    the kubelet provides before the start), the main container reads the folder, mounted read-only."""
+    copy = py(
+        "copy",
+        "import sys; open(sys.argv[1] + '/code.py', 'w').write('x = 1'); "
+        "f = open(sys.argv[2], 'r+'); f.write('copied 1 of 1 files')",
+        args=["/src", "/dev/termination-log"], volumeMounts=[{"name": "src", "mountPath": "/src"}],
+    )  # fmt: skip
+    main = py(
+        "main", "import sys; print(open(sys.argv[1] + '/code.py').read()); sys.exit(0)", args=["/src"],
+        volumeMounts=[{"name": "src", "mountPath": "/src", "readOnly": True}],
+    )  # fmt: skip
+    kube.create(PODS.format(ns=ns), pod("i", ns, initContainers=[copy], containers=[main],
+                                        volumes=[{"name": "src", "emptyDir": {"sizeLimit": "1Mi"}}]))  # fmt: skip
+    done = wait_for(lambda: phase(kube, ns, "i", "Succeeded", "Failed"), 30, "the pod to end")
+    status = done["status"]  # type: ignore[index]
+    assert status["phase"] == "Succeeded", status
+    init = status["initContainerStatuses"][0]["state"]["terminated"]
+    assert (init["exitCode"], init["message"]) == (0, "copied 1 of 1 files"), init
+
+
+def test_an_executable_not_in_the_image_ends_the_container_start_error(kube: Kube, ns: str) -> None:
+    """A real runtime fails the start of a command it cannot find: exit 128, reason StartError (restartPolicy
+    Never: the pod fails), never a config error retried for ever."""
+    missing = {"name": "copy", "image": "trainer:1", "command": ["frwatch-no-such-python", "-c", "pass"]}
+    kube.create(PODS.format(ns=ns), pod("e", ns, initContainers=[missing], containers=[py("main", "pass")]))
+    done = wait_for(lambda: phase(kube, ns, "e", "Failed"), 30, "the pod to fail")
+    init = done["status"]["initContainerStatuses"][0]["state"]["terminated"]  # type: ignore[index]
+    assert (init["exitCode"], init["reason"]) == (128, "StartError"), init
+    assert "frwatch-no-such-python" in init["message"] and "executable file not found" in init["message"]
+    assert "terminated" not in done["status"]["containerStatuses"][0]["state"]  # type: ignore[index]

@@ -96,6 +96,21 @@ def needs(verdict: Verdict) -> str:
     )
 
 
+def files_read(verdict: Verdict) -> list[str]:
+    """Every file name the bridge may read for ``verdict``, as the dumps and logs give them, in the order it
+    reads them, once each: each side's innermost frames (and the caller of the outermost one read), then the
+    raising lines of the causes that name a path. What a copy of the code must hold (the source step)."""
+    names: dict[str, None] = {}
+    for v in _views(verdict):
+        for f in v.call_site[: MAX_FRAMES + 1]:
+            names.setdefault(f.filename, None)
+    for c in sorted(verdict.causes, key=lambda c: (not c.first, not c.primary))[:8]:
+        name, sep, line = c.location.rpartition(":")
+        if sep and line.isdigit() and c.primary and "/" in name:
+            names.setdefault(name, None)
+    return [n for n in names if n]
+
+
 def _views(verdict: Verdict) -> list[EntryView]:
     return list(verdict.evidence[0].views[:MAX_SIDES]) if verdict.evidence else []
 

@@ -35,8 +35,9 @@ _CSS = (_HERE / "report.css").read_text(encoding="utf-8")
 _CSP_STYLE = "sha256-" + base64.b64encode(hashlib.sha256(_CSS.encode()).digest()).decode()
 
 
-def render_html(verdict: Verdict, source: Path | None = None) -> str:
-    """The page for ``verdict``; ``source``: the training code's folder, for the bridge to the code."""
+def render_html(verdict: Verdict, source: Path | None = None, *, source_missing: str = "") -> str:
+    """The page for ``verdict``; ``source``: the training code's folder, for the bridge to the code.
+    ``source_missing``: why the code could not be had (said before what the bridge would need)."""
     bridge: Bridge | None = None
     if source is not None and verdict.evidence:
         bridge = build(verdict, SourceTree(source))
@@ -45,7 +46,9 @@ def render_html(verdict: Verdict, source: Path | None = None) -> str:
         "css": _CSS,
         "csp": f"default-src 'none'; style-src '{_CSP_STYLE}'; img-src 'none'; base-uri 'none'; form-action 'none'",
         "bridge": bridge,
-        "needs": needs(verdict) if bridge is None and verdict.evidence else "",
+        "needs": (
+            f"{source_missing.rstrip('.')}. {needs(verdict)}" if source_missing else needs(verdict)
+        ) if bridge is None and verdict.evidence else "",
         "culprits": set(verdict.culprit_ranks),
         "max_rows": MAX_ROWS,
         "max_sides": MAX_SIDES,

@@ -14,7 +14,8 @@ What it does, as the real ones do (talking to the API over HTTP only):
   its node is run there without the scheduler (as in Kubernetes: cordons do not stop it);
 * **running**: per pod a folder with its volumes (``emptyDir``, ``hostPath``, ``secret``, ``configMap``;
   others: an empty folder), a pod IP of its own on loopback (``127.<10+node index>.x.y``); init
-  containers in order, native sidecars (``restartPolicy: Always`` init containers) started first and
+  containers in order (an executable not found ends the container ``StartError``, exit 128, as a
+  real runtime does), native sidecars (``restartPolicy: Always`` init containers) started first and
   kept running (a sidecar's ``startupProbe.tcpSocket`` passed before later containers start, as Kubernetes
   waits for it; other probe kinds are not run), then the containers, each a process (own session) with the env the kubelet builds
   (``podspec.container_env``: envFrom, env, downward API, Secret and ConfigMap refs), paths
@@ -554,6 +555,12 @@ class Kubelet:
                 spec, env, mounts, python=self.python, entrypoints=self.entrypoints,
                 which=lambda name: shutil.which(name, path=self.path_env),
             )  # fmt: skip
+        except podspec.ExecutableNotFound as exc:  # as a real runtime: the start fails, the container ends
+            stamp = now()
+            c.state = {"terminated": {"exitCode": 128, "reason": "StartError", "message": str(exc),
+                                      "startedAt": "1970-01-01T00:00:00Z", "finishedAt": stamp}}  # fmt: skip
+            await api.event(run.pod, "Warning", "Failed", f"Error: {exc}", component=COMPONENT, host=run.node)
+            return
         except podspec.ContainerConfigError as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             c.not_before = time.monotonic() + 2.0
@@ -564,7 +571,9 @@ class Kubelet:
             wanted = Path(podspec.rewrite_path(str(spec["workingDir"]), mounts))
             if wanted.is_dir():
                 cwd = wanted
-        c.term_path.unlink(missing_ok=True)
+        # as the real kubelet: an empty file at terminationMessagePath (the program opens it, need not create it)
+        c.term_path.parent.mkdir(parents=True, exist_ok=True)
+        c.term_path.write_bytes(b"")
         c.log_path.parent.mkdir(parents=True, exist_ok=True)
         logger.info("%s/%s %s on %s: %s (output: %s)", run.namespace, run.name, c.name, run.node, argv, c.log_path)
         with open(c.log_path, "ab") as log:

@@ -40,6 +40,12 @@ class ContainerConfigError(ValueError):
     """The container cannot be started as specified (kubelet: CreateContainerConfigError)."""
 
 
+class ExecutableNotFound(ContainerConfigError):
+    """The command's executable is not in the "image" (the node's tools): a real kubelet's runtime fails the
+    start, and the container is terminated with exit code 128, reason ``StartError`` (not retried as a
+    config error)."""
+
+
 @dataclass(frozen=True)
 class Mount:
     """One volumeMount, resolved: the path the container asks for and the folder behind it."""
@@ -190,9 +196,9 @@ def argv_for(
     elif "/" not in exe or which(exe) is None:
         found = which(name)
         if found is None:
-            raise ContainerConfigError(
-                f"container {container.get('name')!r}: executable {exe!r} not found on the node "
-                "(the local kubelet runs commands with the local tools)"
+            raise ExecutableNotFound(
+                f"failed to create containerd task: exec: {exe!r}: executable file not found in $PATH "
+                "(the local kubelet runs commands with the node's tools)"
             )
         argv[0] = found
     return argv

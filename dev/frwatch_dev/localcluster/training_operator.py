@@ -23,12 +23,15 @@ signal) is deleted and created again (condition ``Restarting``), a permanent cod
 job; ``Never``: a failed pod fails the job. ``runPolicy.backoffLimit`` (container restarts plus
 ``ExitCode`` re-creations) and ``activeDeadlineSeconds`` fail the job and delete its pods. When the
 job ends, ``runPolicy.cleanPodPolicy`` (default ``None``) deletes ``All`` pods or the ``Running`` ones;
-``ttlSecondsAfterFinished`` deletes the job.
+``ttlSecondsAfterFinished`` deletes the job. ``runPolicy.suspend`` (v1.7's common reconciler): true deletes
+the job's active (Pending, Running) pods, creates none, sets ``Suspended`` True (``PyTorchJobSuspended``,
+``PyTorchJob ns/name is suspended.``), ``Running`` False and clears ``startTime``; false again sets
+``Suspended`` False (``PyTorchJobResumed``) and creates the pods again.
 
 Local differences: ``MASTER_ADDR`` is ``127.0.0.1`` (no Services, no DNS: every pod is on loopback) and
 ``MASTER_PORT`` is the master's ``pytorchjob-port`` when its template declares one, else a free port
 chosen per job (the real default, 23456, would collide between jobs on one host). Not done:
-``elasticPolicy``, ``suspend``, ``schedulingPolicy``/gang scheduling, Services.
+``elasticPolicy``, ``schedulingPolicy``/gang scheduling, Services.
 """
 
 from __future__ import annotations
@@ -269,6 +272,15 @@ class TrainingOperator:
             return
         if not any(cond.get("type") == "Created" for cond in conditions):
             conditions = set_condition(conditions, "Created", f"{KIND}Created", f"{KIND} {full} is created.")
+        if run_policy.get("suspend"):
+            await self._suspend(api, job, pods, conditions)
+            return
+        if any(cd.get("type") == "Suspended" and cd.get("status") == "True" for cd in conditions):
+            stamp = now()
+            conditions = [{**cd, "status": "False", "reason": f"{KIND}Resumed", "message": f"{KIND} {full} is resumed.",
+                           "lastUpdateTime": stamp, "lastTransitionTime": stamp} if cd.get("type") == "Suspended" else cd
+                          for cd in conditions]  # fmt: skip
+            events.append(("Normal", f"{KIND}Resumed", f"{KIND} {full} is resumed."))
         by_name = {p["metadata"]["name"]: p for p in pods}
         specs = replica_specs(job)
         # ExitCode: pods that failed with a retryable code are deleted and created again
@@ -369,6 +381,25 @@ class TrainingOperator:
             if (uid, reason, message) not in self._said:  # each Event once (they would repeat every pass)
                 self._said.add((uid, reason, message))
                 await api.event(job, type_, reason, message, component=COMPONENT)
+
+    async def _suspend(self, api: Api, job: Obj, pods: list[Obj], conditions: list[Obj]) -> None:
+        """runPolicy.suspend: the active pods deleted, none created, Suspended True, Running False."""
+        meta = job["metadata"]
+        full = f"{meta['namespace']}/{meta['name']}"
+        await self._clean(api, pods, "Running")
+        msg = f"{KIND} {full} is suspended."
+        conditions = set_condition(conditions, "Suspended", f"{KIND}Suspended", msg)
+        stamp = now()
+        conditions = [{**cd, "status": "False", "lastUpdateTime": stamp, "lastTransitionTime": stamp}
+                      if cd.get("type") == "Running" and cd.get("status") == "True" else cd for cd in conditions]  # fmt: skip
+        status = job.get("status") or {}
+        if status.get("conditions") != conditions or status.get("startTime") is not None:
+            path = ns_path(c.KF_GROUP, c.KF_VERSION, c.KF_PLURAL, meta["namespace"], meta["name"])
+            await api.patch(path + "/status", {"status": {"conditions": conditions, "startTime": None,
+                                                          "lastReconcileTime": now()}})  # fmt: skip
+        if (meta["uid"], f"{KIND}Suspended", msg) not in self._said:
+            self._said.add((meta["uid"], f"{KIND}Suspended", msg))
+            await api.event(job, "Normal", f"{KIND}Suspended", msg, component=COMPONENT)
 
     async def _clean(self, api: Api, pods: list[Obj], policy: str) -> None:
         for pod in pods:

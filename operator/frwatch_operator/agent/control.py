@@ -4,6 +4,10 @@
 ``GET /status``             auth; what was uploaded, what is pending, what was skipped in the dump folder.
 ``GET /live``               auth; live watch: the latest summary of each rank of this pod
     (``frwatch_analyzers.live_summary.LivePod``); 404 when live watch is off for this pod.
+``POST /live-dump``         auth; live watch: body as ``/dump``; each rank asked (default: every rank with a
+    live socket) is dumped from its worker server's live Flight Recorder buffer
+    (``frwatch_operator.agent.live_dump``); answers ``{"asked": [ranks dumped], "failed": {rank: why}}``; 404
+    when live watch is off for this pod.
 ``POST /dump``              auth; body ``{"ranks": [..]}`` optional (default: every rank with a pipe).
     Writes to each rank's NCCL pipe ``<dump_dir>/<prefix><rank>.pipe`` (``TORCH_NCCL_DEBUG_INFO_PIPE_FILE``):
     the rank's watchdog reads it and dumps. Answers ``{"asked": [ranks], "failed": {rank: why}}``; the
@@ -21,6 +25,7 @@ before it is read whole; a body that is not ``{"ranks": [int, ...]}`` (not JSON,
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hmac
 import json
@@ -125,6 +130,7 @@ def make_app(
     token: str | None,
     status: Callable[[], dict[str, Any]],
     live: Callable[[], str] | None = None,
+    live_dump: Callable[[set[int] | None], tuple[list[int], dict[str, str]]] | None = None,
 ) -> web.Application:
     """The control endpoint's aiohttp application."""
     expected = f"Bearer {token}".encode() if token else None
@@ -169,6 +175,20 @@ def make_app(
                 failed[str(rank)] = why
         return web.json_response({"asked": asked, "failed": failed})
 
+    async def post_live_dump(request: web.Request) -> web.Response:
+        check_auth(request)
+        if live_dump is None:
+            raise web.HTTPNotFound(text="live watch is off for this pod\n")
+        wanted: set[int] | None = None
+        if request.can_read_body:
+            try:
+                wanted = parse_ranks(await request.text())
+            except (BadRequest, UnicodeDecodeError) as exc:
+                raise web.HTTPBadRequest(text=f'body must be {{"ranks": [int, ...]}}: {exc}\n') from exc
+        # each rank's answer takes up to seconds: off the event loop (/healthz and /live keep answering)
+        dumped, failed = await asyncio.to_thread(live_dump, wanted)
+        return web.json_response({"asked": dumped, "failed": failed})
+
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.add_routes(
         [
@@ -176,6 +196,7 @@ def make_app(
             web.get("/status", get_status),
             web.get("/live", get_live),
             web.post("/dump", post_dump),
+            web.post("/live-dump", post_live_dump),
         ]
     )
     return app

@@ -41,6 +41,7 @@ from frwatch_analyzers.pod_record import StoredPodRecord
 from frwatch_operator import constants as c
 from frwatch_operator.agent.control import make_app
 from frwatch_operator.agent.dumpfiles import DumpWatcher
+from frwatch_operator.agent.live_dump import KnownStack, dump_live
 from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, parse_rank_span
 from frwatch_operator.agent.livebootstrap import install as install_live_bootstrap
 from frwatch_operator.agent.nccl_files import NcclFiles
@@ -136,6 +137,22 @@ class Agent:
         pod = self.live.latest() if self.live is not None else LivePod(pod=self.config.pod.name, ranks=[])
         return pod.model_dump_json(by_alias=True)
 
+    def live_dump(self, wanted: set[int] | None) -> tuple[list[int], dict[str, str]]:
+        """``POST /live-dump``: dump the running ranks from their live buffers (``agent.live_dump``)."""
+        assert self.live is not None
+        latest = {r.rank: r for r in self.live.latest().ranks}
+
+        def known(rank: int) -> KnownStack:
+            found = latest.get(rank)
+            if found is None:
+                return KnownStack()
+            return KnownStack(stack=found.stack, pending=found.stack_error is not None)
+
+        dumped, failed = dump_live(self.live.sockets(), wanted, self.dump_dir, self.config.fr.file_prefix, known)
+        logger.info("live dump asked: rank(s) %s written from their live buffers%s", dumped,
+                    "".join(f"; rank {r}: {why}" for r, why in sorted(failed.items())))  # fmt: skip
+        return dumped, failed
+
     def tick(self) -> None:
         now = time.monotonic()
         for dump in self.watcher.poll(now):
@@ -204,6 +221,7 @@ class Agent:
             dump_dir=self.dump_dir, file_prefix=self.config.fr.file_prefix,
             token=a.token.get_secret_value() if a.token is not None else None, status=self.uploader.status,
             live=self.live_json if self.live is not None else None,
+            live_dump=self.live_dump if self.live is not None else None,
         )  # fmt: skip
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()

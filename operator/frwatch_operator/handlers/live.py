@@ -1,9 +1,11 @@
-"""Live watch on the operator's side (issue 15), policy ``report``: every ``operator.live_poll_seconds`` the
-leader pulls ``GET /live`` from the agent of each running pod of every captured job opted in with
-``frwatch.io/live: "enabled"`` (its current attempt), feeds one :class:`~frwatch_operator.live_judge.LiveJudge`
-per job attempt, and on a desync or a stall opens the attempt's Incident in phase ``Early`` (its finding in
-``status.liveFinding``) and posts one Warning ``HangSuspected`` Event on the job. The attempt's later failure
-joins that Incident (``handlers.pods.open_incident``: Early -> Detected).
+"""Live watch on the operator's side (issue 15): every ``operator.live_poll_seconds`` the leader pulls
+``GET /live`` from the agent of each running pod of every captured job with live watch on
+(:mod:`frwatch_operator.live_policy`: the job's ``frwatch.io/live``, its CapturePolicy's ``liveWatch``), its
+current attempt, feeds one :class:`~frwatch_operator.live_judge.LiveJudge` per job attempt, and on a desync or a
+stall opens the attempt's Incident in phase ``Early`` (its finding in ``status.liveFinding``) and posts one
+Warning ``HangSuspected`` Event on the job. Policy ``report`` stops there: the attempt's later failure joins
+that Incident (``handlers.pods.open_incident``: Early -> Detected). ``dumpAndAnalyze`` and ``abort`` go on in
+:mod:`frwatch_operator.handlers.live_actions` (also the Early Incident of a job that succeeded: Cleared).
 
 One background thread, not a kopf timer: a kopf timer on the job would put a finalizer on the user's job
 (frwatch puts none). The live jobs are learnt from the jobs' own watch events (a second handler of the job
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,14 +29,22 @@ from frwatch_operator import notices
 from frwatch_operator.detection import pod_facts
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.live_actions import (
+    PendingAbort,
+    abort_when_reported,
+    clear_early,
+    dump_and_analyze,
+    succeeded,
+)
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
 from frwatch_operator.job_failure import current_attempt
 from frwatch_operator.jobkinds import JobKind, enabled_kinds
 from frwatch_operator.kube import ObjectRef
-from frwatch_operator.live_injection import live_requested
 from frwatch_operator.live_judge import LiveJudge, early_status, live_finding
+from frwatch_operator.live_policy import live_choice
 from frwatch_operator.live_pull import pull_all
+from frwatch_operator.resources import LivePolicyName
 from frwatch_operator.times import rfc3339
 
 logger = logging.getLogger(__name__)
@@ -41,36 +52,77 @@ logger = logging.getLogger(__name__)
 TRIGGER = "live watch: "
 
 
+@dataclass(frozen=True)
+class PendingDump:
+    """An Early Incident whose policy asks for the ranks' live buffers (retried each round until done)."""
+
+    incident: str
+    abort: bool
+
+
 class LiveJobs:
-    """The live jobs (from their watch events) and one judge per job attempt."""
+    """The jobs of the followed kinds (from their watch events: whether live watch is on needs the index's
+    CapturePolicies, decided each round), one judge per job attempt, and what the policies still owe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.jobs: dict[tuple[str, str], JobKind] = {}
+        self.succeeded: set[tuple[str, str]] = set()
         self.judges: dict[tuple[str, str], LiveJudge] = {}  # (job uid, attempt) -> judge
+        self.dumps: dict[tuple[str, str], PendingDump] = {}  # (job uid, attempt) -> the Incident to move on
+        #: (namespace, job) -> (uid, attempt, Incident) of an Incident opened Early (Cleared if the job succeeds)
+        self.early: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self.aborts: dict[tuple[str, str], PendingAbort] = {}  # (namespace, job) -> the verdict to wait for
 
     def saw(self, kind: JobKind, body: dict[str, Any], deleted: bool) -> None:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         with self._lock:
-            if deleted or not live_requested(body):
+            if deleted:
                 self.jobs.pop(key, None)
+                self.early.pop(key, None)
+                self.aborts.pop(key, None)
             else:
                 self.jobs[key] = kind
+            if not deleted and succeeded(kind, body):
+                self.succeeded.add(key)
+            else:
+                self.succeeded.discard(key)
 
     def snapshot(self) -> list[tuple[str, str, JobKind]]:
         with self._lock:
             return [(ns, name, kind) for (ns, name), kind in sorted(self.jobs.items())]
 
+    def pending_aborts(self) -> list[tuple[tuple[str, str], PendingAbort]]:
+        with self._lock:  # saw() drops a deleted job's from the watch's thread
+            return sorted(self.aborts.items(), key=lambda kv: kv[0])
+
 
 def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobKind, now: float) -> None:
-    """One round over one live job: pull its current attempt's agents, judge, report a new finding."""
+    """One round over one job: clear an Early Incident its job left behind; if live watch is on, pull its
+    current attempt's agents, judge, report a new finding, and go on by the job's policy (a dump still owed
+    from a failed round first)."""
     entry = deps.index.job(namespace, name)
     decision = deps.index.decide(namespace, name, deps.config)
     if entry is None or decision is None or not decision.enabled or decision.settings is None:
         return
+    choice = live_choice(entry.as_body(), decision.settings, deps.config.operator.live_abort_allowed)
+    if choice.problem and deps.seen.first_time(f"{entry.uid}/live-choice/{choice.problem[:120]}"):
+        logger.warning("live watch of job %s/%s: %s", namespace, name, choice.problem)
     attempt = current_attempt(entry.as_body())
-    if not attempt:
+    early = live.early.get((namespace, name))
+    if early is not None and early[0] == entry.uid:
+        uid, was, incident = early
+        if (namespace, name) in live.succeeded:
+            how = f"the job succeeded after live watch's finding (condition {kind.succeeded_condition})"
+        elif attempt and attempt != was:
+            how = f"the job went on to attempt {attempt} with no failure of attempt {was} seen"
+        else:
+            how = ""
+        if how:
+            clear_early(deps, kind, namespace, name, uid, was, incident, how)
+            live.early.pop((namespace, name), None)
+    if not choice.enabled or not attempt:
         return
     layout = deps.seen.layout(namespace, name) or UNKNOWN_LAYOUT
     pods = [pod_facts(p, ranks=kind.pod_ranks(p, layout).ranks)
@@ -78,6 +130,12 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     mine = [p for p in pods if p.attempt == attempt and p.failure is None and p.phase == "Running"]
     agents = {p.name: (p.pod_ip, p.control_port) for p in mine if p.pod_ip and p.control_port is not None}
     world = range(layout.world_size) if layout.world_size else sorted({r for p in mine for r in p.ranks})
+    pending = live.dumps.get((entry.uid, attempt))
+    if pending is not None:  # the finding's Incident still owes the ranks' live buffers (a failed round)
+        if dump_and_analyze(deps, kind, namespace, name, entry.uid, attempt, pending.incident, mine,
+                            decision.settings, layout.world_size):  # fmt: skip
+            _dumped(live, kind, namespace, name, entry.uid, attempt, pending)
+        return
     judge = live.judges.get((entry.uid, attempt))
     if judge is None:
         live.judges = {k: v for k, v in live.judges.items() if k[0] != entry.uid}  # older attempts: done
@@ -121,9 +179,38 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     except FrwatchError:
         judge.reported.discard(finding.key)  # not reported: the next round tries again
         raise
-    logger.warning("incident %s/%s opened Early by live watch: %s", namespace, incident, finding.summary)
+    deps.metrics.incident_opened(namespace)
+    live.early[(namespace, name)] = (entry.uid, attempt, incident)
+    logger.warning("incident %s/%s opened Early by live watch (policy %s): %s", namespace, incident,
+                   choice.policy.value, finding.summary)  # fmt: skip
     ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, namespace, name, entry.uid)
-    deps.kube.post_event(ref, notices.hang_suspected(incident, attempt, finding.summary, found.top_frames))
+    then = THEN[choice.policy]
+    deps.kube.post_event(ref, notices.hang_suspected(incident, attempt, finding.summary, found.top_frames, then))
+    if choice.policy is LivePolicyName.REPORT:
+        return
+    pending = live.dumps[(entry.uid, attempt)] = PendingDump(incident, choice.policy is LivePolicyName.ABORT)
+    if dump_and_analyze(deps, kind, namespace, name, entry.uid, attempt, incident, mine, decision.settings,
+                        layout.world_size):  # fmt: skip
+        _dumped(live, kind, namespace, name, entry.uid, attempt, pending)
+
+
+#: What the HangSuspected Event says comes next, by policy.
+THEN = {
+    LivePolicyName.REPORT: notices.REPORT_NEXT,
+    LivePolicyName.DUMP_AND_ANALYZE: "policy dumpAndAnalyze: every rank's live buffer is collected and analysed "
+    "now, the verdict comes on the job while it runs",
+    LivePolicyName.ABORT: "policy abort: every rank's live buffer is collected and analysed now, and the job is "
+    "suspended after the verdict",
+}
+
+
+def _dumped(live: LiveJobs, kind: JobKind, namespace: str, name: str, uid: str, attempt: str,
+            pending: PendingDump) -> None:  # fmt: skip
+    """The Incident moved on (or had already): nothing more owed but the abort, if asked."""
+    live.dumps.pop((uid, attempt), None)
+    live.early.pop((namespace, name), None)
+    if pending.abort:
+        live.aborts[(namespace, name)] = PendingAbort(kind, namespace, name, uid, attempt, pending.incident)
 
 
 def _ours_without_status(deps: Deps, namespace: str, incident: str) -> bool:
@@ -145,6 +232,12 @@ def _loop(deps: Deps, live: LiveJobs, stop: threading.Event) -> None:
                 live_round(deps, live, namespace, name, kind, time.time())
             except Exception as exc:  # one job's failure never stops the others (nor the thread)
                 logger.warning("live round of job %s/%s failed: %s", namespace, name, exc)
+        for key, pending in live.pending_aborts():
+            try:
+                if abort_when_reported(deps, pending):
+                    live.aborts.pop(key, None)
+            except Exception as exc:
+                logger.warning("live watch's abort of job %s/%s failed: %s (tried again)", *key, exc)
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:

@@ -235,6 +235,10 @@ def join_early(
         expected_ranks=expected, settings=settings,
     )  # fmt: skip
     if joined is None:
+        status = Incident.of(found).status
+        if status.live_finding is not None:  # live watch moved it on itself (dumpAndAnalyze): no second analysis
+            logger.info("incident %s/%s (live watch's, phase %s) joined by the failure as it is: %s",
+                        namespace, name, status.phase.value, trigger)  # fmt: skip
         return
     deps.kube.patch_incident_status(namespace, name, joined.wire())
     logger.warning("incident %s/%s (opened Early by live watch) joined by the failure: %s", namespace, name, trigger)

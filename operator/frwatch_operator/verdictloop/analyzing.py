@@ -30,7 +30,7 @@ share :class:`Step`, :class:`Observed` and the helpers at the bottom; the pure p
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -54,6 +54,7 @@ from frwatch_operator.resources import (
 )
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
+from frwatch_operator.verdictloop import source_step
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
@@ -196,12 +197,21 @@ def _create_analyzer_job(
     url = evidence_url(storage_url, f"Incident {incident.key}")
     run = effective_run(config.analyzer, settings)
     manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
-    name, ns = _create_own_job(incident, manifest, kube)
-    where = name if ns == incident.namespace else f"{ns}/{name}"
-    spec = Notice("Normal", Reason.ANALYZER_STARTED, f"analyzing the dumps at {url} in Job {where}")
-    kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
+    name, ns, _ = _create_announced(incident, manifest, kube, now, lambda where: f"analyzing the dumps at {url} in Job {where}")
     status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
     return Step(status, done=False, retry_after=POLL_SECONDS)
+
+
+def _create_announced(
+    incident: IncidentIdentity, manifest: Obj, kube: KubeActions, now: datetime, said: Callable[[str], str]
+) -> tuple[str, str, str]:
+    """The one path that creates an analysis Job (the analyzer's or the map's): create it (idempotent), post
+    ``AnalyzerStarted`` on the Incident with ``said(where)``; (name, namespace, what was said)."""
+    name, ns = _create_own_job(incident, manifest, kube)
+    text = said(name if ns == incident.namespace else f"{ns}/{name}")
+    spec = Notice("Normal", Reason.ANALYZER_STARTED, text)
+    kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
+    return name, ns, text
 
 
 def _create_own_job(incident: IncidentIdentity, manifest: Obj, kube: KubeActions) -> tuple[str, str]:
@@ -246,13 +256,10 @@ def _start_jobs(
     manifest = map_job(
         incident, evidence_url=url, s3=config.s3, run=run, shards=shards, settings=config.analyzer
     )
-    name, ns = _create_own_job(incident, manifest, kube)
-    where = name if ns == incident.namespace else f"{ns}/{name}"
-    said = (
-        f"summarising the dumps of {ranks} ranks in {shards} map pods (Indexed Job {where}), then analyzing"
-    )
-    spec = Notice("Normal", Reason.ANALYZER_STARTED, said)
-    kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
+    name, ns, said = _create_announced(
+        incident, manifest, kube, now,
+        lambda where: f"summarising the dumps of {ranks} ranks in {shards} map pods (Indexed Job {where}), then analyzing",
+    )  # fmt: skip
     status = {
         **analyzing_status(name, now=now, conditions=conditions),
         "analyzerJob": "",
@@ -340,15 +347,19 @@ def _advance(
     now: datetime,
 ) -> Step:
     """One pass of :func:`advance_analysis` (raises what the adapters raise)."""
-    if _collected_reason(view) == ConditionReason.EVERY_RANK_EXITED and not view.status.analyzer_job:
+    if view.status.analysis_step == source_step.STEP_SOURCE:  # the verdict is out: the code for the report
+        url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
+        patch, over = source_step.advance(
+            view, config=config, settings=settings, kube=kube, store=store, url=url, now=now
+        )
+        return Step(patch, done=over, retry_after=None if over else POLL_SECONDS)
+    exits_only = _collected_reason(view) == ConditionReason.EVERY_RANK_EXITED and not view.status.analyzer_job
+    if exits_only:
         verdict = exit_verdict(view.status.observed, view.status.counts.expected_ranks, view.namespace)
         if verdict is not None:  # nothing to align: the exits the cluster showed are the verdict
             return _report_exits(view, verdict, config, kube, store, settings, now)
-        return _start_jobs(  # status.observed cannot say it: the analyzer decides, as usual
-            view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions,
-            view.status.counts.expected_ranks,
-        )  # fmt: skip
-    if _analyzed_reason(view) == ConditionReason.ANALYZER_JOB_NOT_CREATED:
+    # status.observed cannot say it (the analyzer decides, as usual), or an earlier create was refused
+    if exits_only or _analyzed_reason(view) == ConditionReason.ANALYZER_JOB_NOT_CREATED:
         return _start_jobs(
             view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions,
             view.status.counts.expected_ranks,
@@ -395,7 +406,14 @@ def _advance(
         return replace(_fail(view, training, kube, reason, message, now, first), observed=ended)
     step = _report(view, training, verdict, config, kube, store, settings, url, note, now)
     observed = replace(step.observed, analyzer_job=ended.analyzer_job)
-    return Step({**first, **step.status}, done=step.done, observed=observed)
+    status, done = {**first, **step.status}, step.done
+    if config.analyzer.source_from_image and training is not None:  # the verdict is out: now the code
+        status, more = source_step.begin(
+            view, training, verdict, status, config=config, settings=settings, kube=kube, store=store, url=url,
+            now=now,
+        )  # fmt: skip
+        done = not more
+    return Step(status, done=done, retry_after=None if done else POLL_SECONDS, observed=observed)
 
 
 # --- the two endings ---------------------------------------------------------------------------------

@@ -31,6 +31,10 @@ class KubeActions(Protocol):
 
     def list_job_pods(self, namespace: str, job_name: str) -> list[Obj]: ...
 
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        """The pod (listed by ``metadata.name``: the operator may list pods, not get them); None when absent."""
+        ...
+
     # the training job (PyTorchJob ...)
     def get_training_job(self, namespace: str, ref: JobRef) -> Obj | None: ...
 

@@ -1,0 +1,221 @@
+"""Live watch's policies in the operator's round (``handlers.live``, ``handlers.live_actions``) with a fake API
+and canned agent answers: dumpAndAnalyze asks every agent for its ranks' live buffers and moves the Early
+Incident to Detected (retried when the write fails); abort suspends the job once the Incident is Reported, and
+not without a verdict; abort without the operator's switch is dumpAndAnalyze; an Early Incident of a job that
+succeeded is Cleared."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from live_answers import fr_answer
+
+from frwatch_analyzers.live_summary import LivePod, summarize_live
+from frwatch_operator import constants as c
+from frwatch_operator.agentclient import AskResult
+from frwatch_operator.config import load_config
+from frwatch_operator.detection import PodFacts
+from frwatch_operator.errors import RetryableError
+from frwatch_operator.handlers import Deps, live_actions
+from frwatch_operator.handlers import live as live_handler
+from frwatch_operator.metrics import Metrics
+from frwatch_operator.observations import Observations
+from frwatch_operator.webhook import JobIndex
+
+KIND = SimpleNamespace(
+    group="kubeflow.org", version="v1", kind="PyTorchJob", pod_job_label=c.KF_LABEL_JOB_NAME,
+    succeeded_condition="Succeeded",
+    pod_ranks=lambda pod, layout: SimpleNamespace(ranks=range(pod["rank"], pod["rank"] + 1)),
+)  # fmt: skip
+
+
+def job(policy: str | None) -> dict[str, Any]:
+    annotations = {c.ANN_CAPTURE: c.CAPTURE_ENABLED, c.ANN_LIVE: c.LIVE_ENABLED}
+    if policy is not None:
+        annotations[c.ANN_LIVE_POLICY] = policy
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "uid-1", "annotations": annotations}}  # fmt: skip
+
+
+@dataclass
+class FakeKube:
+    #: a status write of this phase fails once
+    fail_phase: str | None = None
+    existing: dict[str, Any] | None = None
+    created: list[dict[str, Any]] = field(default_factory=list)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    patches: list[dict[str, Any]] = field(default_factory=list)
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return [{"name": f"j-{r}", "rank": r} for r in range(4)]
+
+    def create_incident(self, body: dict[str, Any]) -> bool:
+        if self.existing is not None:
+            return False
+        self.created.append(body)
+        self.existing = {**body, "metadata": {**body["metadata"], "uid": "inc-1"}, "status": {}}
+        return True
+
+    def get_incident(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.existing
+
+    def patch_incident_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        if self.fail_phase is not None and status.get("phase") == self.fail_phase:
+            self.fail_phase = None
+            raise RetryableError("the API answered 503")
+        self.statuses.append(status)
+        assert self.existing is not None
+        self.existing = {**self.existing, "status": status}
+
+    def post_event(self, ref: Any, notice: Any) -> bool:
+        self.events.append(notice)
+        return True
+
+    def get_job(self, kind: Any, namespace: str, name: str) -> dict[str, Any]:
+        return job(None)
+
+    def patch_job(self, kind: Any, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.patches.append(patch)
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """A desync (rank 1 broadcasts where the others all_reduce) on every round; the live-dump requests."""
+
+    def facts(pod: dict[str, Any], ranks: Any) -> PodFacts:
+        return PodFacts(name=pod["name"], namespace="ns", attempt="0", phase="Running", pod_ip="127.0.0.1",
+                        control_port=9, ranks=ranks)  # fmt: skip
+
+    def pulled(agents: dict[str, Any], tokens: Any, timeout: float) -> dict[str, LivePod | str]:
+        odd = {30: "gloo:broadcast"}
+        return {f"j-{r}": LivePod(pod=f"j-{r}", ranks=[summarize_live(fr_answer(30, odd if r == 1 else None), r, 0)])
+                for r in range(4)}  # fmt: skip
+
+    requests: list[dict[str, Any]] = []
+
+    def ask(agents: dict[str, Any], tokens: Any) -> dict[str, AskResult]:
+        requests.append(dict(agents))
+        return {pod: AskResult(asked=ranks) for pod, (_, _, ranks) in agents.items()}
+
+    monkeypatch.setattr(live_handler, "pod_facts", facts)
+    monkeypatch.setattr(live_handler, "pull_all", pulled)
+    monkeypatch.setattr(live_actions, "ask_live_dumps", ask)
+    return requests
+
+
+def deps_of(kube: FakeKube, policy: str | None, **env: str) -> Deps:
+    config = load_config({"FRWATCH_S3_BUCKET": "b", **env})
+    deps = Deps(config, JobIndex(), Observations(), kube, None)  # type: ignore[arg-type]
+    deps.index.upsert_job(json.loads(json.dumps(job(policy))))
+    return deps
+
+
+def rounds(deps: Deps, jobs: live_handler.LiveJobs, *times: float) -> None:
+    for t in times:
+        live_handler.live_round(deps, jobs, "ns", "j", KIND, t)  # type: ignore[arg-type]
+
+
+def test_dump_and_analyze_asks_every_rank_and_moves_the_incident_on(asked: list[dict[str, Any]]) -> None:
+    kube, jobs = FakeKube(), live_handler.LiveJobs()
+    rounds(deps_of(kube, "dumpAndAnalyze"), jobs, 0.0, 15.0, 30.0)
+    assert len(kube.created) == 1
+    assert [s["phase"] for s in kube.statuses] == ["Early", "Detected"]
+    detected = kube.statuses[-1]
+    assert detected["liveFinding"]["ranks"] == [1] and detected["collectionDeadline"] and detected["settings"]
+    assert live_actions.DUMP_TRIGGER in detected["message"]
+    [request] = asked  # once: later rounds have nothing more to ask
+    assert {pod: ranks for pod, (_, _, ranks) in request.items()} == {f"j-{r}": (r,) for r in range(4)}
+    hang, dumped = kube.events
+    assert hang.reason == "HangSuspected" and "dumpAndAnalyze" in hang.message
+    assert dumped.reason == "LiveDumpRequested" and "rank(s) 0, 1, 2, 3 dumped" in dumped.message
+    assert jobs.aborts == {}
+
+
+def test_a_failed_move_is_retried_by_the_next_round(asked: list[dict[str, Any]]) -> None:
+    kube, jobs = FakeKube(fail_phase="Detected"), live_handler.LiveJobs()
+    deps = deps_of(kube, "dumpAndAnalyze")
+    with pytest.raises(RetryableError):
+        rounds(deps, jobs, 0.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early"]
+    rounds(deps, jobs, 15.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early", "Detected"] and len(asked) == 2
+
+
+def test_abort_suspends_the_job_once_the_incident_is_reported(asked: list[dict[str, Any]]) -> None:
+    kube, jobs = FakeKube(), live_handler.LiveJobs()
+    deps = deps_of(kube, "abort", FRWATCH_OPERATOR_LIVE_ABORT_ALLOWED="true")
+    rounds(deps, jobs, 0.0)
+    [pending] = jobs.aborts.values()
+    assert not live_actions.abort_when_reported(deps, pending)  # Detected: no verdict yet
+    assert kube.patches == []
+    assert kube.existing is not None
+    kube.existing["status"] = {"phase": "Reported", "verdict": {"headline": "rank 1 took another path"}}
+    assert live_actions.abort_when_reported(deps, pending)
+    assert kube.patches == [{"spec": {"runPolicy": {"suspend": True}},
+                             "metadata": {"annotations": {c.ANN_LIVE_ABORTED: pending.incident}}}]  # fmt: skip
+    aborted = kube.events[-1]
+    assert aborted.reason == "LiveAborted" and "rank 1 took another path" in aborted.message
+
+
+def test_abort_without_a_verdict_leaves_the_job_running(asked: list[dict[str, Any]]) -> None:
+    kube, jobs = FakeKube(), live_handler.LiveJobs()
+    deps = deps_of(kube, "abort", FRWATCH_OPERATOR_LIVE_ABORT_ALLOWED="true")
+    rounds(deps, jobs, 0.0)
+    [pending] = jobs.aborts.values()
+    assert kube.existing is not None
+    kube.existing["status"] = {"phase": "Failed", "message": "the analyzer Job vanished"}
+    assert live_actions.abort_when_reported(deps, pending)
+    assert kube.patches == [] and kube.events[-1].reason == "LiveAbortSkipped"
+
+
+def test_abort_not_allowed_is_dump_and_analyze(asked: list[dict[str, Any]]) -> None:
+    kube, jobs = FakeKube(), live_handler.LiveJobs()
+    rounds(deps_of(kube, "abort"), jobs, 0.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early", "Detected"] and len(asked) == 1
+    assert jobs.aborts == {}
+
+
+def test_report_leaves_the_incident_early_until_the_job_succeeds(asked: list[dict[str, Any]]) -> None:
+    kube, jobs = FakeKube(), live_handler.LiveJobs()
+    deps = deps_of(kube, None)
+    rounds(deps, jobs, 0.0, 15.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early"] and asked == []
+    jobs.saw(
+        KIND,
+        {**job(None), "status": {"conditions": [{"type": "Succeeded", "status": "True"}]}},
+        deleted=False,
+    )  # type: ignore[arg-type]
+    rounds(deps, jobs, 30.0, 45.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early", "Cleared"]
+    assert "succeeded" in kube.statuses[-1]["message"] and kube.statuses[-1]["liveFinding"]["ranks"] == [1]
+    assert kube.events[-1].reason == "HangCleared"
+
+
+def test_an_early_incident_of_an_attempt_left_behind_is_cleared(asked: list[dict[str, Any]]) -> None:
+    kube, jobs = FakeKube(), live_handler.LiveJobs()
+    deps = deps_of(kube, None)
+    rounds(deps, jobs, 0.0)
+    moved = job(None)
+    moved["metadata"]["annotations"][c.ANN_ATTEMPT] = "1"  # restarted with no pod failure seen
+    deps.index.upsert_job(moved)
+    rounds(deps, jobs, 15.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early", "Cleared"]
+    assert "attempt 1" in kube.statuses[-1]["message"]
+
+
+def test_early_incidents_are_counted_active_and_cleared_ones_finished() -> None:
+    metrics = Metrics()
+
+    def value(name: str, phase: str) -> float | None:
+        return metrics.registry.get_sample_value(name, {"phase": phase})
+
+    metrics.incident_phase("inc-1", "Early")
+    assert value("frwatch_incidents_active", "Early") == 1.0
+    metrics.incident_phase("inc-1", "Cleared")
+    assert value("frwatch_incidents_active", "Early") == 0.0
+    assert value("frwatch_incidents_finished_total", "Cleared") == 1.0

@@ -24,6 +24,11 @@ from .summarize import STATE_NAMES, Summarizer
 LIVE_TAIL = 16
 #: The process groups a rank's summary keeps (the most recently active first).
 MAX_LIVE_GROUPS = 64
+#: The largest member list a group's summary carries. A bigger group's members are left to the operator's
+#: inference (the default group: the world; another: the ranks that report it), as for gloo's broken
+#: pg_config: NCCL lists every member of the default group, and 8000 ranks each sending 8000 members made
+#: one job's round 320 KB a pod and 5.3 GB in the operator (``benchmarks/bench_live_operator.py``).
+MAX_LIVE_MEMBERS = 256
 #: The longest Python stack text kept (the part nearest the call: the end of each thread is kept whole).
 MAX_STACK_CHARS = 8192
 LIVE_SCHEMA = "frwatch.live/v1"
@@ -132,7 +137,9 @@ def summarize_live(answer: bytes, rank: int, sampled_ns: int, tail: int = LIVE_T
             LiveGroup(
                 name=printable(pg.name, 120),
                 desc=printable(pg.desc, 120),
-                members=list(pg.config_ranks) if pg.config_ranks is not None else None,
+                members=list(pg.config_ranks)
+                if pg.config_ranks is not None and len(pg.config_ranks) <= MAX_LIVE_MEMBERS
+                else None,
                 last_enqueued=pg.last_enqueued,
                 last_started=pg.last_started,
                 last_completed=pg.last_completed,

@@ -223,6 +223,32 @@ class Target:
         os.killpg(pid, signal.SIGKILL)
         wait_for(lambda: pid not in local.operator_pids(), 30, f"operator process {pid} gone")
 
+    def agent_status(self, pod: str) -> Obj:
+        """The frwatch agent's container status in ``pod`` (a native sidecar: an init container)."""
+        status = self.api.sanitize_for_serialization(self.core.read_namespaced_pod(pod, self.namespace).status)
+        found = [s for s in status.get("initContainerStatuses") or [] if s["name"] == c.AGENT_CONTAINER]
+        assert found, f"{pod} has no {c.AGENT_CONTAINER} container status"
+        return found[0]  # type: ignore[no-any-return]
+
+    def restart_agent(self, pod: str) -> None:
+        """Make the frwatch agent of ``pod`` exit (SIGTERM to its process, as a node's eviction or an OOM-free
+        crash-and-drain would) so its kubelet restarts the sidecar; returns once it is told. Locally the
+        process named by its containerID (``local://<pid>``); on a real cluster an exec into the agent
+        container that signals its PID 1 (the agent handles SIGTERM, so PID 1's signal protection does not
+        stop it)."""
+        if self.local is not None:
+            cid = str(self.agent_status(pod).get("containerID") or "")
+            assert cid.startswith("local://"), cid
+            os.kill(int(cid.removeprefix("local://")), signal.SIGTERM)
+            return
+        from kubernetes.stream import stream
+
+        stream(
+            self.core.connect_get_namespaced_pod_exec, pod, self.namespace, container=c.AGENT_CONTAINER,
+            command=["python", "-c", "import os, signal; os.kill(1, signal.SIGTERM)"],
+            stderr=True, stdin=False, stdout=True, tty=False,
+        )  # fmt: skip
+
     def node(self, name: str) -> Obj:
         return self.api.sanitize_for_serialization(self.core.read_node(name))  # type: ignore[no-any-return]
 

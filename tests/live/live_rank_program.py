@@ -1,6 +1,7 @@
 """One rank of a small real torch gloo job for the live-watch tests (run as a script, one process a rank).
 
     python live_rank_program.py --mode healthy|skip|stuck|slow|gil --steps N [--step-s S] [--pause-s P]
+        [--no-worker-server-ranks R,...]
 
 Every step each rank calls ``train_step`` -> ``sync_gradients`` (an all_reduce of 64 floats). The culprit
 (rank 1) plays the mode from ``--fault-step``: ``skip`` calls ``agree_to_continue`` (a broadcast) where the
@@ -84,10 +85,19 @@ def main() -> int:
     parser.add_argument("--fault-file", default="", help="the fault strikes once this file exists")
     parser.add_argument("--until-file", default="", help="stop (all ranks together) once this file exists")
     parser.add_argument("--work", type=int, default=0, help="an N x N matmul each step (0: none)")
+    parser.add_argument("--warmup", type=int, default=0, help="all_reduces before the timed loop")
+    parser.add_argument("--no-worker-server-ranks", default="", help="comma-separated ranks whose torch has no "
+                        "_WorkerServer (an older or trimmed build: removed from this process before init)")
     args = parser.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if str(rank) in args.no_worker_server_ranks.split(","):
+        import torch._C._distributed_c10d as c10d
+
+        del c10d._WorkerServer
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=args.timeout_s))
     work = torch.randn(args.work, args.work) if args.work else None
+    for _ in range(args.warmup):  # untimed: fills the Flight Recorder's ring, as a job that ran a while has
+        dist.all_reduce(torch.ones(64))
     started = time.perf_counter()
     for step in range(1, args.steps + 1):
         if work is not None:

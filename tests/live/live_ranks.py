@@ -55,7 +55,9 @@ def live_job(
     args: Sequence[str],
     env: Mapping[str, str],
     program: Path = PROGRAM,
+    rank_env: Mapping[int, Mapping[str, str | None]] | None = None,
 ) -> Iterator[LiveJob]:
+    """``world_size`` ranks of ``program``; ``rank_env`` changes one rank's environment (None removes a key)."""
     port = free_port()
     job = LiveJob(procs=[], logs=[])
     try:
@@ -65,6 +67,11 @@ def live_job(
             renv = rank_environ(
                 env, rank=rank, world_size=world_size, port=port, dump_prefix=str(work / "fr_")
             )
+            for key, value in ((rank_env or {}).get(rank) or {}).items():
+                if value is None:
+                    renv.pop(key, None)
+                else:
+                    renv[key] = value
             job.procs.append(
                 subprocess.Popen(
                     [sys.executable, str(program), *args],

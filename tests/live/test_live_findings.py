@@ -8,7 +8,7 @@ import json
 from fake_worker import T0, fr_answer
 
 from frwatch_analyzers.live_findings import LiveKind, LiveWatch
-from frwatch_analyzers.live_summary import LiveRank, summarize_live
+from frwatch_analyzers.live_summary import MAX_LIVE_MEMBERS, LiveRank, summarize_live
 
 WORLD = range(4)
 
@@ -134,3 +134,20 @@ def test_a_rank_consistently_late_to_enqueue_is_a_straggler() -> None:
     report = LiveWatch(WORLD).observe(samples, now=0.0)
     assert report.findings == []
     assert [(s.rank, s.kind.value) for s in report.stragglers] == [(3, "late_enqueue")]
+
+
+def test_a_big_groups_members_stay_home_and_it_is_still_judged() -> None:
+    """NCCL lists every member of the default group in pg_config: above MAX_LIVE_MEMBERS the summary leaves
+    them out (O(ranks^2) on the wire otherwise) and the judge infers them, as for gloo; a desync is found."""
+    def summary(rank: int, world: int, ops: dict[int, str] | None = None):  # type: ignore[no-untyped-def]
+        answer = fr_answer(30, ops)
+        answer["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": json.dumps(list(range(world)))}}
+        return summarize_live(json.dumps(answer).encode(), rank, 1)
+
+    assert summary(0, 8).groups[0].members == list(range(8))
+    world = MAX_LIVE_MEMBERS + 44
+    ranks = [summary(r, world, {30: "gloo:broadcast"} if r == 7 else None) for r in range(world)]
+    assert all(r.groups[0].members is None for r in ranks)
+    assert len(ranks[0].model_dump_json()) < 4000
+    (f,) = LiveWatch(range(world)).observe(ranks, now=0.0).findings
+    assert (f.kind, f.seq, f.ranks) == (LiveKind.desync, 30, [7]) and len(f.peers) == world - 1

@@ -131,3 +131,34 @@ def test_the_rank_span_is_parsed_strictly() -> None:
     assert parse_rank_span("8-11") == frozenset({8, 9, 10, 11})
     for bad in ("", "11-8", "08-9", "0-5000", "a-b", "3", "-1-2", "0-99999999"):
         assert parse_rank_span(bad) == frozenset(), bad
+
+
+def test_a_gil_holder_is_said_once_and_keeps_its_reason_until_it_moves(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While its dump_traceback is pending the rank's summary keeps saying why (the operator's finding needs
+    it) and the log says it once, not every round, and never "answers again" until the rank answers a stack."""
+    release = threading.Event()
+    last = [10]
+
+    def respond(name: str, conn: socket.socket) -> None:
+        if name == "dump_traceback" and not release.is_set():
+            release.wait(60)
+            return
+        conn.sendall(http(200, STACK) if name == "dump_traceback" else http(200, json.dumps(fr_answer(last[0])).encode()))
+
+    with fake_worker(sock(tmp_path, 0), respond) as asked:
+        sampler = LiveSampler(tmp_path, "pod-a", FAST)
+        with caplog.at_level(logging.INFO, logger="frwatch.agent.live"):
+            sampler.sample_once()
+            held = [sampler.sample_once().ranks[0] for _ in range(5)]
+            release.set()
+            last[0] = 11
+            sampler.sample_once()  # moved: the pending stack is forgotten
+            back = sampler.sample_once().ranks[0]  # no progress again: asked, and answered
+    assert all("holds the GIL" in (r.stack_error or "") for r in held), [r.stack_error for r in held]
+    assert asked.count("dump_traceback") == 2
+    assert back.stack_error is None and "load_batch" in (back.stack or "")
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("holds the GIL" in line for line in lines) == 1, lines
+    assert sum("answers again" in line for line in lines) == 1, lines

@@ -138,6 +138,8 @@ class RunConfig:
     #: this rank waits ``slow_pause_s`` instead (a slow but healthy rank), when given
     slow_rank: int | None = None
     slow_pause_s: float = 0.0
+    #: this rank's torch has no worker server (live watch cannot reach it), when given
+    no_worker_server_rank: int | None = None
 
     def pause_for(self, rank: int) -> float:
         return self.slow_pause_s if rank == self.slow_rank else self.step_pause_s
@@ -190,6 +192,11 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
     )
     parser.add_argument("--slow-rank", type=int, default=None, help="this rank waits --slow-pause-s instead")
     parser.add_argument("--slow-pause-s", type=float, default=0.0, help="the slow rank's wait each step")
+    parser.add_argument(
+        "--no-worker-server-rank", type=int, default=None,
+        help="this rank's torch has no c10d _WorkerServer (an older or trimmed build: removed from the process "
+        "before init), so live watch cannot reach it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     scenario = Scenario(args.scenario)
     defaults = DEFAULTS[scenario]
@@ -221,6 +228,7 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         step_pause_s=args.step_pause_s,
         slow_rank=args.slow_rank,
         slow_pause_s=args.slow_pause_s,
+        no_worker_server_rank=args.no_worker_server_rank,
     )
 
 
@@ -548,6 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     silence_core_dumps()
     keep_inductor_unloaded()
+    if env.rank == cfg.no_worker_server_rank:
+        del torch._C._distributed_c10d._WorkerServer  # before anyone could serve
     if ENV_FR_BUFFER_SIZE not in os.environ and ENV_FR_BUFFER_SIZE_OLD not in os.environ:
         os.environ[ENV_FR_BUFFER_SIZE] = "2000"  # FR reads it when the first process group is created
     # Rendezvous and gloo's pair connections get a long timeout (ranks of a loaded machine start seconds

@@ -105,7 +105,8 @@ class LiveSampler:
                         sampled_ns=self.wall_ns(),
                         error=f"no socket after "
                         f"{self.settings.startup_grace_s:.0f} s (bootstrap not loaded: python -S/-I, "
-                        "an earlier sitecustomize on PYTHONPATH, or torch.distributed never initialised)",
+                        "an earlier sitecustomize on PYTHONPATH, or torch.distributed never initialised; "
+                        "or the rank's torch has no worker server: see its 'frwatch-live:' line)",
                     ),
                     "no_socket",
                 )
@@ -137,6 +138,9 @@ class LiveSampler:
         elif self._may_ask_stack(state):
             stack, stack_error = self._stack(rank, path, state)
             summary = summary.model_copy(update={"stack": stack, "stack_error": stack_error})
+        elif state.latest is not None and state.latest.stack_error is not None:
+            # still no progress, a dump_traceback still pending: still the same reason (and no "answers again")
+            summary = summary.model_copy(update={"stack_error": state.latest.stack_error})
         self._record(rank, summary, "ok" if summary.stack_error is None else "stack_timeout")
 
     def _may_ask_stack(self, state: _RankState) -> bool:

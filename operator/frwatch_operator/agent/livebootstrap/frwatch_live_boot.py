@@ -16,7 +16,9 @@ the program itself has imported ``torch.distributed``. It must never make traini
   to read one dict entry. A forked child does not inherit the thread (so forked loader workers do nothing).
 - It then binds ``$FRWATCH_LIVE_DIR/rank-<global rank>.sock`` with
   ``torch._C._distributed_c10d._WorkerServer`` (Unix socket only: no network listener). A socket file a
-  dead process left behind (connect refused) is removed first; a live one is left alone.
+  dead process left behind (connect refused) is removed first; a live one is left alone. The socket is then
+  given the folder's group (the agent's) and mode 0770, so the agent, another user, can connect
+  (:func:`_share_with_agent`).
 - Every failure is caught and logged once on stderr (``frwatch-live: ...``); the thread then ends.
 - The server is never shut down: ``shutdown()`` joins the server's threads, and a ``dump_traceback``
   waiting for the GIL would deadlock an exit that holds it. The process's end closes the socket; an
@@ -103,7 +105,28 @@ def _serve(live_dir: str, rank: int) -> None:
     _state["server"] = server  # kept for the process's life, never shut down (see the module docstring)
     with contextlib.suppress(OSError):
         atexit.register(_remove_at_exit, path, os.lstat(path).st_ino)
-    _log_once(f"rank {rank}: torch's worker server answers on {path}")
+    _log_once(f"rank {rank}: torch's worker server answers on {path} ({_share_with_agent(path, live_dir)})")
+
+
+def _share_with_agent(path: str, live_dir: str) -> str:
+    """Let the agent connect; returns what was done, in words. Connecting to a Unix socket needs write
+    permission on its file, and torch binds it 0777 minus the umask: 0755 with the usual 022, so only its
+    owner could connect, and the agent runs as its own non-root user without capabilities. The agent made the
+    socket folder, so the folder's group is the agent's (or the pod's fsGroup, which the agent has too): the
+    socket gets that group and mode 0770. A rank that cannot give it that group (not root, not a member)
+    opens it to every user of the pod (0777): the file is in the pod's own volume, reachable only inside it."""
+    try:
+        group = os.stat(live_dir).st_gid
+        try:
+            if os.lstat(path).st_gid != group:
+                os.chown(path, -1, group)
+            os.chmod(path, 0o770)  # noqa: S103 - the owner and the agent's group: connecting needs write
+            return f"mode 0770, group {group}"
+        except PermissionError:
+            os.chmod(path, 0o777)  # noqa: S103 - a socket in the pod's own volume, no network
+            return "mode 0777: the folder's group could not be given"
+    except OSError as exc:
+        return f"left as torch made it: {type(exc).__name__}: {str(exc)[:200]}"
 
 
 def _initialised_rank(modules: Mapping[str, Any]) -> int | None:

@@ -90,12 +90,17 @@ def unpack(packed: Packed, held: Callable[[str, bytes], PgTrace | None]) -> bool
             packed.problem = f"internal: the worker sent group {name!r}'s kept entries not as whole rows"
             return False
     for name in packed.shared:
-        pg = trace.pgs.get(name)
-        source = held(name, pg.seq_digest) if pg is not None else None
-        if pg is None or source is None or source is pg:
+        group = trace.pgs.get(name)
+        source = held(name, group.seq_digest) if group is not None else None
+        if group is None or source is None or source is group:
             packed.problem = (
                 f"internal: the worker referred to group {name!r}'s sequence, which it never sent"
             )
             return False
-        pg.seqs, pg.sigs, pg.plain, pg.created = source.seqs, source.sigs, source.plain, source.created
+        group.seqs, group.sigs, group.plain, group.created = (
+            source.seqs,
+            source.sigs,
+            source.plain,
+            source.created,
+        )
     return True

@@ -67,9 +67,7 @@ def _client_for(bucket: str | None, s3: S3Config | None) -> Any:
     return _client
 
 
-def _summarise(
-    ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int
-) -> Packed | FileProblem:
+def _summarise(ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int) -> Packed | FileProblem:
     """One file -> its summary, packed to travel (:mod:`.trace_wire`), or its problem (runs in a worker; a
     MemoryError is the worker's to report)."""
     global _summarizer, _packer

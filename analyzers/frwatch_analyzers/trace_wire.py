@@ -87,7 +87,9 @@ def unpack(packed: Packed, held: Callable[[str, bytes], PgTrace | None]) -> bool
     for name, pg in trace.pgs.items():
         tail = pg.tail
         if not isinstance(tail, TailRows) or not tail.whole():
-            packed.problem = f"internal: the worker sent group {name!r}'s kept entries not as whole rows"
+            packed.problem = (
+                f"internal: the worker sent group {name!r}'s kept entries not as one column of whole rows"
+            )
             return False
     for name in packed.shared:
         group = trace.pgs.get(name)

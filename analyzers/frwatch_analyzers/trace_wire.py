@@ -21,9 +21,13 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 
 from .summarize import PgTrace, RankTrace, TailEntry
-from .tail_rows import TailRows
+from .tail_rows import FIELDS, TailRows
+
+_ROW = attrgetter("seq", "record_id", "sig", "state", "retired", "created_ns", "started_ns", "completed_ns")
 
 
 @dataclass
@@ -36,27 +40,13 @@ class Packed:
 
 
 def tail_rows(tail: Sequence[TailEntry]) -> TailRows:
-    """``tail`` as one column of rows (the layout :mod:`.rank_summary` stores)."""
+    """``tail`` as one column of rows (the layout :mod:`.rank_summary` stores), read field by field in C."""
     if isinstance(tail, TailRows):
         return tail
-    col = array("q")
-    splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-    for i, t in enumerate(tail):
-        col.extend(
-            (
-                t.seq,
-                t.record_id,
-                t.sig,
-                t.state,
-                -1 if t.retired is None else int(t.retired),
-                t.created_ns,
-                t.started_ns,
-                t.completed_ns,
-            )
-        )
-        if t.splits is not None:
-            splits[i] = t.splits
-    return TailRows(col, splits)
+    flat = list(chain.from_iterable(map(_ROW, tail)))
+    flat[4::FIELDS] = [-1 if r is None else int(r) for r in flat[4::FIELDS]]  # retired: None/False/True
+    splits = {i: t.splits for i, t in enumerate(tail) if t.splits is not None}
+    return TailRows(array("q", flat), splits)
 
 
 class Packer:

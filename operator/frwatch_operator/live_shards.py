@@ -8,12 +8,13 @@ replica runs the live rounds of the jobs whose uid hashes to a shard it holds (:
 the uid, stable across processes and restarts). N = 1 (the default): no shard Lease, the leader runs every
 job, as before.
 
-Spread: a replica takes a free shard (absent, released, or unrenewed for ``lease_seconds``) at once while it
-holds fewer than ceil(N / ``replicas``) (the chart's ``replicaCount``); beyond that only a shard that has
-stayed free for ``2 * lease_seconds`` as it observed (no other replica took it: they are gone or full). So a
-replica stopped cleanly hands its shards to the others within ``2 * lease_seconds``, a replica killed within
+Spread, with R = ``replicas`` (the chart's ``replicaCount``): a replica takes a free shard (absent, released,
+or unrenewed for ``lease_seconds``) at once while it holds fewer than floor(N / R); up to ceil(N / R) a shard
+that has stayed free for ``lease_seconds`` as it observed; beyond that only one free for ``2 * lease_seconds``
+(no other replica took it: they are gone or full). So R replicas end within one shard of each other, a
+replica stopped cleanly hands its shards over within ``2 * lease_seconds``, one killed within
 ``3 * lease_seconds`` (its renewals stop first). There is no hand-back: a replica that starts when every
-shard is held waits until one is freed.
+shard is held waits until one is freed (the next restart or stop of another replica).
 
 A job's judge lives with its shard's holder; a new holder starts a fresh judge (a stall needs
 ``live_stall_after_seconds`` of its own observation again, a desync is seen at its next round). The
@@ -79,14 +80,19 @@ class LiveShards:
 
     @property
     def cap(self) -> int:
-        """How many shards this replica takes at once (more only when nobody else takes them)."""
+        """How many shards this replica takes while the others take theirs (more only when nobody does)."""
         return math.ceil(self.shards / self.replicas)
 
     def held(self) -> list[int]:
         return [i for i, e in enumerate(self.electors) if e.leading()]
 
     def _may_take(self, free_for: float) -> bool:
-        return len(self.held()) < self.cap or free_for >= 2 * self.lease_seconds
+        held = len(self.held())
+        if held < self.shards // self.replicas:
+            return True
+        if held < self.cap:
+            return free_for >= self.lease_seconds
+        return free_for >= 2 * self.lease_seconds
 
     def mine(self, uid: str) -> bool:
         return self.electors[shard_of(uid, self.shards)].leading()

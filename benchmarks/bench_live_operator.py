@@ -170,8 +170,8 @@ def main() -> int:
           f"{statistics.median(judge_cpus):.2f} s, pulling and parsing the rest); "
           f"operator peak RSS {peak_mib:.0f} MiB; /live answer {per_pod / 1024:.1f} KB a pod "
           f"({per_pod / ns.ranks_per_pod / 1024:.2f} KB a rank)")  # fmt: skip
-    for cluster in (total, 10_000):
-        pods = cluster / ns.shards  # one shard's, about
+    for cluster in sorted({total, 10_000}):
+        pods = cluster / ns.shards  # one shard's, about (the measured one: ns.pods of total)
         scale = pods / ns.pods
         what = f"one shard of {ns.shards} (~{pods:.0f} pods)" if ns.shards > 1 else "the operator"
         print(f"at {cluster} pods every {ns.period:g} s, {what}: {pods / ns.period:.0f} requests/s, "

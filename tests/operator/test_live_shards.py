@@ -1,6 +1,7 @@
 """Live watch sharded by job (``frwatch_operator.live_shards``): the shard of a job is a stable hash of its uid,
 every job in exactly one shard; the shard Leases spread over the replicas within one of each other, a replica
-stopped cleanly or killed hands its shards to the others, and no job is ever run by two replicas at once."""
+stopped cleanly or killed hands its shards to the others, and no job is ever run by two replicas at once; a
+finding reported by the old and the new holder of a shard opens one Incident with one Event."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from test_live_round import KIND, FakeKube, deps_of, desync  # noqa: F401 - desync: the fixture
 
 from frwatch_operator.config import OperatorSettings
+from frwatch_operator.errors import RetryableError
+from frwatch_operator.handlers import live as live_handler
 from frwatch_operator.leader_election import Alone
 from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of, shard_of
 
@@ -137,3 +141,22 @@ def test_one_shard_is_the_leader_running_every_job(shards: int) -> None:
     assert isinstance(got, AllOfLeader) == (shards == 1)
     if isinstance(got, AllOfLeader):
         assert got.any() and all(got.mine(u) for u in UIDS[:10])
+
+
+@pytest.mark.usefixtures("desync")
+@pytest.mark.parametrize("old_holder_finished", [True, False])
+def test_a_finding_reported_on_both_sides_of_a_handover_opens_one_incident(old_holder_finished: bool) -> None:
+    """The old holder of a job's shard and the new one (a fresh judge) both see the desync: the Incident's
+    name is deterministic, the second create answers 409. If the old holder had finished (status and Event),
+    the new one leaves it; if it stopped between the create and its status write, the new one finishes."""
+    kube = FakeKube(fail_status_writes=0 if old_holder_finished else 1)
+    old, new = live_handler.LiveJobs(), live_handler.LiveJobs()  # each replica's own state
+    if old_holder_finished:
+        live_handler.live_round(deps_of(kube), old, "ns", "j", KIND, 0.0)  # type: ignore[arg-type]
+    else:
+        with pytest.raises(RetryableError):
+            live_handler.live_round(deps_of(kube), old, "ns", "j", KIND, 0.0)  # type: ignore[arg-type]
+    live_handler.live_round(deps_of(kube), new, "ns", "j", KIND, 15.0)  # type: ignore[arg-type]
+    live_handler.live_round(deps_of(kube), new, "ns", "j", KIND, 30.0)  # type: ignore[arg-type]
+    assert len(kube.created) == 1
+    assert [s["phase"] for s in kube.statuses] == ["Early"] and len(kube.events) == 1

@@ -1,7 +1,7 @@
 """The operator's live round at scale: ``live_pull.pull_all`` + ``LiveJudge`` against many simulated agents.
 
     .venv/bin/python benchmarks/bench_live_operator.py [--pods 1000] [--ranks-per-pod 8] [--pods-per-job 16]
-        [--rounds 10] [--workers 16]
+        [--rounds 10] [--workers 16] [--shards 1 --shard 0]
 
 A separate process (so its CPU is not counted as the operator's) serves ``GET /live`` for every simulated
 pod: one aiohttp server with one loopback port per pod (the pod is told by the port the request came in on),
@@ -12,6 +12,10 @@ The pods are split into jobs of ``--pods-per-job`` pods; every round runs, as ``
 job in turn: ``pull_all`` (at most ``--workers`` agents at once, with a bearer token) then that job's
 ``LiveJudge.judge``. Not simulated: the per-job pod list the real round reads from the API server (one list
 call a job) and Incident/Event writes (only on a finding; there is none here).
+
+With ``--shards N`` (``operator.live_shards``) the ``--pods`` are the cluster's: each job gets a uid and only
+the jobs of shard ``--shard`` (``live_shards.shard_of``, sha256 of the uid, as the operator picks them) are
+simulated and run: one replica's round when it holds that one shard.
 
 Prints per round: wall time, the operator process's CPU (user+sys, ``time.process_time``), bytes pulled,
 and at the end the medians, the peak RSS, and the request rate and bytes a second this means at the
@@ -30,6 +34,7 @@ import socket
 import statistics
 import sys
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +44,7 @@ from fake_worker import fr_answer  # noqa: E402
 from frwatch_analyzers.live_summary import LivePod, summarize_live  # noqa: E402
 from frwatch_operator.live_judge import LiveJudge  # noqa: E402
 from frwatch_operator.live_pull import pull_all  # noqa: E402
+from frwatch_operator.live_shards import shard_of  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -94,7 +100,15 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=16, help="agents pulled at once (live_pull.WORKERS)")
     parser.add_argument("--timeout", type=float, default=2.0, help="the operator's agent timeout (2 s)")
     parser.add_argument("--period", type=float, default=15.0, help="the live poll period to extrapolate at")
+    parser.add_argument("--shards", type=int, default=1, help="operator.live_shards (--pods: the whole cluster's)")
+    parser.add_argument("--shard", type=int, default=0, help="the one shard whose jobs are run")
     ns = parser.parse_args()
+    every = [min(ns.pods_per_job, ns.pods - first) for first in range(0, ns.pods, ns.pods_per_job)]
+    uids = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"frwatch-bench-job-{j}")) for j in range(len(every))]
+    sized = [n for n, uid in zip(every, uids, strict=True) if shard_of(uid, ns.shards) == ns.shard]
+    total, ns.pods = ns.pods, sum(sized)  # from here on --pods: the pods of this shard
+    if ns.shards > 1:
+        print(f"shard {ns.shard} of {ns.shards}: {len(sized)} of {len(every)} jobs, {ns.pods} of {total} pods")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, ns.pods + 512)), hard))
     socks = []
@@ -114,6 +128,7 @@ def main() -> int:
     jobs: list[dict[str, tuple[str, int]]] = []
     for first in range(0, ns.pods, ns.pods_per_job):
         jobs.append({f"pod-{p}": ("127.0.0.1", ports[p]) for p in range(first, min(first + ns.pods_per_job, ns.pods))})
+    # (a shard's last job may be cut: a full one elsewhere; the same pod count, judged the same way)
     world = ns.pods_per_job * ns.ranks_per_pod
     judges = [LiveJudge(range(world), stall_after_s=60.0) for _ in jobs]
     print(f"{ns.pods} pods x {ns.ranks_per_pod} ranks in {len(jobs)} jobs of {ns.pods_per_job} pods; "
@@ -155,11 +170,13 @@ def main() -> int:
           f"{statistics.median(judge_cpus):.2f} s, pulling and parsing the rest); "
           f"operator peak RSS {peak_mib:.0f} MiB; /live answer {per_pod / 1024:.1f} KB a pod "
           f"({per_pod / ns.ranks_per_pod / 1024:.2f} KB a rank)")  # fmt: skip
-    for pods in (ns.pods, 10_000):
+    for cluster in sorted({total, 10_000}):
+        pods = cluster / ns.shards  # one shard's, about (the measured one: ns.pods of total)
         scale = pods / ns.pods
-        print(f"at {pods} pods every {ns.period:g} s: {pods / ns.period:.0f} requests/s, "
+        what = f"one shard of {ns.shards} (~{pods:.0f} pods)" if ns.shards > 1 else "the operator"
+        print(f"at {cluster} pods every {ns.period:g} s, {what}: {pods / ns.period:.0f} requests/s, "
               f"{pods * per_pod / ns.period / 1e6:.2f} MB/s of JSON, about {scale * statistics.median(cpus):.1f} s "
-              f"of operator CPU a round ({100 * scale * statistics.median(cpus) / ns.period:.0f}% of a core)")  # fmt: skip
+              f"of CPU a round ({100 * scale * statistics.median(cpus) / ns.period:.0f}% of a core)")  # fmt: skip
     print(f"load average after: {os.getloadavg()}")
     return 0
 

@@ -293,6 +293,21 @@ class OperatorSettings(_Section):
         description="Live watch: whether the policy abort may suspend a job after its live verdict; false: abort "
         "acts as dumpAndAnalyze (and says so).",
     )
+    live_shards: int = Field(
+        default=1, ge=1, le=1000,
+        description="Live watch: how many shards the live rounds are split into by job (sha256 of the job's uid), "
+        "each a Lease <live_lease_prefix>-<i> in lease_namespace held by one replica; 1: the leader runs every "
+        "job's rounds. RBAC: get, create, update those Leases.",
+    )
+    live_lease_prefix: str = Field(
+        default="frwatch-live",
+        description="Live watch: the shard Leases' names, <prefix>-<i> (the chart's: <fullname>-live).",
+    )
+    replicas: int = Field(
+        default=1, ge=1,
+        description="How many operator replicas run (the chart's replicaCount): a replica takes at most "
+        "ceil(live_shards / replicas) live shards while another replica takes the rest.",
+    )
     refused_backoff_seconds: float = Field(
         default=10.0,
         gt=0,

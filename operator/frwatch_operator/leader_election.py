@@ -119,6 +119,8 @@ class LeaderElector:
         retry_seconds: float,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] | None = None,
+        may_take: Callable[[float], bool] | None = None,
+        role: str = "the Incident drivers",
     ) -> None:
         if not 0 < retry_seconds < renew_seconds < lease_seconds:
             raise ValueError("leader election needs retry_seconds < renew_seconds < lease_seconds")
@@ -126,9 +128,13 @@ class LeaderElector:
         self.lease_seconds, self.renew_seconds, self.retry_seconds = lease_seconds, renew_seconds, retry_seconds
         self._clock = clock
         self._on_change = on_change
+        #: asked before creating or taking the Lease, with how long it has been seen free or unrenewed
+        #: (seconds); False: wait (the live shards' spread, ``frwatch_operator.live_shards``)
+        self._may_take = may_take
+        self.role = role
         self._renewed_at: float | None = None  # our clock, at the start of the last renewal that went through
         self._seen: Record | None = None
-        self._seen_at = 0.0
+        self._seen_at = clock()  # an absent Lease counts as unchanged since this elector began
         self._was_leading = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -144,9 +150,11 @@ class LeaderElector:
         try:
             lease = self.api.read_lease(self.namespace, self.name)
             record = Record.of(lease) if lease is not None else None
-            if record is None or not record.same_as(self._seen):
+            if (record is None) != (self._seen is None) or (record and not record.same_as(self._seen)):
                 self._seen, self._seen_at = record, started
             what = decide(record, self.identity, started - self._seen_at, self.lease_seconds)
+            if what in (Step.CREATE, Step.TAKE) and self._may_take and not self._may_take(started - self._seen_at):
+                what = Step.WAIT
             if what is not Step.WAIT and self._write(what, lease, record):
                 self._renewed_at = started
             elif what is not Step.RENEW:  # another replica holds it (or just won it): not leading
@@ -182,8 +190,8 @@ class LeaderElector:
         if now != self._was_leading:
             self._was_leading = now
             logger.warning(
-                "leader election: %s %s the Incident drivers (Lease %s/%s)",
-                self.identity, "now runs" if now else "no longer runs", self.namespace, self.name,
+                "leader election: %s %s %s (Lease %s/%s)",
+                self.identity, "now runs" if now else "no longer runs", self.role, self.namespace, self.name,
             )  # fmt: skip
             if self._on_change is not None:
                 self._on_change(now)
@@ -203,6 +211,10 @@ class LeaderElector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.retry_seconds + 10)
+        self.release()
+
+    def release(self) -> None:
+        """Release the Lease if this replica holds it (another replica may take it at once)."""
         if self._renewed_at is None:
             return
         self._renewed_at = None

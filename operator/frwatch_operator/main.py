@@ -29,13 +29,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
 from frwatch_operator.leader_election import Alone, LeaderElector, LeaseApi
+from frwatch_operator.live_shards import identity_of
 from frwatch_operator.logsetup import setup_logging
 
 logger = logging.getLogger("frwatch.operator")
@@ -144,7 +144,7 @@ def elector_of(config: Config, kube: LeaseApi) -> LeaderElector | None:
     try:
         return LeaderElector(
             kube,
-            identity=o.identity or f"{socket.gethostname()}-{os.getpid()}",
+            identity=identity_of(o),
             namespace=o.lease_namespace, name=o.lease_name, lease_seconds=o.lease_seconds,
             renew_seconds=o.renew_seconds, retry_seconds=o.retry_seconds,
         )  # fmt: skip

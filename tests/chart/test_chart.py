@@ -36,6 +36,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "replicaCount": 2,
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
     },
+    "live shards": {"replicaCount": 3, "liveWatch": {"shards": 4}},
+    "live shards, no leader election": {"liveWatch": {"shards": 2}, "operator": {"leaderElection": {"enabled": False}}},
     "remediation on": {"remediation": {"enabled": True, "dryRun": False, "maxNodesPerIncident": 1}},
     "no metrics": {"metrics": {"enabled": False}},
     "s3 secret, digest, custom everything": {
@@ -466,3 +468,18 @@ def test_network_policy_only_when_asked_and_it_lets_the_operator_work() -> None:
     agents = next(to for ports, to in egress if ports == [8089])
     assert agents == [{"namespaceSelector": {}, "podSelector": {"matchExpressions": [
         {"key": label, "operator": "Exists"}]}} for label in (c.KF_LABEL_JOB_NAME, c.LABEL_JOBSET_NAME)]
+
+
+def test_live_shards_get_their_leases_by_name_and_reach_the_config() -> None:
+    """liveWatch.shards: the operator's config has the shards, their Leases' prefix and the replica count, and
+    the Role grants get/update on exactly those Leases (create: any name, as for the leader's)."""
+    docs = render({"replicaCount": 3, "liveWatch": {"shards": 4}})
+    env = _env(docs)
+    o = load_config({k: v for k, v in env.items() if isinstance(v, str) and k in env_names()}).operator
+    assert (o.live_shards, o.replicas, o.live_lease_prefix, o.lease_namespace) == (4, 3, "frwatch-live", NAMESPACE)
+    leases = [r for d in docs if d["kind"] == "Role" for r in d["rules"] if "leases" in r["resources"]]
+    named = sorted(n for r in leases if r["verbs"] == ["get", "update"] for n in r.get("resourceNames", []))
+    assert named == ["frwatch-leader", *(f"frwatch-live-{i}" for i in range(4))]
+    assert [r["verbs"] for r in leases if "resourceNames" not in r] == [["create"]]
+    default = _env(render())
+    assert default["FRWATCH_OPERATOR_LIVE_SHARDS"] == "1"  # the leader runs every job, as before

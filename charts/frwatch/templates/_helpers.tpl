@@ -29,6 +29,10 @@
 {{- end -}}
 
 {{- /* The leader election's Lease (operator.leaderElection), in the release namespace. */ -}}
+{{- define "frwatch.liveLeasePrefix" -}}
+{{- printf "%s-live" (include "frwatch.fullname" .) | trunc 55 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "frwatch.leaseName" -}}
 {{- printf "%s-leader" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}

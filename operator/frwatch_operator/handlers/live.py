@@ -10,6 +10,8 @@ that Incident (``handlers.pods.open_incident``: Early -> Detected). ``dumpAndAna
 One background thread, not a kopf timer: a kopf timer on the job would put a finalizer on the user's job
 (frwatch puts none). The live jobs are learnt from the jobs' own watch events (a second handler of the job
 kinds); each round logs one line per job ("live round ...": the explicit signal that the agents were pulled).
+With ``operator.live_shards`` > 1 the rounds are split by job over the replicas
+(:mod:`frwatch_operator.live_shards`): a replica runs those of the jobs in the shards it holds.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from frwatch_operator.kube import ObjectRef
 from frwatch_operator.live_judge import LiveJudge, early_status, live_finding
 from frwatch_operator.live_policy import live_choice
 from frwatch_operator.live_pull import pull_all
+from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of
 from frwatch_operator.resources import LivePolicyName
 from frwatch_operator.times import rfc3339
 
@@ -222,17 +225,22 @@ def _ours_without_status(deps: Deps, namespace: str, incident: str) -> bool:
     return str((found.get("spec") or {}).get("trigger") or "").startswith(TRIGGER)
 
 
-def _loop(deps: Deps, live: LiveJobs, stop: threading.Event) -> None:
+def _loop(deps: Deps, live: LiveJobs, stop: threading.Event, shards: LiveShards | AllOfLeader) -> None:
     period = deps.config.operator.live_poll_seconds
     while not stop.wait(period):
-        if not deps.leader.leading():
+        if not shards.any():
             continue
         for namespace, name, kind in live.snapshot():
+            entry = deps.index.job(namespace, name)
+            if entry is None or not shards.mine(entry.uid):  # another replica's shard (live_shards > 1)
+                continue
             try:
                 live_round(deps, live, namespace, name, kind, time.time())
             except Exception as exc:  # one job's failure never stops the others (nor the thread)
                 logger.warning("live round of job %s/%s failed: %s", namespace, name, exc)
         for key, pending in live.pending_aborts():
+            if not shards.mine(pending.uid):
+                continue
             try:
                 if abort_when_reported(deps, pending):
                     live.aborts.pop(key, None)
@@ -243,16 +251,19 @@ def _loop(deps: Deps, live: LiveJobs, stop: threading.Event) -> None:
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     live = LiveJobs()
     stop = threading.Event()
+    shards = live_shards_of(deps.config.operator, deps.kube, deps.leader)
     for kind in enabled_kinds(deps.config.operator.job_kinds):
         _register_kind(registry, live, kind)
 
     @kopf.on.startup(id="frwatch-live-start", registry=registry)
     def start(**_: Any) -> None:
-        threading.Thread(target=_loop, args=(deps, live, stop), name="frwatch-live", daemon=True).start()
+        shards.start()
+        threading.Thread(target=_loop, args=(deps, live, stop, shards), name="frwatch-live", daemon=True).start()
 
     @kopf.on.cleanup(id="frwatch-live-stop", registry=registry)
     def cleanup(**_: Any) -> None:
         stop.set()
+        shards.stop()  # releases the shards held: the other replicas take them without waiting for expiry
 
 
 def _register_kind(registry: kopf.OperatorRegistry, live: LiveJobs, kind: JobKind) -> None:

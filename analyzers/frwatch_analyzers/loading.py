@@ -28,6 +28,7 @@ from .safe_text import printable
 from .sources import DumpRef, Inputs, S3Config, TooLarge, open_regular, read_bytes, s3_client
 from .summarize import PgTrace, Ranks, RankTrace, Summarizer
 from .textfmt import ranks_text
+from .trace_wire import Packed, Packer, unpack
 from .verdict import FileProblem
 
 #: Seconds a post-mortem scan of one file may take (pure Python, about 1 s a MB; best effort: the bombs it
@@ -55,6 +56,7 @@ class Loaded:
 
 # --- worker side -----------------------------------------------------------------------------------------
 _summarizer: Summarizer | None = None
+_packer: Packer | None = None
 _client: Any = None
 
 
@@ -65,18 +67,18 @@ def _client_for(bucket: str | None, s3: S3Config | None) -> Any:
     return _client
 
 
-def _summarise(
-    ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int
-) -> RankTrace | FileProblem:
-    """One file -> its summary or its problem (runs in a worker; a MemoryError is the worker's to report)."""
-    global _summarizer
-    if _summarizer is None:
-        _summarizer = Summarizer()
+def _summarise(ref: DumpRef, bucket: str | None, s3: S3Config | None, max_bytes: int) -> Packed | FileProblem:
+    """One file -> its summary, packed to travel (:mod:`.trace_wire`), or its problem (runs in a worker; a
+    MemoryError is the worker's to report)."""
+    global _summarizer, _packer
+    if _summarizer is None or _packer is None:
+        _summarizer, _packer = Summarizer(), Packer()
     # The collector would walk the whole decoded dump again and again while it is built and read (a dump
     # is 100k+ containers; no cycle among them is needed); it runs once the file's objects are dropped.
     gc.disable()
     try:
-        return _summarise_file(ref, bucket, s3, max_bytes, _summarizer)
+        trace = _summarise_file(ref, bucket, s3, max_bytes, _summarizer)
+        return _packer.pack(trace) if isinstance(trace, RankTrace) else trace
     finally:
         gc.enable()
         gc.collect(0)  # cycles a crafted pickle made (a list holding itself), while they are still young
@@ -166,6 +168,11 @@ class ArrayPool:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, bytes], PgTrace] = {}
         self._members: dict[Ranks, Ranks] = {}
+        self._sizes: dict[tuple[bytes, bytes, bytes], PgTrace] = {}
+
+    def held(self, name: str, digest: bytes) -> PgTrace | None:
+        """The group whose arrays ranks that recorded this sequence share (:mod:`.trace_wire`)."""
+        return self._seen.get((name, digest))
 
     def intern(self, trace: RankTrace) -> None:
         for name, pg in trace.pgs.items():
@@ -177,6 +184,13 @@ class ArrayPool:
                     shared.plain,
                     shared.created,
                 )
+            # equal size columns are the same objects: the balance checks sum them once per set of alike
+            # ranks (align._balance_findings), not once a rank
+            if pg.var_seqs:
+                key = (pg.var_seqs.tobytes(), pg.var_in.tobytes(), pg.var_out.tobytes())
+                alike = self._sizes.setdefault(key, pg)
+                if alike is not pg:
+                    pg.var_seqs, pg.var_in, pg.var_out = alike.var_seqs, alike.var_in, alike.var_out
             if isinstance(pg.config_ranks, tuple):
                 pg.config_ranks = self._members.setdefault(pg.config_ranks, pg.config_ranks)
 
@@ -200,8 +214,9 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
         share.intern(trace)
 
     def arrived(item: object) -> None:
-        if isinstance(item, RankTrace):
-            share.intern(item)  # drop duplicate arrays as they arrive: memory ~ distinct behaviours
+        # in the order each worker sent them: a group sent without its arrays takes those already held
+        if isinstance(item, Packed) and unpack(item, share.held):
+            share.intern(item.trace)  # drop duplicate arrays as they arrive: memory ~ distinct behaviours
 
     work = functools.partial(_summarise, bucket=inputs.bucket, s3=opts.s3, max_bytes=limits.max_file_bytes)
     budget: Budget[DumpRef] = Budget(
@@ -215,8 +230,11 @@ def load(inputs: Inputs, options: LoadOptions | None = None) -> Loaded:
     traces: list[RankTrace] = list(taken.traces)
     problems: list[FileProblem] = list(inputs.skipped)
     for ref, r in zip(refs, results, strict=True):
-        if isinstance(r, RankTrace):
-            traces.append(r)
+        if isinstance(r, Packed):
+            if r.problem:
+                problems.append(_problem(ref, r.problem))
+            else:
+                traces.append(r.trace)
         elif isinstance(r, FileProblem):
             problems.append(r)
         elif isinstance(r, Lost):

@@ -104,16 +104,26 @@ def _add(
 def _late(
     g: GroupInfo, table: dict[int, tuple[array[int], array[int]]], kind: StragglerKind
 ) -> list[Straggler]:
-    lateness: dict[int, array[float]] = {}
+    # the collectives' samples by the ranks they came from (alike ranks hold the same seqs: one set, or a few),
+    # end to end: rank k's lateness is then block[k::len(ranks)], sliced in C, not appended a sample at a time
+    blocks: dict[bytes, tuple[array[int], array[float]]] = {}
     for ranks, values in table.values():
         if len(values) < max(3, len(g.dumped) // 2):
             continue
         mid = statistics.median(values)
-        for r, x in zip(ranks, map(truediv, map(sub, values, repeat(mid)), repeat(1e6)), strict=True):
+        same = blocks.get(ranks.tobytes())
+        if same is None:
+            same = blocks[ranks.tobytes()] = (ranks, array("d"))
+        same[1].extend(map(truediv, map(sub, values, repeat(mid)), repeat(1e6)))
+    lateness: dict[int, array[float]] = {}
+    for ranks, block in blocks.values():
+        n = len(ranks)
+        for k, r in enumerate(ranks):
             late = lateness.get(r)
             if late is None:
-                late = lateness[r] = array("d")
-            late.append(x)
+                lateness[r] = block[k::n]
+            else:
+                late.extend(block[k::n])
     typical = {r: statistics.median(v) for r, v in lateness.items() if len(v) >= MIN_COMPARED}
     if len(typical) < 3:
         return []

@@ -69,6 +69,13 @@ class TailRows(Sequence[TailEntry]):
 
     __hash__ = None  # type: ignore[assignment]  # mutable peers (lists) are unhashable too
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return TailRows, (self._col, self._splits)  # the column and the splits: not the cached seqs
+
+    def whole(self) -> bool:
+        """Whether the column holds whole rows (a column from elsewhere than a checked summary is checked)."""
+        return len(self._col) % FIELDS == 0
+
     def __repr__(self) -> str:
         return f"TailRows({list(self)!r})"
 

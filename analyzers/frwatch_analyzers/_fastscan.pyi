@@ -1,0 +1,7 @@
+# The extension built from _fastscan.c (optional: see fastscan.py).
+from typing import Any
+
+def step(
+    ctx: tuple[Any, ...], start: int, has_states: bool, last_record_id: int, /
+) -> tuple[int, bool, int]: ...
+def created(ents: list[Any], /) -> bytes | None: ...

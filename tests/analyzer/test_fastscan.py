@@ -6,8 +6,11 @@ where the extension must have been built (scripts/test says so), it was."""
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import random
+import sys
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -305,3 +308,54 @@ def test_states_read_in_c_mark_the_trace_as_having_states(last_state: str | None
     assert isinstance(trace, RankTrace)
     assert trace.has_states is (last_state in ("started", "completed"))
     assert counting.handled > 40
+
+
+def _refcounts(dump: dict[str, Any]) -> list[tuple[int, int]]:
+    """The reference counts of every entry and of everything one level inside it (its values and keys),
+    but for the objects the interpreter shares everywhere (small ints, None, True, False)."""
+    gc.collect()
+    objs: list[Any] = [dump["entries"]]
+    for e in dump["entries"]:
+        objs.append(e)
+        if isinstance(e, dict):
+            for key, value in e.items():
+                objs += [key, value]
+                if isinstance(value, list | tuple):
+                    objs += value
+    shared = (None, True, False)
+    return [
+        (k, sys.getrefcount(o))
+        for k, o in enumerate(objs)
+        if not (o in shared or (type(o) is int and -5 <= o <= 256))
+    ]
+
+
+@needs_compiled
+def test_the_step_leaves_no_reference_behind() -> None:
+    """Summarising a dump again (the worker's caches warm) leaves every object's reference count as it was,
+    on the common path and on the paths that give up an entry or raise."""
+    good = varied.rank_dump(6, 16, 120)
+    bad = copy.deepcopy(good)
+    bad["entries"][90]["record_id"] = bad["entries"][89]["record_id"]  # raises at entry 90
+    odd = copy.deepcopy(good)
+    for j in range(0, 120, 7):
+        odd["entries"][j]["is_p2p"] = True  # given up to Python every 7th entry
+    s = Summarizer(compiled=True)
+    for dump in (good, bad, odd):
+        _outcome(s, dump, 6)  # warm: every cache filled, nothing new to keep
+        before = _refcounts(dump)
+        for _ in range(3):
+            _outcome(s, dump, 6)
+        assert _refcounts(dump) == before
+        # nor any object of its own (a key, an id) that nothing holds: the memory it left stays flat
+        tracemalloc.start()
+        try:
+            gc.collect()
+            start = tracemalloc.get_traced_memory()[0]
+            for _ in range(20):
+                _outcome(s, dump, 6)
+            gc.collect()
+            grown = tracemalloc.get_traced_memory()[0] - start
+        finally:
+            tracemalloc.stop()
+        assert grown < 16_384, grown

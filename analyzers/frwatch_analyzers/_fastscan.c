@@ -38,6 +38,7 @@ static const char *const FIELD_NAMES[N_FIELDS] = {
 typedef struct {
     PyObject *names[N_FIELDS]; /* the field names, interned */
     PyObject *created_key;     /* "time_created_ns" */
+    PyObject *detail_keys[5];  /* record_id, time_created_ns, ..._started_ns, ..._completed_ns, retired */
 } module_state;
 
 static module_state *
@@ -668,12 +669,98 @@ general:
     Py_RETURN_NONE;
 }
 
+/* ---- a kept entry's detail ------------------------------------------------------------------------------ */
+
+/* *out = the int64 value of ``e[key]`` (``dflt`` when missing or None): 1; 0 when it is anything else (an int
+ * beyond int64, a bool, a float, a string: summarize._as_int reads those); -1 on an error. */
+static int
+plain_int(PyObject *e, PyObject *key, long long dflt, long long *out)
+{
+    PyObject *v = PyDict_GetItemWithError(e, key);
+    if (v == NULL || v == Py_None) {
+        *out = dflt;
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (*out == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return !overflow;
+}
+
+/* detail(e, state_codes) -> (record_id, state, retired, created_ns, started_ns, completed_ns) | None: what
+ * summarize._tail_entry reads from a kept entry, when every value is plain (an int64 or missing/None, a
+ * str or missing state, a bool or missing retired); else None (Python reads it). */
+static PyObject *
+detail(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "detail(entry: dict, state_codes: dict)");
+        return NULL;
+    }
+    module_state *st = get_state_of(module);
+    PyObject *e = args[0];
+    long long v[4];
+    static const long long dflt[4] = {-1, 0, 0, 0};
+    Py_INCREF(e);
+    PyObject *result = NULL;
+    for (int k = 0; k < 4; k++) {
+        int ok = plain_int(e, st->detail_keys[k], dflt[k], &v[k]);
+        if (ok < 0) {
+            goto done;
+        }
+        if (ok == 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    long state = -1;
+    PyObject *name = PyDict_GetItemWithError(e, st->names[F_STATE]);
+    if (name == NULL && PyErr_Occurred()) {
+        goto done;
+    }
+    if (name != NULL && PyUnicode_Check(name)) {
+        if (!PyUnicode_CheckExact(name)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        PyObject *code = PyDict_GetItemWithError(args[1], name);
+        if (code == NULL && PyErr_Occurred()) {
+            goto done;
+        }
+        if (code != NULL) {
+            state = PyLong_AsLong(code);
+            if (state == -1 && PyErr_Occurred()) {
+                goto done;
+            }
+        }
+    }
+    PyObject *retired = PyDict_GetItemWithError(e, st->detail_keys[4]);
+    if (retired == NULL && PyErr_Occurred()) {
+        goto done;
+    }
+    if (retired != Py_True && retired != Py_False) {
+        retired = Py_None; /* not a bool: unknown */
+    }
+    result = Py_BuildValue("(LlOLLL)", v[0], state, retired, v[1], v[2], v[3]);
+done:
+    Py_DECREF(e);
+    return result;
+}
+
 /* ---- the module ---------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"step", (PyCFunction)(void (*)(void))step, METH_FASTCALL,
      "step(ctx, start, has_states, last_record_id) -> (next, has_states, last_record_id)\n\n"
      "Handles entries from ``start`` on while they are the common case; returns at the first that is not."},
+    {"detail", (PyCFunction)(void (*)(void))detail, METH_FASTCALL,
+     "detail(entry, state_codes) -> (record_id, state, retired, created_ns, started_ns, completed_ns) | None\n\n"
+     "A kept entry's detail when every value is plain; None when Python must read it."},
     {"created", (PyCFunction)created, METH_O,
      "created(ents) -> bytes | None\n\n"
      "Each entry's time_created_ns as native int64s, or None when one is not a plain int64 (or not a dict)."},
@@ -691,6 +778,15 @@ exec_module(PyObject *module)
         }
     }
     st->created_key = PyUnicode_InternFromString("time_created_ns");
+    static const char *const detail_names[5] = {
+        "record_id", "time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns", "retired",
+    };
+    for (int k = 0; k < 5; k++) {
+        st->detail_keys[k] = PyUnicode_InternFromString(detail_names[k]);
+        if (st->detail_keys[k] == NULL) {
+            return -1;
+        }
+    }
     return st->created_key == NULL ? -1 : 0;
 }
 
@@ -702,6 +798,9 @@ traverse(PyObject *module, visitproc visit, void *arg)
         Py_VISIT(st->names[k]);
     }
     Py_VISIT(st->created_key);
+    for (int k = 0; k < 5; k++) {
+        Py_VISIT(st->detail_keys[k]);
+    }
     return 0;
 }
 
@@ -713,6 +812,9 @@ clear(PyObject *module)
         Py_CLEAR(st->names[k]);
     }
     Py_CLEAR(st->created_key);
+    for (int k = 0; k < 5; k++) {
+        Py_CLEAR(st->detail_keys[k]);
+    }
     return 0;
 }
 

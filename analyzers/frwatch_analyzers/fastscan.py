@@ -2,8 +2,8 @@
 
 The compiled step handles an entry only when it is the case the Python loop's fast path handles (see
 ``_fastscan.c``) and returns at the first entry that is anything else; the Python loop handles that one
-with its general code and calls the step again from the next. The creation-time column is read in C the
-same way (a plain int64 each, else the Python reading). Both give the same summary field for field
+with its general code and calls the step again from the next. The creation-time column and the detail of
+the entries a summary keeps are read in C the same way (plain int64s, else the Python reading). Both give the same summary field for field
 (tests/analyzer/test_fastscan.py). The extension is an optional build (setup.py): where no C compiler was
 found the analyzer runs the Python loop alone, slower, with the same results.
 """
@@ -28,6 +28,7 @@ class Compiled:
 
     step: Callable[[tuple[Any, ...], int, bool, int], tuple[int, bool, int]]
     created: Callable[[list[Any]], bytes | None]
+    detail: Callable[[dict[str, Any], dict[str, int]], tuple[int, int, bool | None, int, int, int] | None]
 
 
 def _load() -> Compiled | None:
@@ -35,7 +36,7 @@ def _load() -> Compiled | None:
         from . import _fastscan
     except ImportError:  # built without a compiler: the Python loop alone
         return None
-    return Compiled(step=_fastscan.step, created=_fastscan.created)
+    return Compiled(step=_fastscan.step, created=_fastscan.created, detail=_fastscan.detail)
 
 
 #: The extension, or None where it was not built.

@@ -651,7 +651,7 @@ class Summarizer:
             plain_of = self._plain_of
             plain = array("q", map(plain_of.__getitem__, sig_l))
             created = _created(ent_l, self._c)
-            tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i]) for i in _kept(ent_l)]
+            tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i], self._c) for i in _kept(ent_l)]
             st = status_by_name.get(name)
             last_seq = seqs[-1] if seqs else -1
             if st is not None:
@@ -722,9 +722,9 @@ def _kept(ents: list[Any]) -> list[int]:
     return sorted(keep)
 
 
-def _tail_entry(seq: int, sig: int, e: dict[str, Any]) -> TailEntry:
-    st = e.get("state")
-    retired = e.get("retired")
+def _tail_entry(
+    seq: int, sig: int, e: dict[str, Any], compiled: fastscan.Compiled | None = None
+) -> TailEntry:
     splits = None
     ins, outs = e.get("input_sizes"), e.get("output_sizes")
     if (
@@ -737,6 +737,12 @@ def _tail_entry(seq: int, sig: int, e: dict[str, Any]) -> TailEntry:
         name = e.get("profiling_name")
         if isinstance(name, str) and rule_for(name).varying:  # the sizes were type-checked in the loop
             splits = (tuple(_numel((s,)) for s in ins), tuple(_numel((s,)) for s in outs))
+    row = compiled.detail(e, STATE_CODES) if compiled is not None else None
+    if row is not None:  # every value plain, read in C
+        record_id, state, retired_flag, created, started, completed = row
+        return TailEntry(seq, record_id, sig, state, retired_flag, created, started, completed, splits)
+    st = e.get("state")
+    retired = e.get("retired")
     return TailEntry(
         seq=seq,
         record_id=_as_int(e.get("record_id")),

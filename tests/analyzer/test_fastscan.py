@@ -76,7 +76,7 @@ class _Counting:
 
     def __init__(self, real: fastscan.Compiled) -> None:
         self.real, self.handled, self.calls = real, 0, 0
-        self.created = real.created
+        self.created, self.detail = real.created, real.detail
 
     def step(self, ctx: tuple[Any, ...], start: int, has_states: bool, last: int) -> tuple[int, bool, int]:
         out = self.real.step(ctx, start, has_states, last)
@@ -289,6 +289,26 @@ def test_the_step_refuses_a_context_it_does_not_know() -> None:
     assert fastscan.COMPILED.created([{"time_created_ns": True}]) is None
     assert fastscan.COMPILED.created([{"time_created_ns": 1 << 63}]) is None
     assert fastscan.COMPILED.created(["not a dict"]) is None
+    detail, codes = fastscan.COMPILED.detail, summarize.STATE_CODES
+    assert detail({}, codes) == (-1, -1, None, 0, 0, 0)
+    full = {
+        "record_id": 4,
+        "state": "started",
+        "retired": False,
+        "time_created_ns": 1,
+        "time_discovered_started_ns": 2,
+    }
+    assert detail(full, codes) == (4, 1, False, 1, 2, 0)
+    assert detail({"state": 3, "retired": 1}, codes) == (-1, -1, None, 0, 0, 0)
+    for odd in (
+        {"record_id": True},
+        {"record_id": 1 << 63},
+        {"time_created_ns": 1.0},
+        {"time_discovered_started_ns": "7"},
+    ):
+        assert detail(odd, codes) is None  # Python reads those (_as_int)
+    with pytest.raises(TypeError):
+        detail([], codes)  # type: ignore[arg-type]
 
 
 @needs_compiled

@@ -215,6 +215,17 @@ def summary_line(name: str, xs: list[float]) -> str:
             f"of the mean [{lo:+.2f}, {hi:+.2f}]%")  # fmt: skip
 
 
+def run_model(on: dict[str, float], off: dict[str, float], cores: int) -> tuple[float, float]:
+    """The step-time overhead (%) the pair's own measured sampling CPU predicts: the CPU the on-run spent on
+    sampling (the ranks' server threads, and the agent's beyond its off-run rate) taken from the job, spread over
+    every busy core (the lower figure: the other sessions lose their share of it too) or all from the job (the
+    upper: the job then needs it on top of its own CPU, at the rate the off-run had). The two agree when the job
+    has the machine to itself and keeps it busy."""
+    sampling = on["server_cpu"] + on["agent_cpu"] - off["agent_cpu"] / off["wall"] * on["wall"]
+    sampling *= on["loop"] / on["wall"]  # the share that fell in the timed loop (not start-up and warm-up)
+    return 100 * sampling / (cores * off["loop"]), 100 * sampling / off["rank_cpu"]
+
+
 def fit_k(points: list[tuple[float, float]]) -> float:
     """The k of overhead = k / period (least squares through the origin), from (period, overhead %) points."""
     return sum(o / p for p, o in points) / sum(1 / p**2 for p, _ in points)
@@ -261,6 +272,7 @@ def main() -> int:
     results: dict[tuple[float, bool], list[dict[str, float]]] = {}
     wall_over: dict[float, list[float]] = {p: [] for p in periods}
     cpu_over: dict[float, list[float]] = {p: [] for p in periods}
+    model_over: dict[float, list[tuple[float, float]]] = {p: [] for p in periods}
     with tempfile.TemporaryDirectory(prefix="frwatch-live-bench-s3-") as s3dir:
         s3 = SeaweedFS(Path(s3dir))
         s3.start()
@@ -281,6 +293,7 @@ def main() -> int:
                     off_loop, off_cpu = pair[False]["loop"], pair[False]["rank_cpu"]
                     wall_over[period].append(100 * (pair[True]["loop"] - off_loop) / off_loop)
                     cpu_over[period].append(100 * (pair[True]["rank_cpu"] - off_cpu) / off_cpu)
+                    model_over[period].append(run_model(pair[True], pair[False], cores))
         finally:
             s3.stop()
     for period in periods:
@@ -290,6 +303,8 @@ def main() -> int:
         print(f"  step time (ms), live off: {spread(off)}; live on: {spread(on)}")
         print(summary_line("step-time overhead", wall_over[period]))
         print(summary_line("ranks' CPU-a-step overhead", cpu_over[period]))
+        print("  the model from each pair's own sampling CPU (%), spread over the cores .. all from the job: "
+              + ", ".join(f"{lo:+.2f}..{hi:+.2f}" for lo, hi in model_over[period]))  # fmt: skip
         rs_on = results[(period, True)]
         per_s = [r["agent_cpu"] / r["wall"] for r in rs_on]
         srv = statistics.median(r["server_cpu"] / r["loop"] for r in rs_on)

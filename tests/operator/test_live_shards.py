@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from test_live_round import KIND, FakeKube, deps_of, desync  # noqa: F401 - desync: the fixture
+from live_round_fakes import KIND, FakeKube, deps_of
 
 from frwatch_operator.config import OperatorSettings
 from frwatch_operator.errors import RetryableError

@@ -10,7 +10,7 @@ At each sequence number the reference is the behaviour of the most ranks (not wh
 first), so the culprit does not depend on file order; who is wrong in a tie is decided later, from states
 and history (:mod:`.rootcause`).
 
-About 400 lines by choice: group membership and the comparison at each sequence number share the cluster,
+About 450 lines by choice: group membership and the comparison at each sequence number share the cluster,
 signature and in-flight helpers; the reduce step reads top to bottom in one file.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from .rules import Balance, Imbalance, check_balance, rule_for
-from .summarize import STATE_CODES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
+from .summarize import STATE_CODES, STATE_NAMES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
 from .tail_rows import find
 from .verdict import Category
 
@@ -430,3 +430,17 @@ def in_flight(pg: PgTrace, seq: int, has_states: bool) -> bool | None:
     if t is not None and t.retired is not None:
         return not t.retired
     return None
+
+
+def entry_state(t: RankTrace, group: str, seq: int, unretired: str) -> str:
+    """What the rank's dump says of its entry ``seq`` in ``group``: the state's name (a dump with states), else
+    "retired" or ``unretired``; "" when it kept no such entry or says neither."""
+    pg = t.pgs.get(group)
+    e = tail_entry(pg, seq) if pg is not None else None
+    if e is None:
+        return ""
+    if t.has_states and e.state >= 0:
+        return STATE_NAMES[e.state]
+    if e.retired is not None:
+        return "retired" if e.retired else unretired
+    return ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .align import in_flight, tail_entry
+from .align import entry_state, in_flight
 from .history import index, sig_at
 from .rootcause import Candidate, Context
 from .summarize import STATE_NAMES, PgTrace, RankTrace
@@ -161,15 +161,4 @@ def _p2p_state(world: World, rank: int, group: str, sig: int | None) -> str:
 
 
 def _state_name(world: World, rank: int, group: str, seq: int) -> str:
-    t = world.traces[rank]
-    pg = t.pgs.get(group)
-    if pg is None:
-        return ""
-    e = tail_entry(pg, seq)
-    if e is None:
-        return ""
-    if t.has_states and e.state >= 0:
-        return STATE_NAMES[e.state]
-    if e.retired is not None:
-        return "retired" if e.retired else "not retired (in flight)"
-    return ""
+    return entry_state(world.traces[rank], group, seq, "not retired (in flight)")

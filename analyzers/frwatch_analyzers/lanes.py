@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .align import GroupInfo, tail_entry
+from .align import GroupInfo, entry_state
 from .history import index
-from .summarize import STATE_NAMES, EntrySig, RankTrace
+from .summarize import EntrySig
 from .textfmt import op_short
 from .verdict import GroupTimeline, Place, TimelineCell, TimelineLane
 
@@ -78,7 +78,7 @@ def _timeline(world: World, g: GroupInfo, branch: int | None, culprits: set[int]
         row: list[tuple[int | None, str]] = []
         for s in seqs:
             i = index(pg, s) if pg is not None else None
-            row.append((int(pg.sigs[i]) if pg is not None and i is not None else None, _state(t, g.key, s)))
+            row.append((int(pg.sigs[i]) if pg is not None and i is not None else None, entry_state(t, g.key, s, "in flight")))
         keyed.setdefault((r in culprits, tuple(row)), []).append(r)
     lanes = [_lane(world, key, ranks, seqs) for key, ranks in keyed.items()]
     omitted = max(0, len(lanes) + bool(g.no_dump) - MAX_LANES)
@@ -126,16 +126,6 @@ def _lane(
     return TimelineLane(ranks=sorted(ranks), culprit=key[0], cells=cells)
 
 
-def _state(t: RankTrace, key: str, seq: int) -> str:
-    pg = t.pgs.get(key)
-    e = tail_entry(pg, seq) if pg is not None else None
-    if e is None:
-        return ""
-    if t.has_states and e.state >= 0:
-        return STATE_NAMES[e.state]
-    if e.retired is not None:
-        return "retired" if e.retired else "in flight"
-    return ""
 
 
 def _detail(det: EntrySig) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 from array import array
+from collections.abc import Iterable
 from itertools import compress, repeat
 from operator import sub, truediv
 
@@ -82,23 +83,27 @@ def _add(
     """The samples of ``ranks`` at ``seq``: their creation times where known, and their start delays where
     both times are."""
     if 0 in created_ns:
-        ranks = array("q", compress(ranks, created_ns))
-        started_ns = array("q", compress(started_ns, created_ns))
-        created_ns = array("q", compress(created_ns, created_ns))
+        ranks, created_ns, started_ns = _where(created_ns, ranks, created_ns, started_ns)
     if not created_ns:
         return
-    into_ranks, into_values = created.setdefault(seq, (array("q"), array("q")))
-    into_ranks.extend(ranks)
-    into_values.extend(created_ns)
+    _put(created, seq, ranks, created_ns)
     if 0 in started_ns:
-        ranks = array("q", compress(ranks, started_ns))
-        created_ns = array("q", compress(created_ns, started_ns))
-        started_ns = array("q", compress(started_ns, started_ns))
+        ranks, created_ns, started_ns = _where(started_ns, ranks, created_ns, started_ns)
     if not started_ns:
         return
-    into_ranks, into_values = start_delay.setdefault(seq, (array("q"), array("q")))
+    _put(start_delay, seq, ranks, map(sub, started_ns, created_ns))
+
+
+def _where(known: array[int], *columns: array[int]) -> tuple[array[int], ...]:
+    """``columns`` kept where ``known`` is not 0 (an unknown time)."""
+    return tuple(array("q", compress(column, known)) for column in columns)
+
+
+def _put(table: dict[int, tuple[array[int], array[int]]], seq: int, ranks: array[int], values: Iterable[int]) -> None:
+    """``ranks``' samples ``values`` at ``seq`` appended to ``table``."""
+    into_ranks, into_values = table.setdefault(seq, (array("q"), array("q")))
     into_ranks.extend(ranks)
-    into_values.extend(map(sub, started_ns, created_ns))
+    into_values.extend(values)
 
 
 def _late(

@@ -23,7 +23,6 @@ resourceVersion read (a race is a 409: someone else won). A clean stop releases 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from frwatch_operator.errors import FrwatchError
+from frwatch_operator.repeating import Repeating
 from frwatch_operator.times import now_rfc3339
 
 logger = logging.getLogger(__name__)
@@ -136,8 +136,7 @@ class LeaderElector:
         self._seen: Record | None = None
         self._seen_at = clock()  # an absent Lease counts as unchanged since this elector began
         self._was_leading = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._repeating = Repeating(self.step, retry_seconds, "frwatch-leader-election")
 
     def leading(self) -> bool:
         renewed = self._renewed_at
@@ -197,20 +196,13 @@ class LeaderElector:
                 self._on_change(now)
 
     def start(self) -> LeaderElector:
-        self._thread = threading.Thread(target=self._run, name="frwatch-leader-election", daemon=True)
-        self._thread.start()
+        """Step every ``retry_seconds`` in a background thread until :meth:`stop`."""
+        self._repeating.start()
         return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.step()
-            self._stop.wait(self.retry_seconds)
 
     def stop(self) -> None:
         """Stop electing and release the Lease if this replica holds it (the next leader need not wait)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.retry_seconds + 10)
+        self._repeating.stop()
         self.release()
 
     def release(self) -> None:

@@ -29,12 +29,12 @@ import logging
 import math
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 
 from frwatch_operator.config import OperatorSettings
 from frwatch_operator.leader_election import LeaderElector, Leadership, LeaseApi
+from frwatch_operator.repeating import Repeating
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +75,7 @@ class LiveShards:
                 renew_seconds=renew_seconds, retry_seconds=retry_seconds, clock=clock, may_take=self._may_take,
                 role=f"the live rounds of shard {i}/{shards}",
             ))  # fmt: skip
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._repeating = Repeating(self.step, retry_seconds, "frwatch-live-shards")
 
     @property
     def cap(self) -> int:
@@ -106,20 +105,13 @@ class LiveShards:
             elector.step()
 
     def start(self) -> LiveShards:
-        self._thread = threading.Thread(target=self._run, name="frwatch-live-shards", daemon=True)
-        self._thread.start()
+        """Step every ``retry_seconds`` in a background thread until :meth:`stop`."""
+        self._repeating.start()
         return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.step()
-            self._stop.wait(self.retry_seconds)
 
     def stop(self) -> None:
         """Stop and release the shards held (the other replicas take them without waiting for expiry)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.retry_seconds + 10)
+        self._repeating.stop()
         for elector in self.electors:
             elector.release()
 

@@ -28,6 +28,7 @@ from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import HeadObjectOutputTypeDef
 
 T = TypeVar("T")
 
@@ -174,31 +175,26 @@ class S3Store:
 
         return self._call(f"get s3://{b}/{key}", read)
 
-    def exists(self, key: str, *, bucket: str | None = None) -> bool:
+    def _head(self, key: str, *, bucket: str | None = None) -> HeadObjectOutputTypeDef | None:
+        """The object's HEAD (``ContentLength``, ``ETag`` ...), None when absent."""
         b = bucket or self.default_bucket
         try:
-            self._call(f"head s3://{b}/{key}", lambda: self._client.head_object(Bucket=b, Key=key))
+            return self._call(f"head s3://{b}/{key}", lambda: self._client.head_object(Bucket=b, Key=key))
         except NotFoundError:
-            return False
-        return True
+            return None
+
+    def exists(self, key: str, *, bucket: str | None = None) -> bool:
+        return self._head(key, bucket=bucket) is not None
 
     def size(self, key: str, *, bucket: str | None = None) -> int | None:
         """The object's size in bytes, None when absent."""
-        b = bucket or self.default_bucket
-        try:
-            head = self._call(f"head s3://{b}/{key}", lambda: self._client.head_object(Bucket=b, Key=key))
-        except NotFoundError:
-            return None
-        return int(head.get("ContentLength", 0))
+        head = self._head(key, bucket=bucket)
+        return None if head is None else int(head.get("ContentLength", 0))
 
     def etag(self, key: str, *, bucket: str | None = None) -> str | None:
         """The object's ETag (the MD5 of a single-part upload), None when absent."""
-        b = bucket or self.default_bucket
-        try:
-            head = self._call(f"head s3://{b}/{key}", lambda: self._client.head_object(Bucket=b, Key=key))
-        except NotFoundError:
-            return None
-        return str(head.get("ETag", "")).strip('"')
+        head = self._head(key, bucket=bucket)
+        return None if head is None else str(head.get("ETag", "")).strip('"')
 
     def get_bounded(self, key: str, limit: int, *, bucket: str | None = None) -> bytes | None:
         """The object's bytes when it holds at most ``limit`` bytes, None when it holds more (never more

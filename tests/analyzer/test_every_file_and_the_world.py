@@ -161,6 +161,24 @@ def test_no_straggler_when_every_rank_is_a_little_late_alike() -> None:
     assert analyze_dumps(world(64).all_reduce(steps=30).dumps()).stragglers == []
 
 
+def test_alike_ranks_samples_leave_out_the_unknown_times_per_column() -> None:
+    from array import array
+
+    from frwatch_analyzers.stragglers import _add
+
+    created: dict[int, tuple[array[int], array[int]]] = {}
+    start_delay: dict[int, tuple[array[int], array[int]]] = {}
+    q = lambda *xs: array("q", xs)  # noqa: E731
+    # rank 2 never created it (0), rank 3 never started it (0): rank 1's and 3's creation, rank 1's delay
+    _add(created, 7, q(1, 2, 3), q(100, 0, 300), start_delay, q(150, 250, 0))
+    assert created == {7: (q(1, 3), q(100, 300))} and start_delay == {7: (q(1,), q(50))}
+    _add(created, 7, q(4), q(400), start_delay, q(420))  # appended to the same seq
+    assert created == {7: (q(1, 3, 4), q(100, 300, 400))} and start_delay == {7: (q(1, 4), q(50, 20))}
+    _add(created, 8, q(5, 6), q(0, 0), start_delay, q(1, 2))  # nothing known: nothing added
+    _add(created, 9, q(5), q(10), start_delay, q(0))  # created only
+    assert 8 not in created and 8 not in start_delay and created[9] == (q(5), q(10)) and 9 not in start_delay
+
+
 # --- most members absent ------------------------------------------------------------------------------------------
 def test_most_members_absent_and_idle_are_the_culprits_when_the_few_did_what_the_group_always_does() -> None:
     w = world(4).all_reduce(steps=10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -26,6 +27,8 @@ def test_put_get_list_exists_round_trip(s3):
     assert store.get(keys[1]) == bytes([1]) * 100
     assert store.exists(keys[0]) and not store.exists(f"{root}/nope")
     assert store.size(keys[2]) == 100 and store.size(f"{root}/nope") is None
+    md5 = hashlib.md5(bytes([2]) * 100, usedforsecurity=False).hexdigest()
+    assert store.etag(keys[2]) == md5 and store.etag(f"{root}/nope") is None  # the ETag unquoted
     with pytest.raises(NotFoundError, match="nope"):
         store.get(f"{root}/nope")
 

@@ -8,8 +8,9 @@ Every step each rank calls ``train_step`` -> ``sync_gradients`` (an all_reduce o
 others all_reduce (one desync, then every rank waits); ``stuck`` sleeps in ``load_batch`` forever;
 ``slow`` sleeps ``--pause-s`` in ``load_batch`` every step; ``gil`` holds the GIL ``--pause-s`` (a C call that
 keeps it) once. The process-group timeout is ``--timeout-s`` (300 by default: the watchdog is far away).
-The rank prints ``live_rank <rank> done loop_s=<seconds of the training loop>`` when it finished every step,
-and exits 0.
+The rank prints ``live_rank <rank> done loop_s=<seconds of the training loop> cpu_s=<the process's CPU seconds
+in that loop, every thread> server_cpu_s=<CPU seconds of torch's worker-server threads so far, 0 without one>``
+when it finished every step, and exits 0 (the CPU figures are for ``benchmarks/bench_live_overhead.py``).
 Nothing here imports frwatch: live watch reaches the rank through the bootstrap on PYTHONPATH only.
 """
 
@@ -74,6 +75,21 @@ def train_step(rank: int, step: int, args: argparse.Namespace) -> None:
         sync_gradients(grads)
 
 
+def server_cpu_s() -> float:
+    """CPU seconds of this process's ``pt_workerserver`` threads (torch's worker server and its pool), from /proc."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if not f.read().startswith("pt_workerserver"):
+                    continue
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])  # ns on a CPU
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", choices=["healthy", "skip", "stuck", "slow", "gil"], default="healthy")
@@ -98,7 +114,7 @@ def main() -> int:
     work = torch.randn(args.work, args.work) if args.work else None
     for _ in range(args.warmup):  # untimed: fills the Flight Recorder's ring, as a job that ran a while has
         dist.all_reduce(torch.ones(64))
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for step in range(1, args.steps + 1):
         if work is not None:
             work @ work  # a step's compute
@@ -107,9 +123,9 @@ def main() -> int:
             time.sleep(args.step_s)
         if args.until_file and agree_to_stop(os.path.exists(args.until_file)):
             break
-    loop_s = time.perf_counter() - started
+    loop_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     dist.barrier()
-    print(f"live_rank {rank} done loop_s={loop_s:.4f}", flush=True)
+    print(f"live_rank {rank} done loop_s={loop_s:.4f} cpu_s={cpu_s:.4f} server_cpu_s={server_cpu_s():.4f}", flush=True)
     sys.stdout.flush()
     os._exit(0)  # skip gloo's teardown (it can abort after a failed peer)
 

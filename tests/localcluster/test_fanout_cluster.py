@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,26 @@ def ended(kube: Kube, ns: str, name: str) -> list[str] | None:
     return conds if {"Complete", "Failed"} & set(conds) else None
 
 
-def test_an_indexed_map_job_then_the_reduce_gives_the_single_pod_verdict(
-    cluster: LocalCluster, kube: Kube, ns: str
-) -> None:
+@dataclass(frozen=True)
+class Staged:
+    """One attempt's dumps in the store and what the operator would build its Jobs from."""
+
+    store: Any
+    config: Any
+    s3: Any
+    key: AttemptKey
+    url: str
+    incident: IncidentIdentity
+    run: Any
+
+    def summaries(self) -> list[str]:
+        listed = self.s3.list_objects_v2(Bucket=self.store.bucket, Prefix=f"{self.key.root}/summaries/")
+        return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def staged(cluster: LocalCluster, ns: str, world_size: int) -> Staged:
+    """``world_size`` ranks' dumps (rank 2 never starts collective 13) in the store; analyzer Jobs in ``ns``
+    at ranksPerPod 2."""
     store = cluster.store
     assert store is not None
     base = load_config(cluster.frwatch_env())
@@ -65,34 +83,53 @@ def test_an_indexed_map_job_then_the_reduce_gives_the_single_pod_verdict(
         aws_secret_access_key=store.secret_key,
     )  # fmt: skip
     key = AttemptKey("frwatch", "team", "llama", uuid.uuid4().hex, "0")
-    dumps = world(WORLD).all_reduce(steps=20).rank(2).not_started_at(13).dumps()
-    for rank, dump in dumps.items():
+    for rank, dump in world(world_size).all_reduce(steps=20).rank(2).not_started_at(13).dumps().items():
         s3.put_object(Bucket=store.bucket, Key=key.rank(rank), Body=pickle_bytes(dump))
-    url = str(key.at(store.bucket))
     incident = IncidentIdentity("team", f"llama-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex)
-    run = effective_run(config.analyzer)
+    return Staged(store, config, s3, key, str(key.at(store.bucket)), incident, effective_run(config.analyzer))
+
+
+def start_map(kube: Kube, ns: str, at: Staged, shards: int, script: str, *env: dict[str, str]) -> tuple[Any, str]:
+    """The operator's Indexed map Job, each pod's command run through ``script`` first; its manifest and name."""
+    mapper = map_job(at.incident, evidence_url=at.url, s3=at.config.s3, run=at.run, shards=shards,
+                     settings=at.config.analyzer)  # fmt: skip
+    (container,) = mapper["spec"]["template"]["spec"]["containers"]
+    container["command"] = ["python", "-c", script, *container["command"]]
+    container["env"].extend(env)
+    kube.create(jobs(ns), mapper)
+    return mapper, mapper["metadata"]["name"]
+
+
+def reduce(kube: Kube, ns: str, at: Staged) -> Verdict:
+    """The reduce (the usual analyzer Job), run to completion; the verdict it wrote."""
+    reducer = analyzer_job(at.incident, evidence_url=at.url, s3=at.config.s3, run=at.run, settings=at.config.analyzer)
+    kube.create(jobs(ns), reducer)
+    reduced_name = reducer["metadata"]["name"]
+    assert wait_for(lambda: ended(kube, ns, reduced_name), 240, "the reduce Job to end") == [
+        "SuccessCriteriaMet",
+        "Complete",
+    ]
+    body = at.s3.get_object(Bucket=at.store.bucket, Key=at.key.verdict)["Body"].read()
+    return Verdict.model_validate_json(body)
+
+
+def test_an_indexed_map_job_then_the_reduce_gives_the_single_pod_verdict(
+    cluster: LocalCluster, kube: Kube, ns: str
+) -> None:
+    at = staged(cluster, ns, WORLD)
     # the marker outside /tmp: the kubelet maps the pod's /tmp (an emptyDir) to a folder of each pod's own
     shared = Path(tempfile.mkdtemp(prefix="frwatch-fanout-", dir="/var/tmp"))
     try:
-        _map_then_reduce(kube, ns, store, config, s3, key, url, incident, run, shared)
+        _map_then_reduce(kube, ns, at, shared)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
 
 
-def _map_then_reduce(kube: Kube, ns: str, store: Any, config: Any, s3: Any, key: AttemptKey, url: str,
-                     incident: IncidentIdentity, run: Any, tmp_path: Path) -> None:  # fmt: skip
-
+def _map_then_reduce(kube: Kube, ns: str, at: Staged, tmp_path: Path) -> None:
     # --- map: the operator's Indexed Job, index 0's first pod failing once -------------------------------------
-    shards = shard_count(WORLD, config.analyzer.ranks_per_pod)
+    shards = shard_count(WORLD, at.config.analyzer.ranks_per_pod)
     assert shards == 2
-    mapper = map_job(
-        incident, evidence_url=url, s3=config.s3, run=run, shards=shards, settings=config.analyzer
-    )
-    (container,) = mapper["spec"]["template"]["spec"]["containers"]
-    container["command"] = ["python", "-c", FAIL_ONCE, *container["command"]]
-    container["env"].append({"name": "FAIL_ONCE_MARK", "value": str(tmp_path / "failed-once")})
-    name = mapper["metadata"]["name"]
-    kube.create(jobs(ns), mapper)
+    _, name = start_map(kube, ns, at, shards, FAIL_ONCE, {"name": "FAIL_ONCE_MARK", "value": str(tmp_path / "failed-once")})
     outcome = wait_for(lambda: ended(kube, ns, name), 240, "the map Job to end")
     assert outcome == [
         "SuccessCriteriaMet",
@@ -109,29 +146,20 @@ def _map_then_reduce(kube: Kube, ns: str, store: Any, config: Any, s3: Any, key:
             pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]
         )
     assert sorted(by_index["0"]) == [0, 7] and by_index["1"] == [0]  # retried by the Job, not by frwatch
-    listed = s3.list_objects_v2(Bucket=store.bucket, Prefix=f"{key.root}/summaries/")
-    assert sorted(o["Key"] for o in listed.get("Contents", [])) == sorted(
-        key.summary(r) for r in range(WORLD)
-    )
+    assert at.summaries() == sorted(at.key.summary(r) for r in range(WORLD))
 
     # --- reduce: the usual analyzer Job ------------------------------------------------------------------------
-    reducer = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
-    kube.create(jobs(ns), reducer)
-    reduced_name = reducer["metadata"]["name"]
-    assert wait_for(lambda: ended(kube, ns, reduced_name), 240, "the reduce Job to end") == [
-        "SuccessCriteriaMet",
-        "Complete",
-    ]
-    verdict = Verdict.model_validate_json(s3.get_object(Bucket=store.bucket, Key=key.verdict)["Body"].read())
+    verdict = reduce(kube, ns, at)
     assert verdict.stats["from_summaries"] == WORLD and verdict.ranks_seen == list(range(WORLD))
     assert f"{WORLD} rank(s) read from their agents' summaries" in verdict.summary
 
     # the single-pod path: every dump decoded in one process
     # (in a process of its own, with the store's keys: boto3 keeps the first keys a process found)
+    store = at.store
     env = {**os.environ, "AWS_ENDPOINT_URL": store.endpoint, "AWS_REGION": store.region,
            "AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key}  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "frwatch_analyzers.cli", url, "--format", "json", "--from-dumps"],
+        [sys.executable, "-m", "frwatch_analyzers.cli", at.url, "--format", "json", "--from-dumps"],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -157,30 +185,11 @@ def test_a_poison_shard_fails_its_index_alone_and_the_reduce_still_names_every_r
     """6 ranks at ranksPerPod 2: 3 map indexes; index 0 (ranks 0 and 3) fails on every try. With
     backoffLimitPerIndex it is retried alone and marked failed while 1 and 2 finish; the reduce reads ranks
     1, 2, 4, 5 from the summaries, decodes ranks 0 and 3 from their dumps, and says so."""
-    store = cluster.store
-    assert store is not None
-    base = load_config(cluster.frwatch_env())
-    config = base.model_copy(
-        update={"analyzer": base.analyzer.model_copy(update={"namespace": ns, "ranks_per_pod": 2})}
-    )
-    s3 = boto3.client(
-        "s3", endpoint_url=store.endpoint, region_name=store.region, aws_access_key_id=store.access_key,
-        aws_secret_access_key=store.secret_key,
-    )  # fmt: skip
-    key = AttemptKey("frwatch", "team", "llama", uuid.uuid4().hex, "0")
     world_size = 6
-    for rank, dump in world(world_size).all_reduce(steps=20).rank(2).not_started_at(13).dumps().items():
-        s3.put_object(Bucket=store.bucket, Key=key.rank(rank), Body=pickle_bytes(dump))
-    url = str(key.at(store.bucket))
-    incident = IncidentIdentity("team", f"llama-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex)
-    run = effective_run(config.analyzer)
-    shards = shard_count(world_size, config.analyzer.ranks_per_pod)
+    at = staged(cluster, ns, world_size)
+    shards = shard_count(world_size, at.config.analyzer.ranks_per_pod)
     assert shards == 3
-    mapper = map_job(incident, evidence_url=url, s3=config.s3, run=run, shards=shards, settings=config.analyzer)
-    (container,) = mapper["spec"]["template"]["spec"]["containers"]
-    container["command"] = ["python", "-c", POISON, *container["command"]]
-    name = mapper["metadata"]["name"]
-    kube.create(jobs(ns), mapper)
+    mapper, name = start_map(kube, ns, at, shards, POISON)
     assert wait_for(lambda: ended(kube, ns, name), 240, "the map Job to end") == ["FailureTarget", "Failed"]
     job = kube.get(jobs(ns, name))
     assert job is not None
@@ -191,17 +200,9 @@ def test_a_poison_shard_fails_its_index_alone_and_the_reduce_still_names_every_r
     assert (status["failedIndexes"], status["completedIndexes"]) == ("0", "1,2")
     assert (status["succeeded"], status["failed"]) == (2, per_index + 1)
     assert failed_shards(job) == "map index(es) 0 of 3 failed: the reduce decodes the dumps of their ranks (rank % 3 in 0)"
-    listed = s3.list_objects_v2(Bucket=store.bucket, Prefix=f"{key.root}/summaries/")
-    assert sorted(o["Key"] for o in listed.get("Contents", [])) == sorted(key.summary(r) for r in (1, 2, 4, 5))
+    assert at.summaries() == sorted(at.key.summary(r) for r in (1, 2, 4, 5))
 
-    reducer = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
-    kube.create(jobs(ns), reducer)
-    reduced_name = reducer["metadata"]["name"]
-    assert wait_for(lambda: ended(kube, ns, reduced_name), 240, "the reduce Job to end") == [
-        "SuccessCriteriaMet",
-        "Complete",
-    ]
-    verdict = Verdict.model_validate_json(s3.get_object(Bucket=store.bucket, Key=key.verdict)["Body"].read())
+    verdict = reduce(kube, ns, at)
     assert verdict.ranks_seen == list(range(world_size)) and verdict.culprit_ranks == [2]
     assert verdict.stats["from_summaries"] == 4
     assert "4 rank(s) read from their agents' summaries" in verdict.summary

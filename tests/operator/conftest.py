@@ -73,3 +73,11 @@ def start_operator(s3: Any, cluster: Cluster, tmp_path: Path) -> Iterator[Operat
     yield start
     for op in started:
         op.stop()
+
+
+@pytest.fixture
+def desync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every live round's agents answer a desync (``live_round_fakes.answer_a_desync``)."""
+    from live_round_fakes import answer_a_desync
+
+    answer_a_desync(monkeypatch)

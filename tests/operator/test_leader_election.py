@@ -3,54 +3,14 @@ leader that stops renewing, a clean stop that hands over at once; and the same a
 
 from __future__ import annotations
 
-import copy
-import itertools
-from typing import Any
-
 import pytest
+from fake_leases import Clock, FakeLeases
 from kubernetes import client
 
 from frwatch_operator.kube import Kube
 from frwatch_operator.leader_election import LeaderElector, Record, Step, decide
 
 LEASE, RENEW, RETRY = 15.0, 10.0, 2.0
-
-
-class FakeLeases:
-    """An in-memory Lease store that refuses a write at a stale resourceVersion (409 -> False), as the API does."""
-
-    def __init__(self) -> None:
-        self.lease: dict[str, Any] | None = None
-        self.versions = itertools.count(1)
-        self.down = False
-
-    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        if self.down:
-            from frwatch_operator.errors import RetryableError
-
-            raise RetryableError("read Lease: API server unreachable")
-        return copy.deepcopy(self.lease)
-
-    def create_lease(self, namespace: str, body: Any) -> bool:
-        if self.lease is not None:
-            return False
-        self.lease = {**copy.deepcopy(dict(body)), "metadata": {**body["metadata"], "resourceVersion": str(next(self.versions))}}
-        return True
-
-    def replace_lease(self, namespace: str, name: str, body: Any) -> bool:
-        assert self.lease is not None
-        if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
-            return False
-        self.lease = {**copy.deepcopy(dict(body)), "metadata": {**body["metadata"], "resourceVersion": str(next(self.versions))}}
-        return True
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def elector(api: FakeLeases, me: str, clock: Clock) -> LeaderElector:

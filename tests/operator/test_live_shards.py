@@ -5,16 +5,14 @@ finding reported by the old and the new holder of a shard opens one Incident wit
 
 from __future__ import annotations
 
-import copy
-import itertools
 import subprocess
 import sys
 import uuid
 from collections import Counter
-from typing import Any
 
 import pytest
-from test_live_round import KIND, FakeKube, deps_of, desync  # noqa: F401 - desync: the fixture
+from fake_leases import Clock, FakeLeases
+from live_round_fakes import KIND, FakeKube, deps_of
 
 from frwatch_operator.config import OperatorSettings
 from frwatch_operator.errors import RetryableError
@@ -23,42 +21,6 @@ from frwatch_operator.leader_election import Alone
 from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of, shard_of
 
 LEASE, RENEW, RETRY = 15.0, 10.0, 2.0
-
-
-class FakeLeases:
-    """In-memory Leases by name that refuse a write at a stale resourceVersion (409 -> False), as the API does."""
-
-    def __init__(self) -> None:
-        self.leases: dict[str, dict[str, Any]] = {}
-        self.versions = itertools.count(1)
-
-    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.leases.get(name))
-
-    def _put(self, name: str, body: Any) -> None:
-        self.leases[name] = {**copy.deepcopy(dict(body)),
-                             "metadata": {**body["metadata"], "resourceVersion": str(next(self.versions))}}  # fmt: skip
-
-    def create_lease(self, namespace: str, body: Any) -> bool:
-        name = body["metadata"]["name"]
-        if name in self.leases:
-            return False
-        self._put(name, body)
-        return True
-
-    def replace_lease(self, namespace: str, name: str, body: Any) -> bool:
-        if body["metadata"].get("resourceVersion") != self.leases[name]["metadata"]["resourceVersion"]:
-            return False
-        self._put(name, body)
-        return True
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def replica(api: FakeLeases, me: str, clock: Clock, shards: int = 10, replicas: int = 3) -> LiveShards:

@@ -10,8 +10,10 @@ from vl_builders import hardware_verdict
 
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
-from frwatch_operator.resources import Condition, IncidentStatus
+from frwatch_operator.config import AnalyzerSettings
+from frwatch_operator.resources import CaptureSettings, ComputeResources, Condition, IncidentStatus
 from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
+from frwatch_operator.verdictloop.job_reading import OVERDUE_GRACE, read_job
 from frwatch_operator.verdictloop.job_report import (
     comma_list,
     failed_status,
@@ -69,6 +71,47 @@ def test_job_outcome(the_job: Any, pods: Any, state: JobState, reason: str, says
     outcome = job_outcome(the_job, pods, now=NOW, overdue_after=timedelta(minutes=20))
     assert (outcome.state, outcome.reason) == (state, reason)
     assert says in outcome.message
+
+
+class OneJob:
+    """The two reads :func:`read_job` makes, of one Job (or none) and its pods."""
+
+    def __init__(self, the_job: dict[str, Any] | None, pods: list[dict[str, Any]]) -> None:
+        self.the_job, self.pods = the_job, pods
+        self.asked: list[tuple[str, str, str]] = []
+
+    def get_batch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.asked.append(("job", namespace, name))
+        return self.the_job
+
+    def list_job_pods(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
+        self.asked.append(("pods", namespace, job_name))
+        return self.pods
+
+
+def test_read_job_gone_is_none_and_asks_for_no_pods() -> None:
+    kube = OneJob(None, [])
+    assert read_job(kube, "ns", "j", analyzer=AnalyzerSettings(), settings=None, now=NOW) is None
+    assert kube.asked == [("job", "ns", "j")]
+
+
+@pytest.mark.parametrize("policy_deadline", [None, 60])
+def test_read_job_is_overdue_past_the_effective_deadline_plus_the_grace(policy_deadline: int | None) -> None:
+    analyzer = AnalyzerSettings(deadline_seconds=900)
+    capture = None if policy_deadline is None else CaptureSettings(
+        buffer_size=2000, bucket="b", prefix="p", collection_deadline_seconds=60, analyzer_image="i",
+        analyzer_resources=ComputeResources(), analyzer_deadline_seconds=policy_deadline,
+        agent_resources=ComputeResources(), remediation_enabled=False, remediation_dry_run=True,
+        max_nodes_per_incident=1,
+    )  # fmt: skip
+    limit = timedelta(seconds=policy_deadline or 900) + OVERDUE_GRACE
+    pods = [pod({"waiting": {"reason": "ImagePullBackOff", "message": "nope"}})]
+    for age, state in ((limit - timedelta(seconds=1), JobState.RUNNING), (limit + timedelta(seconds=1), JobState.FAILED)):
+        kube = OneJob(job(created=NOW - age), pods)
+        read = read_job(kube, "ns", "j", analyzer=analyzer, settings=capture, now=NOW)
+        assert read is not None and read.pods == pods and read.job is kube.the_job
+        assert read.outcome.state is state, (age, read.outcome)
+        assert kube.asked == [("job", "ns", "j"), ("pods", "ns", "j")]
 
 
 def test_annotations_are_one_line_and_bounded() -> None:

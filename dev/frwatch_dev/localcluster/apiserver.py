@@ -42,6 +42,7 @@ from frwatch_dev.localcluster import discovery, openapi, podlogs, selectors, tab
 from frwatch_dev.localcluster.errors import ApiError
 from frwatch_dev.localcluster.resources import ResourceType
 from frwatch_dev.localcluster.storage import Store
+from frwatch_dev.localcluster.threaded_server import serve_in_thread
 from frwatch_dev.localcluster.watching import WatchFilter
 
 Obj = dict[str, Any]
@@ -590,15 +591,6 @@ class ApiServerHandle:
         self.stop()
 
 
-async def _serve(server: ApiServer, host: str, port: int) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(server.app, access_log=None, shutdown_timeout=2.0)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    sockets = runner.addresses
-    return runner, int(sockets[0][1])
-
-
 def start_apiserver(
     host: str = "127.0.0.1",
     port: int = 0,
@@ -610,39 +602,19 @@ def start_apiserver(
     ``bookmark_interval``: seconds between BOOKMARK events on an idle watch that allows them.
     ``history_limit``: changes kept for watches resuming from an old resourceVersion (older: 410 Gone).
     """
-    loop = asyncio.new_event_loop()
-    ready: dict[str, Any] = {}
-    started = threading.Event()
+    servers: list[ApiServer] = []
 
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            server = ApiServer(Store(history_limit), bookmark_interval)
-            runner, bound = loop.run_until_complete(_serve(server, host, port))
-            ready.update(server=server, runner=runner, port=bound)
-        except BaseException as exc:
-            ready["error"] = exc
-            started.set()
-            return
-        started.set()
-        loop.run_forever()
-        loop.close()
+    def app() -> web.Application:  # made in the server's thread, its loop current
+        servers.append(ApiServer(Store(history_limit), bookmark_interval))
+        return servers[0].app
 
-    thread = threading.Thread(target=run, name="frwatch-apiserver", daemon=True)
-    thread.start()
-    started.wait(timeout=30)
-    if "error" in ready:
-        raise RuntimeError(
-            f"the API emulator could not listen on {host}:{port}: {ready['error']}"
-        ) from ready["error"]
-    if "port" not in ready:
-        raise RuntimeError(f"the API emulator did not start on {host}:{port} within 30 s")
+    served = serve_in_thread(app, host, port, name="frwatch-apiserver", what="the API emulator")
     return ApiServerHandle(
-        url=f"http://{host}:{ready['port']}",
-        server=ready["server"],
-        loop=loop,
-        _thread=thread,
-        _runner=ready["runner"],
+        url=f"http://{host}:{served.port}",
+        server=servers[0],
+        loop=served.loop,
+        _thread=served.thread,
+        _runner=served.runner,
     )
 
 

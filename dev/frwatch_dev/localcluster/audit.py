@@ -29,6 +29,7 @@ import aiohttp
 from aiohttp import web
 
 from frwatch_dev.localcluster.apiserver import kubeconfig, parse_route
+from frwatch_dev.localcluster.threaded_server import serve_in_thread
 
 #: Hop-by-hop headers a proxy must not forward (RFC 9110 7.6.1), plus those aiohttp recomputes.
 _HOP = frozenset(
@@ -211,30 +212,6 @@ class AuditProxyHandle:
 
 def start_audit_proxy(upstream: str, host: str = "127.0.0.1", port: int = 0) -> AuditProxyHandle:
     """Start a recording proxy to ``upstream`` (an API server URL over HTTP); ``port=0`` picks a free one."""
-    loop = asyncio.new_event_loop()
-    ready: dict[str, Any] = {}
-    started = threading.Event()
     proxy = AuditProxy(upstream)
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            runner = web.AppRunner(proxy.app, access_log=None, shutdown_timeout=2.0)
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, host, port)
-            loop.run_until_complete(site.start())
-            ready.update(runner=runner, port=int(runner.addresses[0][1]))
-        except BaseException as exc:
-            ready["error"] = exc
-            started.set()
-            return
-        started.set()
-        loop.run_forever()
-        loop.close()
-
-    thread = threading.Thread(target=run, name="frwatch-audit-proxy", daemon=True)
-    thread.start()
-    started.wait(timeout=30)
-    if "port" not in ready:
-        raise RuntimeError(f"the audit proxy could not listen on {host}:{port}: {ready.get('error')}")
-    return AuditProxyHandle(f"http://{host}:{ready['port']}", proxy, loop, thread, ready["runner"])
+    served = serve_in_thread(lambda: proxy.app, host, port, name="frwatch-audit-proxy", what="the audit proxy")
+    return AuditProxyHandle(f"http://{host}:{served.port}", proxy, served.loop, served.thread, served.runner)

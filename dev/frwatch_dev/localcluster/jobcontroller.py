@@ -34,13 +34,14 @@ exponential delay between retries (one second here), pod-tracking finalizers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import datetime
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from frwatch_dev.localcluster.client import Api, Informer, now, ns_path
+from frwatch_dev.localcluster.controllers import controller_ref, owned, reconcile_each, run_loop
 
 logger = logging.getLogger(__name__)
 
@@ -107,16 +108,7 @@ def pod_for(job: Obj, index: int | None, failures: int | None = None) -> Obj:
             "namespace": meta["namespace"],
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controller_ref("batch/v1", "Job", job)],
         },
         "spec": spec,
     }
@@ -137,37 +129,20 @@ class JobController:
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
-        wake = asyncio.Event()
-        async with Api(self.api_url) as api:
-            jobs = Informer(api, "/apis/batch/v1/jobs", wake)
-            pods = Informer(api, "/api/v1/pods", wake, label_selector=LABEL_JOB_NAME)
-            jobs.start()
-            pods.start()
-            try:
-                await jobs.synced.wait()
-                await pods.synced.wait()
-                self.ready.set()
-                while True:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), timeout=self.tick)
-                    wake.clear()
-                    by_owner: dict[str, list[Obj]] = {}
-                    for pod in pods.values():
-                        for ref in pod["metadata"].get("ownerReferences") or []:
-                            if ref.get("controller") and ref.get("kind") == "Job":
-                                by_owner.setdefault(str(ref.get("uid")), []).append(pod)
-                    for job in jobs.values():
-                        try:
-                            await self.reconcile(api, job, by_owner.get(job["metadata"]["uid"], []))
-                        except asyncio.CancelledError:
-                            raise
-                        except Exception:
-                            logger.exception(
-                                "job %s/%s", job["metadata"].get("namespace"), job["metadata"]["name"]
-                            )
-            finally:
-                await jobs.stop()
-                await pods.stop()
+        def informers(api: Api, wake: asyncio.Event) -> tuple[Informer, ...]:
+            return (Informer(api, "/apis/batch/v1/jobs", wake),
+                    Informer(api, "/api/v1/pods", wake, label_selector=LABEL_JOB_NAME))  # fmt: skip
+
+        async def one_round(api: Api, informers: Sequence[Informer]) -> None:
+            jobs, pods = informers
+            by_owner = owned(pods.values(), "Job")
+
+            async def reconcile(job: Obj) -> None:
+                await self.reconcile(api, job, by_owner.get(job["metadata"]["uid"], []))
+
+            await reconcile_each(jobs.values(), reconcile, "job", logger)
+
+        await run_loop(self.api_url, informers, one_round, ready=self.ready, tick=self.tick)
 
     async def reconcile(self, api: Api, job: Obj, pods: list[Obj]) -> None:
         meta, spec = job["metadata"], job.get("spec") or {}

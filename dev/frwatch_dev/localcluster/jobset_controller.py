@@ -56,14 +56,15 @@ success policies are one controller's rules, read together as the real ``jobset_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import hashlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from frwatch_dev.localcluster.apiserver import ApiServerHandle
 from frwatch_dev.localcluster.client import Api, ApiStatusError, Informer, now, ns_path
+from frwatch_dev.localcluster.controllers import controller_ref, owned, reconcile_each, run_loop
 from frwatch_dev.localcluster.jobcontroller import _age, finished
 
 logger = logging.getLogger(__name__)
@@ -246,10 +247,7 @@ def child_job(js: Obj, rjob: Obj, index: int) -> Obj:
             "namespace": meta["namespace"],
             "labels": {**(tmeta.get("labels") or {}), **extra},
             "annotations": {**(tmeta.get("annotations") or {}), **extra},
-            "ownerReferences": [{
-                "apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"],
-                "controller": True, "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [controller_ref(API_VERSION, KIND, js)],
         },
         "spec": spec,
     }  # fmt: skip
@@ -265,10 +263,7 @@ def headless_service(js: Obj) -> Obj:
         "metadata": {
             "name": subdomain(js),
             "namespace": meta["namespace"],
-            "ownerReferences": [{
-                "apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"],
-                "controller": True, "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [controller_ref(API_VERSION, KIND, js)],
         },
         "spec": {
             "clusterIP": "None",
@@ -349,38 +344,20 @@ class JobSetController:
         return mine if str(wrote).isdigit() and str(seen).isdigit() and int(wrote) > int(seen) else js
 
     async def run(self) -> None:
-        wake = asyncio.Event()
-        async with Api(self.api_url) as api:
-            jobsets = Informer(api, ns_path(GROUP, VERSION, PLURAL), wake)
-            jobs = Informer(api, "/apis/batch/v1/jobs", wake, label_selector=JOBSET_NAME)
-            jobsets.start()
-            jobs.start()
-            try:
-                await jobsets.synced.wait()
-                await jobs.synced.wait()
-                self.ready.set()
-                while True:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), timeout=self.tick)
-                    wake.clear()
-                    owned: dict[str, list[Obj]] = {}
-                    for job in jobs.values():
-                        for ref in job["metadata"].get("ownerReferences") or []:
-                            if ref.get("controller") and ref.get("kind") == KIND:
-                                owned.setdefault(str(ref.get("uid")), []).append(job)
-                    for seen in jobsets.values():
-                        js = self._fresher(seen)
-                        try:
-                            await self.reconcile(api, js, owned.get(js["metadata"]["uid"], []))
-                        except asyncio.CancelledError:
-                            raise
-                        except Exception:
-                            logger.exception(
-                                "jobset %s/%s", js["metadata"].get("namespace"), js["metadata"]["name"]
-                            )
-            finally:
-                await jobsets.stop()
-                await jobs.stop()
+        def informers(api: Api, wake: asyncio.Event) -> tuple[Informer, ...]:
+            return (Informer(api, ns_path(GROUP, VERSION, PLURAL), wake),
+                    Informer(api, "/apis/batch/v1/jobs", wake, label_selector=JOBSET_NAME))  # fmt: skip
+
+        async def one_round(api: Api, informers: Sequence[Informer]) -> None:
+            jobsets, jobs = informers
+            by_owner = owned(jobs.values(), KIND)
+
+            async def reconcile(js: Obj) -> None:
+                await self.reconcile(api, js, by_owner.get(js["metadata"]["uid"], []))
+
+            await reconcile_each((self._fresher(seen) for seen in jobsets.values()), reconcile, "jobset", logger)
+
+        await run_loop(self.api_url, informers, one_round, ready=self.ready, tick=self.tick)
 
     async def reconcile(self, api: Api, js: Obj, jobs: list[Obj]) -> None:
         meta, spec = js["metadata"], js.get("spec") or {}

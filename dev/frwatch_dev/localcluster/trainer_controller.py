@@ -45,13 +45,14 @@ snapshot, other ML policies (MPI, JAX, XGBoost ...), Events on the runtime objec
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from frwatch_dev.localcluster import jobset_controller as jsc
 from frwatch_dev.localcluster.client import Api, ApiStatusError, Informer, now, ns_path
+from frwatch_dev.localcluster.controllers import controller_ref, owned, reconcile_each, run_loop
 from frwatch_dev.ports import free_port
 
 logger = logging.getLogger(__name__)
@@ -171,10 +172,7 @@ def build_jobset(tj: Obj, runtime: Obj, master_port: int = CONTAINER_PORT) -> Ob
             "namespace": meta["namespace"],
             "labels": dict(tmeta.get("labels") or {}),
             "annotations": dict(tmeta.get("annotations") or {}),
-            "ownerReferences": [{
-                "apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"],
-                "controller": True, "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [controller_ref(API_VERSION, KIND, tj)],
         },
         "spec": spec,
     }  # fmt: skip
@@ -224,39 +222,22 @@ class TrainerController:
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
-        wake = asyncio.Event()
-        async with Api(self.api_url) as api:
-            trainjobs = Informer(api, ns_path(GROUP, VERSION, PLURAL), wake)
-            jobsets = Informer(api, ns_path(jsc.GROUP, jsc.VERSION, jsc.PLURAL), wake)
-            runtimes = Informer(api, ns_path(GROUP, VERSION, CLUSTER_RUNTIME_PLURAL), wake)
-            informers = (trainjobs, jobsets, runtimes)
-            for informer in informers:
-                informer.start()
-            try:
-                for informer in informers:
-                    await informer.synced.wait()
-                self.ready.set()
-                while True:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), timeout=self.tick)
-                    wake.clear()
-                    owned: dict[str, Obj] = {}
-                    for js in jobsets.values():
-                        for ref in js["metadata"].get("ownerReferences") or []:
-                            if ref.get("controller") and ref.get("kind") == KIND:
-                                owned[str(ref.get("uid"))] = js
-                    for tj in trainjobs.values():
-                        try:
-                            await self.reconcile(api, tj, owned.get(tj["metadata"]["uid"]))
-                        except asyncio.CancelledError:
-                            raise
-                        except Exception:
-                            logger.exception(
-                                "trainjob %s/%s", tj["metadata"].get("namespace"), tj["metadata"]["name"]
-                            )
-            finally:
-                for informer in informers:
-                    await informer.stop()
+        def informers(api: Api, wake: asyncio.Event) -> tuple[Informer, ...]:
+            return (Informer(api, ns_path(GROUP, VERSION, PLURAL), wake),
+                    Informer(api, ns_path(jsc.GROUP, jsc.VERSION, jsc.PLURAL), wake),
+                    Informer(api, ns_path(GROUP, VERSION, CLUSTER_RUNTIME_PLURAL), wake))  # fmt: skip
+
+        async def one_round(api: Api, informers: Sequence[Informer]) -> None:
+            trainjobs, jobsets, _runtimes = informers
+            by_owner = owned(jobsets.values(), KIND)
+
+            async def reconcile(tj: Obj) -> None:
+                mine = by_owner.get(tj["metadata"]["uid"])
+                await self.reconcile(api, tj, mine[-1] if mine else None)  # the last listed, were there two
+
+            await reconcile_each(trainjobs.values(), reconcile, "trainjob", logger)
+
+        await run_loop(self.api_url, informers, one_round, ready=self.ready, tick=self.tick)
 
     async def _event(self, api: Api, tj: Obj, type_: str, reason: str, message: str) -> None:
         key = (tj["metadata"]["uid"], message)

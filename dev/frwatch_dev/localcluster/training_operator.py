@@ -37,13 +37,14 @@ chosen per job (the real default, 23456, would collide between jobs on one host)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import datetime
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from frwatch_dev.localcluster.client import Api, ApiStatusError, Informer, now, ns_path
+from frwatch_dev.localcluster.controllers import controller_ref, owned, reconcile_each, run_loop
 from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
 
@@ -147,10 +148,7 @@ def desired_pods(job: Obj, master_addr: str, master_port: int) -> list[Obj]:
                     "namespace": meta["namespace"],
                     "labels": {**(tmeta.get("labels") or {}), **labels_for(job, rtype, index)},
                     "annotations": dict(tmeta.get("annotations") or {}),
-                    "ownerReferences": [{
-                        "apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"],
-                        "controller": True, "blockOwnerDeletion": True,
-                    }],
+                    "ownerReferences": [controller_ref(API_VERSION, KIND, job)],
                 },
                 "spec": spec,
             })  # fmt: skip
@@ -210,39 +208,20 @@ class TrainingOperator:
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
-        wake = asyncio.Event()
-        async with Api(self.api_url) as api:
-            jobs = Informer(api, ns_path(c.KF_GROUP, c.KF_VERSION, c.KF_PLURAL), wake)
-            pods = Informer(
-                api, "/api/v1/pods", wake, label_selector=f"{c.KF_LABEL_OPERATOR_NAME}={OPERATOR_NAME}"
-            )
-            jobs.start()
-            pods.start()
-            try:
-                await pods.synced.wait()
-                await jobs.synced.wait()
-                self.ready.set()
-                while True:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), timeout=self.tick)
-                    wake.clear()
-                    owned: dict[str, list[Obj]] = {}
-                    for pod in pods.values():
-                        for ref in pod["metadata"].get("ownerReferences") or []:
-                            if ref.get("controller") and ref.get("kind") == KIND:
-                                owned.setdefault(str(ref.get("uid")), []).append(pod)
-                    for job in jobs.values():
-                        try:
-                            await self.reconcile(api, job, owned.get(job["metadata"]["uid"], []))
-                        except asyncio.CancelledError:
-                            raise
-                        except Exception:
-                            logger.exception(
-                                "pytorchjob %s/%s", job["metadata"].get("namespace"), job["metadata"]["name"]
-                            )
-            finally:
-                await jobs.stop()
-                await pods.stop()
+        def informers(api: Api, wake: asyncio.Event) -> tuple[Informer, ...]:
+            return (Informer(api, ns_path(c.KF_GROUP, c.KF_VERSION, c.KF_PLURAL), wake),
+                    Informer(api, "/api/v1/pods", wake, label_selector=f"{c.KF_LABEL_OPERATOR_NAME}={OPERATOR_NAME}"))  # fmt: skip
+
+        async def one_round(api: Api, informers: Sequence[Informer]) -> None:
+            jobs, pods = informers
+            by_owner = owned(pods.values(), KIND)
+
+            async def reconcile(job: Obj) -> None:
+                await self.reconcile(api, job, by_owner.get(job["metadata"]["uid"], []))
+
+            await reconcile_each(jobs.values(), reconcile, "pytorchjob", logger)
+
+        await run_loop(self.api_url, informers, one_round, ready=self.ready, tick=self.tick)
 
     def _port(self, job: Obj) -> int:
         uid = job["metadata"]["uid"]

@@ -61,7 +61,8 @@ from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.exit_verdict import exit_verdict
 from frwatch_operator.verdictloop.fanout import failed_shards, map_job, map_job_ref, shard_count
-from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
+from frwatch_operator.verdictloop.job_outcome import JobState
+from frwatch_operator.verdictloop.job_reading import read_job
 from frwatch_operator.verdictloop.job_report import (
     analyzing_status,
     failed_status,
@@ -80,9 +81,6 @@ logger = logging.getLogger(__name__)
 
 #: How soon to look at a running analyzer Job again (seconds).
 POLL_SECONDS = 5.0
-#: A Job still unfinished this long past its activeDeadlineSeconds is given up on (the Job controller
-#: should have failed it with DeadlineExceeded long before).
-OVERDUE_GRACE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -278,23 +276,17 @@ def _advance_map(
     reduces the summaries the map pods wrote and decodes (or names) the dumps of ranks they did not."""
     ns, name = map_job_ref(view.identity, config.analyzer)
     ns, name = view.status.analyzer_namespace or ns, view.status.analyzer_map_job or name
-    job = kube.get_batch_job(ns, name)
-    if job is None:
+    read = read_job(kube, ns, name, analyzer=config.analyzer, settings=settings, now=now)
+    if read is None:
         ended = f"map Job {name} was gone when frwatch looked"
     else:
-        run = effective_run(config.analyzer, settings)
-        outcome = job_outcome(
-            job,
-            kube.list_job_pods(ns, name),
-            now=now,
-            overdue_after=timedelta(seconds=run.deadline_seconds) + OVERDUE_GRACE,
-        )
+        outcome = read.outcome
         if outcome.state is JobState.RUNNING:
             message = f"map step: {outcome.message}"
             patch = {"message": message} if message != view.status.message else {}
             return Step(patch, done=False, retry_after=POLL_SECONDS)
         ended = f"map Job {name}: {outcome.message}"
-        shards_failed = failed_shards(job)
+        shards_failed = failed_shards(read.job)
         if shards_failed:
             ended = f"{ended}; {shards_failed}"
     step = _create_analyzer_job(
@@ -374,20 +366,14 @@ def _advance(
         {} if view.status.analyzer_job
         else {**analyzing_status(name, now=now, conditions=view.status.conditions), "analyzerNamespace": ns}
     )  # fmt: skip
-    job = kube.get_batch_job(ns, name)
+    read = read_job(kube, ns, name, analyzer=config.analyzer, settings=settings, now=now)
     note = ""
     ended = Observed()
-    if job is None:
+    if read is None:
         # Deleted by a person, or cleaned up (TTL) before we looked: the verdict may still be in S3.
         note = f"analyzer Job {name} was gone when frwatch looked"
     else:
-        run = effective_run(config.analyzer, settings)
-        outcome = job_outcome(
-            job,
-            kube.list_job_pods(ns, name),
-            now=now,
-            overdue_after=timedelta(seconds=run.deadline_seconds) + OVERDUE_GRACE,
-        )
+        outcome = read.outcome
         if outcome.state is JobState.RUNNING:
             patch = dict(first)
             if outcome.message != view.status.message:
@@ -402,7 +388,7 @@ def _advance(
         verdict = read_verdict(store, url)
     except VerdictUnavailable as exc:
         message = str(exc) if not note else f"{note}, and {exc}"
-        reason = ConditionReason.ANALYZER_JOB_GONE if job is None else exc.reason
+        reason = ConditionReason.ANALYZER_JOB_GONE if read is None else exc.reason
         return replace(_fail(view, training, kube, reason, message, now, first), observed=ended)
     step = _report(view, training, verdict, config, kube, store, settings, url, note, now)
     observed = replace(step.observed, analyzer_job=ended.analyzer_job)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from frwatch_analyzers.htmlreport import render_html
@@ -34,7 +34,8 @@ from frwatch_operator.resources import CaptureSettings, IncidentPhase
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop.analyzer_job import effective_run
 from frwatch_operator.verdictloop.events import event_object
-from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
+from frwatch_operator.verdictloop.job_outcome import JobState
+from frwatch_operator.verdictloop.job_reading import read_job
 from frwatch_operator.verdictloop.job_report import one_line
 from frwatch_operator.verdictloop.ports import KubeActions, Obj
 from frwatch_operator.verdictloop.source_job import (
@@ -54,8 +55,6 @@ logger = logging.getLogger(__name__)
 STEP_SOURCE = "Source"
 #: Pods of ``status.observed`` read, at most, to find the training image.
 MAX_PODS_READ = 4
-#: The source Job's overdue margin past its activeDeadlineSeconds.
-OVERDUE_GRACE = timedelta(minutes=5)
 #: Lead of ``sourceReport`` when the code is in report.html.
 WITH_CODE = "report.html shows the code"
 WITHOUT_CODE = "report.html without code"
@@ -157,17 +156,13 @@ def advance(
     ns, name = source_job_ref(view.identity, config.analyzer)
     ns, name = view.status.analyzer_namespace or ns, view.status.analyzer_source_job or name
     try:
-        job = kube.get_batch_job(ns, name)
-        pods = kube.list_job_pods(ns, name) if job is not None else []
+        read = read_job(kube, ns, name, analyzer=config.analyzer, settings=settings, now=now)
     except FatalError as exc:  # forbidden, invalid: the step is given up, never the verdict
         return finish(view, None, {}, kube, store, url, now, f"the source Job could not be read: {exc}", ok=False), True
-    if job is None:
+    if read is None:
         why = f"the source Job {name} was gone when frwatch looked"
         return finish(view, None, {}, kube, store, url, now, why, ok=False), True
-    run = effective_run(config.analyzer, settings)
-    outcome = job_outcome(
-        job, pods, now=now, overdue_after=timedelta(seconds=run.deadline_seconds) + OVERDUE_GRACE
-    )
+    outcome, pods = read.outcome, read.pods
     copied = copy_summary(pods)
     if outcome.state is JobState.RUNNING:
         waiting = copy_waiting(pods) or outcome.message.replace("analyzer Job", "source Job", 1)

@@ -14,13 +14,21 @@ WORKDIR /src
 RUN python -m venv /opt/frwatch
 COPY requirements/image.lock requirements/image.lock
 RUN /opt/frwatch/bin/pip install --no-deps -r requirements/image.lock
-COPY pyproject.toml README.md ./
+# a C compiler for the summarizer's extension (analyzers/frwatch_analyzers/_fastscan.c); build stage only:
+# the runtime stage copies the virtualenv, not the compiler (the slim base has Python's headers). libc6-dev
+# is left unpinned on purpose: it must equal the base's libc6, which moves with the base's point release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc=4:12.2.0-3 libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+COPY pyproject.toml setup.py README.md ./
 COPY analyzers/ analyzers/
 COPY operator/ operator/
 # never dev/ (frwatch_dev: local cluster, workloads, demo, test helpers): not in the image, see .dockerignore
 RUN /opt/frwatch/bin/pip wheel --no-deps --wheel-dir /wheels . \
     && /opt/frwatch/bin/pip install --no-deps /wheels/frwatch-*.whl \
     && /opt/frwatch/bin/python -m compileall -q /opt/frwatch \
+    && /opt/frwatch/bin/python -c "import frwatch_analyzers._fastscan" \
     && /opt/frwatch/bin/frwatch --help
 
 # --- runtime: the virtualenv on a clean base, a non-root user, nothing else -------------------------------

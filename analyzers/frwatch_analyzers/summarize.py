@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from . import fields
+from . import fastscan, fields
 from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
 from .rules import Rule, rule_for
 from .rules import numel as _numel
@@ -263,7 +263,9 @@ def parse_p2p(op: str) -> tuple[str, int, int] | None:
 class Summarizer:
     """Turns decoded dumps into RankTraces; remembers which signature details it already emitted."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, compiled: bool | None = None) -> None:
+        # the per-entry loop's common case in C (fastscan.py): None the default, False Python alone
+        self._c = fastscan.DEFAULT if compiled is None else fastscan.COMPILED if compiled else None
         self._emitted: set[int] = set()
         self._plain_of: dict[int, int] = {}  # signature -> the same without call site
         self._ranks_cache: dict[str, Ranks] = {}  # pg_config 'ranks' text -> members
@@ -343,7 +345,28 @@ class Summarizer:
         get_state = STATE_CODES.get
         fast = _FIELDS if with_frames else _FIELDS_NO_FRAMES
         runs: dict[str, list[int]] = {}  # per pg: the part signatures of a coalesced region still open
-        for i, e in enumerate(entries):
+        step = self._c.step if self._c is not None and type(entries) is list else None
+        n, nxt = len(entries), 0
+        memo: dict[Any, Any] = {}  # the compiled step's, for this scan
+        ctx = (
+            entries,
+            with_frames,
+            pg_cache,
+            this_file,
+            per_pg,
+            runs,
+            STATE_CODES,
+            memo,
+            site_cache,
+            by_site,
+        )
+        while nxt < n:
+            if step is not None:  # the common case in C, up to the first entry that is not (fastscan.py)
+                nxt, has_states, last_record_id = step(ctx, nxt, has_states, last_record_id)
+                if nxt >= n:
+                    break
+            i, e = nxt, entries[nxt]
+            nxt += 1
             if type(e) is not dict:
                 raise DumpError(f"malformed dump: entry {i} is {describe(e)}, not a dict")
             try:
@@ -627,8 +650,8 @@ class Summarizer:
             sigs = array("q", sig_l)
             plain_of = self._plain_of
             plain = array("q", map(plain_of.__getitem__, sig_l))
-            created = _created(ent_l)
-            tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i]) for i in _kept(ent_l)]
+            created = _created(ent_l, self._c)
+            tail = [_tail_entry(seq_l[i], sig_l[i], ent_l[i], self._c) for i in _kept(ent_l)]
             st = status_by_name.get(name)
             last_seq = seqs[-1] if seqs else -1
             if st is not None:
@@ -664,8 +687,13 @@ class Summarizer:
         return out, world
 
 
-def _created(ents: list[Any]) -> array[int]:
+def _created(ents: list[Any], compiled: fastscan.Compiled | None = None) -> array[int]:
     """``time_created_ns`` of each entry (0 unknown: missing, not an integer, beyond int64)."""
+    plain = compiled.created(ents) if compiled is not None else None
+    if plain is not None:  # every time a plain int64, read in C
+        column = array("q")
+        column.frombytes(plain)
+        return column
     times = list(map(_CREATED, ents))
     if set(map(type, times)) <= {int}:  # the usual case, in C (a bool is not a time: it reads as 0 below)
         try:
@@ -694,9 +722,9 @@ def _kept(ents: list[Any]) -> list[int]:
     return sorted(keep)
 
 
-def _tail_entry(seq: int, sig: int, e: dict[str, Any]) -> TailEntry:
-    st = e.get("state")
-    retired = e.get("retired")
+def _tail_entry(
+    seq: int, sig: int, e: dict[str, Any], compiled: fastscan.Compiled | None = None
+) -> TailEntry:
     splits = None
     ins, outs = e.get("input_sizes"), e.get("output_sizes")
     if (
@@ -709,6 +737,12 @@ def _tail_entry(seq: int, sig: int, e: dict[str, Any]) -> TailEntry:
         name = e.get("profiling_name")
         if isinstance(name, str) and rule_for(name).varying:  # the sizes were type-checked in the loop
             splits = (tuple(_numel((s,)) for s in ins), tuple(_numel((s,)) for s in outs))
+    row = compiled.detail(e, STATE_CODES) if compiled is not None else None
+    if row is not None:  # every value plain, read in C
+        record_id, state, retired_flag, created, started, completed = row
+        return TailEntry(seq, record_id, sig, state, retired_flag, created, started, completed, splits)
+    st = e.get("state")
+    retired = e.get("retired")
     return TailEntry(
         seq=seq,
         record_id=_as_int(e.get("record_id")),

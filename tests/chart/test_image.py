@@ -15,6 +15,8 @@ import pytest
 from chart_helpers import ROOT, render
 from packaging.requirements import Requirement
 
+from frwatch_analyzers import fastscan
+
 DOCKERFILE = ROOT / "Dockerfile"
 
 
@@ -105,12 +107,19 @@ def _build_stage_copies(dockerfile: Path) -> list[str]:
 
 
 def _wheel_as_the_image_builds_it(dockerfile: Path, tmp_path: Path) -> set[str]:
+    """The top-level names of the wheel :func:`_wheel_files` builds."""
+    return {name.split("/", 1)[0] for name in _wheel_files(dockerfile, tmp_path)}
+
+
+def _wheel_files(dockerfile: Path, tmp_path: Path) -> list[str]:
     """Copy what ``dockerfile`` copies into an empty folder, build frwatch's wheel there as the image does
-    (``pip wheel --no-deps``; the build backend from this venv, no network), and list its top-level names."""
+    (``pip wheel --no-deps``; the build backend from this venv, no network), and list its files."""
     src = tmp_path / "src"
     for path in _build_stage_copies(dockerfile):
         if (ROOT / path).is_dir():
-            shutil.copytree(ROOT / path, src / path, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # as .dockerignore: no bytecode, no extension built in place by an editable install
+            skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so")
+            shutil.copytree(ROOT / path, src / path, ignore=skip)
         else:
             (src / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / path, src / path)
@@ -122,7 +131,7 @@ def _wheel_as_the_image_builds_it(dockerfile: Path, tmp_path: Path) -> set[str]:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     [wheel] = (tmp_path / "wheels").glob("frwatch-*.whl")
     with zipfile.ZipFile(wheel) as whl:
-        return {name.split("/", 1)[0] for name in whl.namelist()}
+        return whl.namelist()
 
 
 def test_the_image_holds_no_development_support(tmp_path: Path) -> None:
@@ -133,6 +142,20 @@ def test_the_image_holds_no_development_support(tmp_path: Path) -> None:
     top = _wheel_as_the_image_builds_it(DOCKERFILE, tmp_path)
     assert {"frwatch_analyzers", "frwatch_operator"} <= top
     assert "frwatch_dev" not in top, sorted(top)
+
+
+def test_the_image_builds_the_summarizers_extension(tmp_path: Path) -> None:
+    """The build stage installs a C compiler, copies setup.py and fails unless the extension imports; the
+    wheel built from what it copies (here, with this machine's compiler) holds the compiled module."""
+    text = DOCKERFILE.read_text()
+    build = re.split(r"^FROM ", text, flags=re.M)[1]
+    assert re.search(r"apt-get install .*\bgcc=", build) and "setup.py" in _build_stage_copies(DOCKERFILE)
+    assert 'python -c "import frwatch_analyzers._fastscan"' in build
+    assert "!setup.py" in (ROOT / ".dockerignore").read_text().splitlines()
+    if fastscan.COMPILED is None:
+        pytest.skip("no C compiler here: the wheel would hold the pure-Python loop only")
+    names = _wheel_files(DOCKERFILE, tmp_path)
+    assert any(re.fullmatch(r"frwatch_analyzers/_fastscan\..*\.so", n) for n in names), names
 
 
 def test_the_examples_workload_image_holds_the_workloads(tmp_path: Path) -> None:

@@ -102,15 +102,27 @@ def _sig_hex(sig: int) -> str:
     return f"{sig & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
-def summarize_live(answer: bytes, rank: int, sampled_ns: int, tail: int = LIVE_TAIL) -> LiveRank:
-    """The summary of one rank's live buffer. Raises :class:`DumpError` for an answer that is no dump."""
+def summarize_live(
+    answer: bytes,
+    rank: int,
+    sampled_ns: int,
+    tail: int = LIVE_TAIL,
+    summarizer: Summarizer | None = None,
+) -> LiveRank:
+    """The summary of one rank's live buffer. Raises :class:`DumpError` for an answer that is no dump.
+
+    ``summarizer``: one kept across a sampler's rounds (its caches warm: a ring that moved by a few entries
+    is mostly what the last round saw, and the compiled loop takes nearly every entry); a new one if None.
+    Not thread-safe: one caller at a time."""
     if not answer.lstrip().startswith(b"{"):
         raise DumpError("not a JSON Flight Recorder answer")
     if b'"entries"' not in answer:  # before init_process_group torch answers without entries
         return LiveRank(rank=rank, sampled_ns=sampled_ns)
     dump, _ = decode(answer)
-    trace = Summarizer().summarize(dump, rank, f"live:{rank}", "json")
-    details = trace.sig_details
+    summarizer = summarizer if summarizer is not None else Summarizer()
+    trace = summarizer.summarize(dump, rank, f"live:{rank}", "json")
+    # every signature of this answer, whether emitted by an earlier round (a warm summarizer emits each once)
+    details = summarizer.details
     groups: list[LiveGroup] = []
     sigs: dict[str, LiveSig] = {}
     for pg in trace.pgs.values():

@@ -3,6 +3,7 @@ their rank (one log line each, the other ranks sampled as before)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -57,6 +58,53 @@ def test_a_stack_is_asked_only_when_the_rank_made_no_progress(tmp_path: Path) ->
         stuck = sampler.sample_once().ranks[0]  # did not move: where is it?
     assert "load_batch" in (stuck.stack or "")
     assert asked.count("dump_traceback") == 1
+
+
+def test_a_round_asks_every_rank_at_the_same_moment(tmp_path: Path) -> None:
+    """One burst a round: each stand-in answers only once all four ranks have asked (fr_trace_json), then
+    again for their stacks (the ring did not move). A sampler reading ranks one after another never gets
+    past the first: its call waits for asks that never come (the barrier breaks, the rank errs)."""
+    ranks = 4
+    gates = {name: threading.Barrier(ranks, timeout=60) for name in ("fr_trace_json", "dump_traceback")}
+
+    def respond(name: str, conn: socket.socket) -> None:
+        gates[name].wait()
+        conn.sendall(json_body(fr_answer(30))() if name == "fr_trace_json" else http(200, STACK))
+
+    settings = SamplerSettings(fr_timeout_s=90, stack_timeout_s=90, startup_grace_s=0.0, stack_retry_s=3600)
+    with contextlib.ExitStack() as stack:
+        for r in range(ranks):
+            stack.enter_context(fake_worker(sock(tmp_path, r), respond))
+        sampler = LiveSampler(tmp_path, "pod-a", settings)
+        first = sampler.sample_once().ranks
+        second = sampler.sample_once().ranks  # no progress: every stack asked, again together
+    assert [r.error for r in first] == [None] * ranks
+    assert [r.groups[0].last_enqueued for r in first] == [30] * ranks
+    assert all("load_batch" in (r.stack or "") for r in second)
+
+
+def test_a_warm_summarizer_keeps_every_signature_across_rounds(tmp_path: Path) -> None:
+    """The sampler keeps one Summarizer across rounds (it emits a signature's detail once): each round's
+    summary still carries what every signature of its tails stands for."""
+    last = [20]
+    ops = {18: "gloo:broadcast", 25: "gloo:reduce_scatter"}
+    answers = {"fr_trace_json": lambda: http(200, json.dumps(fr_answer(last[0], ops)).encode()),
+               "dump_traceback": lambda: http(200, STACK)}  # fmt: skip
+    with fake_worker(sock(tmp_path, 0), handler_for(answers)):
+        sampler = LiveSampler(tmp_path, "pod-a", FAST)
+        rounds = []
+        for upto in (20, 20, 26, 30):
+            last[0] = upto
+            rounds.append(sampler.sample_once().ranks[0])
+    for r in rounds:
+        tail_sigs = {e.sig for g in r.groups for e in g.tail}
+        assert tail_sigs == set(r.signatures)
+    assert rounds[0] == rounds[1].model_copy(update={"sampled_ns": rounds[0].sampled_ns, "stack": None})
+    assert {s.op for s in rounds[3].signatures.values()} == {
+        "gloo:all_reduce",
+        "gloo:broadcast",
+        "gloo:reduce_scatter",
+    }
 
 
 def test_faults_stay_with_their_rank_and_are_logged_once(

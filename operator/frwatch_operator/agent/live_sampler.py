@@ -2,7 +2,8 @@
 latest compact summary of each (:class:`frwatch_analyzers.live_summary.LiveRank`).
 
 The sockets are ``<dump dir>/.frwatch-live/rank-<global rank>.sock`` (the bootstrap's, or a program's own
-``worker_main()``). Per rank and round: ``fr_trace_json`` (timeout ``fr_timeout_s``, at most
+``worker_main()``). A round asks every rank at the same moment (one burst), then summarises the answers
+with one :class:`~frwatch_analyzers.summarize.Summarizer` kept across rounds. Per rank and round: ``fr_trace_json`` (timeout ``fr_timeout_s``, at most
 ``max_fr_bytes`` read), summarised with the analyzer's signatures; and, only when the rank made no progress
 since its previous sample, ``dump_traceback`` (timeout ``stack_timeout_s``) so a stalled rank's Python stack
 is at hand. torch's ``dump_traceback`` needs the GIL and its server thread waits for it even after the
@@ -22,16 +23,23 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.live_summary import LivePod, LiveRank, cut_stack, summarize_live
 from frwatch_analyzers.safe_load import DumpError
 from frwatch_analyzers.safe_text import printable
-from frwatch_operator.agent.worker_client import WorkerCallError, call
+from frwatch_analyzers.summarize import Summarizer
+from frwatch_operator.agent.worker_client import WorkerAnswer, WorkerCallError, call
 
 logger = logging.getLogger("frwatch.agent.live")
+
+_T = TypeVar("_T")
+#: A round asks at most this many ranks at once (a pod runs 8-16; more wait for a free thread).
+MAX_CALLS_AT_ONCE = 16
 
 _SOCKET_RE = re.compile(r"rank-(0|[1-9][0-9]{0,6})\.sock")
 
@@ -70,6 +78,7 @@ class LiveSampler:
     def __post_init__(self) -> None:
         self._states: dict[int, _RankState] = {}
         self._lock = threading.Lock()
+        self._summarizer = Summarizer()  # kept across rounds: its caches warm (one round at a time)
         self._started = self.monotonic()
         self.rounds = 0
 
@@ -93,9 +102,29 @@ class LiveSampler:
 
     # --- one round --------------------------------------------------------------------------------------------
     def sample_once(self) -> LivePod:
+        """One round: every rank's ``fr_trace_json`` asked at the same moment (one burst, not one rank after
+        another: in a job whose ranks wait for each other in every collective, reading them in turn delays
+        the step once per rank), then each answer summarised here, then the stacks of the ranks that did not
+        move asked together."""
         socks = self.sockets()
-        for rank, path in sorted(socks.items()):
-            self._sample(rank, path)
+        ranks = sorted(socks)
+        answers = self._together(ranks, lambda r: self._ask_fr(socks[r]))
+        need_stack: list[int] = []
+        summaries: dict[int, LiveRank] = {}
+        for rank, answer in zip(ranks, answers, strict=True):
+            summary = self._summarize(rank, answer)
+            if summary is None:
+                continue
+            want, summaries[rank] = self._wants_stack(rank, summary)
+            if want:
+                need_stack.append(rank)
+        stacks = self._together(need_stack, lambda r: self._ask_stack(socks[r]))
+        for rank, (stack, stack_error, timed_out) in zip(need_stack, stacks, strict=True):
+            if timed_out:
+                self._states[rank].stack_pending_since = self.monotonic()
+            summaries[rank] = summaries[rank].model_copy(update={"stack": stack, "stack_error": stack_error})
+        for rank, summary in summaries.items():
+            self._record(rank, summary, "ok" if summary.stack_error is None else "stack_timeout")
         if self.monotonic() - self._started >= self.settings.startup_grace_s:
             for rank in sorted(self.expected - set(socks)):
                 self._record(
@@ -113,41 +142,67 @@ class LiveSampler:
         self.rounds += 1
         return self.latest()
 
-    def _sample(self, rank: int, path: Path) -> None:
-        state = self._states.setdefault(rank, _RankState())
+    @staticmethod
+    def _together(ranks: list[int], ask: Callable[[int], _T]) -> list[_T]:
+        """``ask`` for every rank at once (a thread each, at most :data:`MAX_CALLS_AT_ONCE`), in rank order.
+        The calls wait on sockets (no GIL held); ``ask`` never raises."""
+        if len(ranks) <= 1:
+            return [ask(r) for r in ranks]
+        with ThreadPoolExecutor(
+            min(len(ranks), MAX_CALLS_AT_ONCE), thread_name_prefix="frwatch-live"
+        ) as pool:
+            return list(pool.map(ask, ranks))
+
+    def _ask_fr(self, path: Path) -> WorkerAnswer | WorkerCallError:
         s = self.settings
         try:
             answer = call(str(path), "fr_trace_json", timeout_s=s.fr_timeout_s, max_bytes=s.max_fr_bytes)
-            if answer.status != 200:
-                raise WorkerCallError("http", f"fr_trace_json answered HTTP {answer.status}")
-            summary = summarize_live(answer.body, rank, self.wall_ns())
         except WorkerCallError as exc:
+            return exc
+        except OSError as exc:  # no socket to make (out of descriptors): this rank's, never the round's
+            return WorkerCallError("unreachable", f"cannot connect: {exc.strerror or exc}")
+        if answer.status != 200:
+            return WorkerCallError("http", f"fr_trace_json answered HTTP {answer.status}")
+        return answer
+
+    def _summarize(self, rank: int, answer: WorkerAnswer | WorkerCallError) -> LiveRank | None:
+        """The rank's summary, or None when it could not be read (its error recorded)."""
+        if isinstance(answer, WorkerCallError):
             self._record(
-                rank, LiveRank(rank=rank, sampled_ns=self.wall_ns(), error=f"fr_trace_json: {exc}"), exc.kind
+                rank,
+                LiveRank(rank=rank, sampled_ns=self.wall_ns(), error=f"fr_trace_json: {answer}"),
+                answer.kind,
             )
-            return
+            return None
+        try:
+            return summarize_live(answer.body, rank, self.wall_ns(), summarizer=self._summarizer)
         except DumpError as exc:
             why = f"fr_trace_json: not a Flight Recorder answer: {printable(str(exc), 200)}"
             self._record(rank, LiveRank(rank=rank, sampled_ns=self.wall_ns(), error=why), "garbage")
-            return
+            return None
+
+    def _wants_stack(self, rank: int, summary: LiveRank) -> tuple[bool, LiveRank]:
+        """Whether to ask the rank's stack now: it made no progress since its previous sample and no earlier
+        ask is still pending. While one is, the summary keeps that ask's reason (and no "answers again")."""
+        state = self._states.setdefault(rank, _RankState())
         progress = tuple((g.name, g.last_enqueued) for g in summary.groups)
         moved = progress != state.progress
         state.progress = progress
         if moved:
             state.stack_pending_since = None
-        elif self._may_ask_stack(state):
-            stack, stack_error = self._stack(rank, path, state)
-            summary = summary.model_copy(update={"stack": stack, "stack_error": stack_error})
-        elif state.latest is not None and state.latest.stack_error is not None:
-            # still no progress, a dump_traceback still pending: still the same reason (and no "answers again")
-            summary = summary.model_copy(update={"stack_error": state.latest.stack_error})
-        self._record(rank, summary, "ok" if summary.stack_error is None else "stack_timeout")
+            return False, summary
+        if self._may_ask_stack(state):
+            return True, summary
+        if state.latest is not None and state.latest.stack_error is not None:
+            return False, summary.model_copy(update={"stack_error": state.latest.stack_error})
+        return False, summary
 
     def _may_ask_stack(self, state: _RankState) -> bool:
         pending = state.stack_pending_since
         return pending is None or self.monotonic() - pending >= self.settings.stack_retry_s
 
-    def _stack(self, rank: int, path: Path, state: _RankState) -> tuple[str | None, str | None]:
+    def _ask_stack(self, path: Path) -> tuple[str | None, str | None, bool]:
+        """(stack, why not, whether it timed out)."""
         s = self.settings
         try:
             answer = call(
@@ -155,15 +210,20 @@ class LiveSampler:
             )
         except WorkerCallError as exc:
             if exc.kind == "timeout":
-                state.stack_pending_since = self.monotonic()
-                return None, (
-                    f"dump_traceback did not answer within {s.stack_timeout_s:g} s while fr_trace_json did: "
-                    "the process holds the GIL (a C call or extension that keeps it)"
+                return (
+                    None,
+                    (
+                        f"dump_traceback did not answer within {s.stack_timeout_s:g} s while fr_trace_json did: "
+                        "the process holds the GIL (a C call or extension that keeps it)"
+                    ),
+                    True,
                 )
-            return None, f"dump_traceback: {exc}"
+            return None, f"dump_traceback: {exc}", False
+        except OSError as exc:  # no socket to make (out of descriptors): this rank's, never the round's
+            return None, f"dump_traceback: cannot connect: {exc.strerror or exc}", False
         if answer.status != 200:
-            return None, f"dump_traceback answered HTTP {answer.status}"
-        return cut_stack(answer.body.decode("utf-8", errors="replace")), None
+            return None, f"dump_traceback answered HTTP {answer.status}", False
+        return cut_stack(answer.body.decode("utf-8", errors="replace")), None, False
 
     def _record(self, rank: int, summary: LiveRank, condition: str) -> None:
         state = self._states.setdefault(rank, _RankState())

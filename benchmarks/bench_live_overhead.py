@@ -30,6 +30,7 @@ sleep: the collective path dominates, the worst case for a sampler that takes th
 from __future__ import annotations
 
 import argparse
+import array
 import os
 import random
 import re
@@ -42,6 +43,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "live"))
@@ -90,9 +92,44 @@ def server_cpu_s(pid: int) -> float:
     return total / 1e9
 
 
-def job_args(steps: int, work: int, warmup: int, until: Path | None = None) -> list[str]:
+def job_args(
+    steps: int, work: int, warmup: int, until: Path | None = None, step_times: Path | None = None
+) -> list[str]:
     args = ["--mode", "healthy", "--steps", str(steps), "--step-s", "0", "--work", str(work), "--warmup", str(warmup)]
-    return args + (["--until-file", str(until)] if until else [])
+    args += ["--until-file", str(until)] if until else []
+    return args + (["--step-times", str(step_times)] if step_times else [])
+
+
+#: The per-round estimate's windows (s): the steps done in the W before a round against the W after it. A round's
+#: time is rank 0's ``sampled_ns`` (taken when its answer is summarised, after every rank's was read), so the
+#: after-window starts LEAD before it.
+WINDOW_S, LEAD_S = 5.0, 1.0
+
+
+def round_losses(ends_ns: list[int], rounds_ns: list[int]) -> list[float]:
+    """Per round, the job's time lost to it (s): W x (1 - steps in the W after / steps in the W before), from
+    the slowest rank's step ends. Rounds whose windows do not both lie inside the loop are left out."""
+    import bisect
+
+    out = []
+    first, last = ends_ns[0], ends_ns[-1]
+    w, lead = int(WINDOW_S * 1e9), int(LEAD_S * 1e9)
+    for ts in rounds_ns:
+        cut = ts - lead
+        if cut - w < first or cut + w > last:
+            continue
+        before = bisect.bisect_left(ends_ns, cut) - bisect.bisect_left(ends_ns, cut - w)
+        after = bisect.bisect_left(ends_ns, cut + w) - bisect.bisect_left(ends_ns, cut)
+        if before:
+            out.append(WINDOW_S * (1 - after / before))
+    return out
+
+
+def placebo_rounds(ends_ns: list[int], period: float) -> list[int]:
+    """Times a round would have had in a run without live watch (every period from the loop's start, offset by
+    half a period): the same estimate there measures the estimator's own noise and bias."""
+    step = int(period * 1e9)
+    return list(range(ends_ns[0] + step // 2, ends_ns[-1], step))
 
 
 def calibrate(ranks: int, work: int, warmup: int, calls: int) -> dict[str, float]:
@@ -142,7 +179,7 @@ def calibrate(ranks: int, work: int, warmup: int, calls: int) -> dict[str, float
     }
 
 
-def run(s3: SeaweedFS, ranks: int, steps: int, work: int, warmup: int, live: bool, period: float) -> dict[str, float]:
+def run(s3: SeaweedFS, ranks: int, steps: int, work: int, warmup: int, live: bool, period: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="frwatch-live-bench-") as tmp:
         work_dir = Path(tmp)
         agent_env = {"FRWATCH_AGENT_LIVE": "true", "FRWATCH_AGENT_LIVE_PERIOD_SECONDS": str(period),
@@ -155,19 +192,23 @@ def run(s3: SeaweedFS, ranks: int, steps: int, work: int, warmup: int, live: boo
                 env[ENV_LIVE_DIR] = str(agent.dump_dir / c.LIVE_SOCKET_SUBDIR)
             cpu0, t0, busy0, own0 = cpu_s(agent.proc.pid), time.monotonic(), machine_busy_s(), time.process_time()
             seen: set[int] = set()  # the ranks /live had read while they ran (asked every 5 s)
+            rounds: set[int] = set()  # rank 0's sampled_ns of each round seen
             done = threading.Event()
 
             def watch() -> None:
-                while not done.wait(5.0):
+                while not done.wait(min(5.0, period / 3)):
                     status, body = agent.request("GET", "/live", TOKEN)
                     if status == 200:
                         seen.update(r["rank"] for r in body["ranks"] if r["groups"] and not r["error"])
+                        rounds.update(r["sampled_ns"] for r in body["ranks"] if r["rank"] == 0 and r["groups"])
 
             watcher = threading.Thread(target=watch, daemon=True)
             if live:
                 watcher.start()
             reaped0 = children_cpu_s()
-            with live_job(ranks, work_dir, job_args(steps, work, warmup), env) as job:
+            times_dir = work_dir / "step-times"
+            times_dir.mkdir()
+            with live_job(ranks, work_dir, job_args(steps, work, warmup, step_times=times_dir), env) as job:
                 codes = job.wait(timeout_s=1800)
                 done.set()
                 if codes != [0] * ranks:
@@ -186,7 +227,11 @@ def run(s3: SeaweedFS, ranks: int, steps: int, work: int, warmup: int, live: boo
             agent.stop()
         loop = max(float(m.group(2)) for m in found)
         rank_cpu = sum(float(m.group(3)) for m in found)
+        per_rank = [array.array("q", (times_dir / f"rank-{r}.bin").read_bytes()) for r in range(ranks)]
+        ends = [max(col) for col in zip(*per_rank, strict=True)]  # a step ends for the job when its last rank's does
+        losses = round_losses(ends, sorted(rounds) if live else placebo_rounds(ends, period))
         return {
+            "losses": losses,
             "loop": loop,
             "rank_cpu": rank_cpu,
             "server_cpu": sum(float(m.group(4)) for m in found),
@@ -195,6 +240,28 @@ def run(s3: SeaweedFS, ranks: int, steps: int, work: int, warmup: int, live: boo
             "rss": rss,
             "others": max(0.0, busy - agent_cpu - ranks_life - own) / wall,  # cores the other sessions used
         }
+
+
+def per_round_line(on_runs: list[dict[str, Any]], off_runs: list[dict[str, Any]], period: float) -> str:
+    """Within the runs: the job's time lost per sampling round (the W after a round against the W before it),
+    against the same estimate at placebo times of the runs without live watch; their difference over the
+    period is the step-time overhead, free of the run-to-run drift the pairs carry."""
+    on = [x for r in on_runs for x in r["losses"]]
+    off = [x for r in off_runs for x in r["losses"]]
+    if len(on) < 2 or len(off) < 2:
+        return f"  per round: too few rounds inside the runs ({len(on)} sampled, {len(off)} placebo)"
+    rng = random.Random(15)
+    diffs = sorted(
+        statistics.mean([rng.choice(on) for _ in on]) - statistics.mean([rng.choice(off) for _ in off])
+        for _ in range(10_000)
+    )
+    d = statistics.mean(on) - statistics.mean(off)
+    lo, hi = diffs[249], diffs[9749]
+    return (f"  per round ({WINDOW_S:g} s windows): the job lost {1000 * statistics.mean(on):+.1f} ms a sampled round "
+            f"({len(on)} rounds; median {1000 * statistics.median(on):+.1f}), {1000 * statistics.mean(off):+.1f} ms at "
+            f"placebo times without live watch ({len(off)}; median {1000 * statistics.median(off):+.1f}): "
+            f"{1000 * d:+.1f} ms a round, 95% [{1000 * lo:+.1f}, {1000 * hi:+.1f}] -> step-time overhead at "
+            f"{period:g} s: {100 * d / period:+.2f}%, 95% [{100 * lo / period:+.2f}, {100 * hi / period:+.2f}]%")  # fmt: skip
 
 
 def boot_interval(xs: list[float], stat: Callable[[list[float]], float] = statistics.mean) -> tuple[float, float]:
@@ -215,7 +282,7 @@ def summary_line(name: str, xs: list[float]) -> str:
             f"of the mean [{lo:+.2f}, {hi:+.2f}]%")  # fmt: skip
 
 
-def run_model(on: dict[str, float], off: dict[str, float], cores: int) -> tuple[float, float]:
+def run_model(on: dict[str, Any], off: dict[str, Any], cores: int) -> tuple[float, float]:
     """The step-time overhead (%) the pair's own measured sampling CPU predicts: the CPU the on-run spent on
     sampling (the ranks' server threads, and the agent's beyond its off-run rate) taken from the job, spread over
     every busy core (the lower figure: the other sessions lose their share of it too) or all from the job (the
@@ -269,7 +336,7 @@ def main() -> int:
               f"{100 * per_round / (p * cores):.2f}% step time", flush=True)  # fmt: skip
     if ns.skip_pairs:
         return 0
-    results: dict[tuple[float, bool], list[dict[str, float]]] = {}
+    results: dict[tuple[float, bool], list[dict[str, Any]]] = {}
     wall_over: dict[float, list[float]] = {p: [] for p in periods}
     cpu_over: dict[float, list[float]] = {p: [] for p in periods}
     model_over: dict[float, list[tuple[float, float]]] = {p: [] for p in periods}
@@ -279,7 +346,7 @@ def main() -> int:
         try:
             for i in range(ns.pairs):
                 for period in periods:
-                    pair: dict[bool, dict[str, float]] = {}
+                    pair: dict[bool, dict[str, Any]] = {}
                     for live in (False, True) if i % 2 == 0 else (True, False):
                         got = run(s3, ns.ranks, ns.steps, ns.work, ns.warmup, live, period)
                         results.setdefault((period, live), []).append(got)
@@ -305,6 +372,7 @@ def main() -> int:
         print(summary_line("ranks' CPU-a-step overhead", cpu_over[period]))
         print("  the model from each pair's own sampling CPU (%), spread over the cores .. all from the job: "
               + ", ".join(f"{lo:+.2f}..{hi:+.2f}" for lo, hi in model_over[period]))  # fmt: skip
+        print(per_round_line(results[(period, True)], results[(period, False)], period))
         rs_on = results[(period, True)]
         per_s = [r["agent_cpu"] / r["wall"] for r in rs_on]
         srv = statistics.median(r["server_cpu"] / r["loop"] for r in rs_on)

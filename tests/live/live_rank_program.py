@@ -10,13 +10,15 @@ others all_reduce (one desync, then every rank waits); ``stuck`` sleeps in ``loa
 keeps it) once. The process-group timeout is ``--timeout-s`` (300 by default: the watchdog is far away).
 The rank prints ``live_rank <rank> done loop_s=<seconds of the training loop> cpu_s=<the process's CPU seconds
 in that loop, every thread> server_cpu_s=<CPU seconds of torch's worker-server threads so far, 0 without one>``
-when it finished every step, and exits 0 (the CPU figures are for ``benchmarks/bench_live_overhead.py``).
+when it finished every step, and exits 0 (the CPU figures are for ``benchmarks/bench_live_overhead.py``;
+so is ``--step-times``: when each step ended).
 Nothing here imports frwatch: live watch reaches the rank through the bootstrap on PYTHONPATH only.
 """
 
 from __future__ import annotations
 
 import argparse
+import array
 import ctypes
 import os
 import sys
@@ -102,6 +104,8 @@ def main() -> int:
     parser.add_argument("--until-file", default="", help="stop (all ranks together) once this file exists")
     parser.add_argument("--work", type=int, default=0, help="an N x N matmul each step (0: none)")
     parser.add_argument("--warmup", type=int, default=0, help="all_reduces before the timed loop")
+    parser.add_argument("--step-times", default="", help="a directory: write each step's end "
+                        "(time.time_ns, int64) to rank-<rank>.bin there")
     parser.add_argument("--no-worker-server-ranks", default="", help="comma-separated ranks whose torch has no "
                         "_WorkerServer (an older or trimmed build: removed from this process before init)")
     args = parser.parse_args()
@@ -114,6 +118,7 @@ def main() -> int:
     work = torch.randn(args.work, args.work) if args.work else None
     for _ in range(args.warmup):  # untimed: fills the Flight Recorder's ring, as a job that ran a while has
         dist.all_reduce(torch.ones(64))
+    ends = array.array("q", bytes(8 * args.steps)) if args.step_times else None
     started, cpu_started = time.perf_counter(), time.process_time()
     for step in range(1, args.steps + 1):
         if work is not None:
@@ -121,9 +126,14 @@ def main() -> int:
         train_step(rank, step, args)
         if args.step_s:
             time.sleep(args.step_s)
+        if ends is not None:
+            ends[step - 1] = time.time_ns()
         if args.until_file and agree_to_stop(os.path.exists(args.until_file)):
             break
     loop_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    if ends is not None:
+        with open(os.path.join(args.step_times, f"rank-{rank}.bin"), "wb") as out:
+            ends.tofile(out)
     dist.barrier()
     print(f"live_rank {rank} done loop_s={loop_s:.4f} cpu_s={cpu_s:.4f} server_cpu_s={server_cpu_s():.4f}", flush=True)
     sys.stdout.flush()

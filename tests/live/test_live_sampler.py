@@ -8,12 +8,15 @@ import json
 import logging
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from fake_worker import drip, fake_worker, fr_answer, handler_for, http, json_body, never_answers
 
+from frwatch_operator.agent import live_sampler
 from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, parse_rank_span
+from frwatch_operator.agent.worker_client import ByteBudget
 
 FAST = SamplerSettings(fr_timeout_s=1.0, stack_timeout_s=0.5, startup_grace_s=0.0, stack_retry_s=3600)
 STACK = b'Thread 0x1 (most recent call first):\n  File "train.py", line 9 in load_batch\n'
@@ -107,6 +110,70 @@ def test_a_warm_summarizer_keeps_every_signature_across_rounds(tmp_path: Path) -
     }
 
 
+def padded(last: int, pad: int) -> bytes:
+    """A healthy answer of about ``pad`` bytes (torch's answers of a full ring are 940 KB)."""
+    return json.dumps({**fr_answer(last), "pad": "x" * pad}).encode()
+
+
+@pytest.mark.parametrize("fit", [2, 0])
+def test_a_round_holds_at_most_its_byte_budget(tmp_path: Path, fit: int) -> None:
+    """Four ranks answer 200 KB each; the round may hold ``fit`` of them at once (0: less than one, so each
+    is read alone). Every rank is still read, and the answers held at once never pass the budget."""
+    body = padded(30, 200_000)
+    budget = fit * len(body) + len(body) // 2 if fit else len(body) // 2
+    settings = SamplerSettings(fr_timeout_s=60, startup_grace_s=0.0, stack_retry_s=3600, round_bytes=budget)
+    with contextlib.ExitStack() as stack:
+        for r in range(4):
+            stack.enter_context(
+                fake_worker(sock(tmp_path, r), handler_for({"fr_trace_json": lambda: http(200, body)}))
+            )
+        sampler = LiveSampler(tmp_path, "pod-a", settings)
+        pod = sampler.sample_once()
+    assert [(r.rank, r.error, r.groups[0].last_enqueued) for r in pod.ranks] == [
+        (r, None, 30) for r in range(4)
+    ]
+    assert sampler.round_peak_bytes <= max(budget, len(body))
+    assert sampler.round_peak_bytes >= len(body)
+
+
+def test_the_byte_budget_waits_within_the_deadline() -> None:
+    budget = ByteBudget(100)
+    assert budget.take(80, time.monotonic() + 5)
+    assert not budget.take(30, time.monotonic() + 0.05)  # 110 > 100 while 80 are held: waits, then gives up
+    freed = threading.Timer(0.05, budget.give, args=(80,))
+    freed.start()
+    assert budget.take(30, time.monotonic() + 60)  # taken once the 80 are given back
+    freed.join()
+    assert (budget.held, budget.peak) == (30, 80)
+    budget.give(30)
+    assert budget.take(500, time.monotonic())  # more than the whole budget: taken when nothing else is held
+
+
+def test_an_answer_the_summariser_fails_on_stays_with_its_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = live_sampler.summarize_live
+
+    def flaky(answer: bytes, rank: int, *args: object, **kw: object) -> object:
+        if rank == 1:
+            raise RuntimeError("a summariser bug")
+        return real(answer, rank, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(live_sampler, "summarize_live", flaky)
+    with (
+        fake_worker(sock(tmp_path, 0), handler_for(healthy(30))),
+        fake_worker(sock(tmp_path, 1), handler_for(healthy(30))),
+    ):
+        sampler = LiveSampler(tmp_path, "pod-a", FAST)
+        r0, r1 = sampler.sample_once().ranks
+        monkeypatch.setattr(live_sampler, "summarize_live", real)
+        again = sampler.sample_once().ranks
+    assert r0.error is None and r0.groups[0].last_enqueued == 30
+    assert r1.error is not None and "RuntimeError" in r1.error and not r1.groups
+    assert [r.error for r in again] == [None, None]
+    assert "rank 1: its answer could not be summarised" in caplog.text
+
+
 def test_faults_stay_with_their_rank_and_are_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -193,7 +260,11 @@ def test_a_gil_holder_is_said_once_and_keeps_its_reason_until_it_moves(
         if name == "dump_traceback" and not release.is_set():
             release.wait(60)
             return
-        conn.sendall(http(200, STACK) if name == "dump_traceback" else http(200, json.dumps(fr_answer(last[0])).encode()))
+        conn.sendall(
+            http(200, STACK)
+            if name == "dump_traceback"
+            else http(200, json.dumps(fr_answer(last[0])).encode())
+        )
 
     with fake_worker(sock(tmp_path, 0), respond) as asked:
         sampler = LiveSampler(tmp_path, "pod-a", FAST)

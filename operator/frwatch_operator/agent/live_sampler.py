@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -33,7 +33,7 @@ from frwatch_analyzers.live_summary import LivePod, LiveRank, cut_stack, summari
 from frwatch_analyzers.safe_load import DumpError
 from frwatch_analyzers.safe_text import printable
 from frwatch_analyzers.summarize import Summarizer
-from frwatch_operator.agent.worker_client import WorkerAnswer, WorkerCallError, call
+from frwatch_operator.agent.worker_client import ByteBudget, WorkerAnswer, WorkerCallError, call
 
 logger = logging.getLogger("frwatch.agent.live")
 
@@ -51,6 +51,9 @@ class SamplerSettings:
     period_s: float = 15.0  #: one round of every rank this often
     fr_timeout_s: float = 5.0  #: a 2000-entry answer took 67 ms median, 0.7 s worst, on a loaded 2-core node
     max_fr_bytes: int = 16 << 20  #: about 475 B an entry: 16 MiB is a 30,000-entry ring
+    #: The answers a round holds at once (read together, summarised one at a time): 34 full 2000-entry rings,
+    #: or two of the largest; an answer larger than this is read alone. The agent's limit is 256 MiB.
+    round_bytes: int = 32 << 20
     stack_timeout_s: float = 2.0
     max_stack_bytes: int = 256 << 10
     stack_retry_s: float = 300.0  #: after a dump_traceback timed out, ask again after this long at the latest
@@ -81,6 +84,7 @@ class LiveSampler:
         self._summarizer = Summarizer()  # kept across rounds: its caches warm (one round at a time)
         self._started = self.monotonic()
         self.rounds = 0
+        self.round_peak_bytes = 0  #: the most answer bytes the last round held at once
 
     # --- what the sampler finds -----------------------------------------------------------------------------
     def sockets(self) -> dict[int, Path]:
@@ -104,26 +108,33 @@ class LiveSampler:
     def sample_once(self) -> LivePod:
         """One round: every rank's ``fr_trace_json`` asked at the same moment (one burst, not one rank after
         another: in a job whose ranks wait for each other in every collective, reading them in turn delays
-        the step once per rank), then each answer summarised here, then the stacks of the ranks that did not
-        move asked together."""
+        the step once per rank), each answer summarised here as it comes (the answers held at once bounded by
+        ``round_bytes``), then the stacks of the ranks that did not move asked together."""
         socks = self.sockets()
-        ranks = sorted(socks)
-        answers = self._together(ranks, lambda r: self._ask_fr(socks[r]))
         need_stack: list[int] = []
         summaries: dict[int, LiveRank] = {}
-        for rank, answer in zip(ranks, answers, strict=True):
-            summary = self._summarize(rank, answer)
-            if summary is None:
-                continue
-            want, summaries[rank] = self._wants_stack(rank, summary)
-            if want:
-                need_stack.append(rank)
-        stacks = self._together(need_stack, lambda r: self._ask_stack(socks[r]))
-        for rank, (stack, stack_error, timed_out) in zip(need_stack, stacks, strict=True):
+        budget = ByteBudget(self.settings.round_bytes)  # a round's own: nothing it holds outlives it
+
+        def take(rank: int, answer: WorkerAnswer | WorkerCallError) -> None:
+            try:
+                summary = self._summarize(rank, answer)
+            finally:
+                if isinstance(answer, WorkerAnswer):
+                    budget.give(answer.held)
+            if summary is not None:
+                want, summaries[rank] = self._wants_stack(rank, summary)
+                if want:
+                    need_stack.append(rank)
+
+        self._together(sorted(socks), lambda r: self._ask_fr(socks[r], budget), take)
+        self.round_peak_bytes = budget.peak
+        stacks: dict[int, tuple[str | None, str | None, bool]] = {}
+        self._together(sorted(need_stack), lambda r: self._ask_stack(socks[r]), stacks.__setitem__)
+        for rank, (stack, stack_error, timed_out) in stacks.items():
             if timed_out:
                 self._states[rank].stack_pending_since = self.monotonic()
             summaries[rank] = summaries[rank].model_copy(update={"stack": stack, "stack_error": stack_error})
-        for rank, summary in summaries.items():
+        for rank, summary in sorted(summaries.items()):
             self._record(rank, summary, "ok" if summary.stack_error is None else "stack_timeout")
         if self.monotonic() - self._started >= self.settings.startup_grace_s:
             for rank in sorted(self.expected - set(socks)):
@@ -143,25 +154,36 @@ class LiveSampler:
         return self.latest()
 
     @staticmethod
-    def _together(ranks: list[int], ask: Callable[[int], _T]) -> list[_T]:
-        """``ask`` for every rank at once (a thread each, at most :data:`MAX_CALLS_AT_ONCE`), in rank order.
-        The calls wait on sockets (no GIL held); ``ask`` never raises."""
+    def _together(ranks: list[int], ask: Callable[[int], _T], then: Callable[[int, _T], None]) -> None:
+        """``ask`` for every rank at once (a thread each, at most :data:`MAX_CALLS_AT_ONCE`); ``then`` here, in
+        this thread, for each answer as it comes. The calls wait on sockets (no GIL held); ``ask`` never raises."""
         if len(ranks) <= 1:
-            return [ask(r) for r in ranks]
+            for r in ranks:
+                then(r, ask(r))
+            return
         with ThreadPoolExecutor(
             min(len(ranks), MAX_CALLS_AT_ONCE), thread_name_prefix="frwatch-live"
         ) as pool:
-            return list(pool.map(ask, ranks))
+            asked = {pool.submit(ask, r): r for r in ranks}
+            for done in as_completed(asked):
+                then(asked[done], done.result())
 
-    def _ask_fr(self, path: Path) -> WorkerAnswer | WorkerCallError:
+    def _ask_fr(self, path: Path, budget: ByteBudget) -> WorkerAnswer | WorkerCallError:
         s = self.settings
         try:
-            answer = call(str(path), "fr_trace_json", timeout_s=s.fr_timeout_s, max_bytes=s.max_fr_bytes)
+            answer = call(
+                str(path),
+                "fr_trace_json",
+                timeout_s=s.fr_timeout_s,
+                max_bytes=s.max_fr_bytes,
+                budget=budget,
+            )
         except WorkerCallError as exc:
             return exc
         except OSError as exc:  # no socket to make (out of descriptors): this rank's, never the round's
             return WorkerCallError("unreachable", f"cannot connect: {exc.strerror or exc}")
         if answer.status != 200:
+            budget.give(answer.held)
             return WorkerCallError("http", f"fr_trace_json answered HTTP {answer.status}")
         return answer
 
@@ -178,8 +200,12 @@ class LiveSampler:
             return summarize_live(answer.body, rank, self.wall_ns(), summarizer=self._summarizer)
         except DumpError as exc:
             why = f"fr_trace_json: not a Flight Recorder answer: {printable(str(exc), 200)}"
-            self._record(rank, LiveRank(rank=rank, sampled_ns=self.wall_ns(), error=why), "garbage")
-            return None
+        except Exception as exc:  # a summariser's fault on one answer is that rank's, never the round's
+            logger.exception("live watch: rank %d: its answer could not be summarised", rank)
+            self._summarizer = Summarizer()  # its caches may be half-updated
+            why = f"fr_trace_json: could not be summarised ({type(exc).__name__}): see the agent's log"
+        self._record(rank, LiveRank(rank=rank, sampled_ns=self.wall_ns(), error=why), "garbage")
+        return None
 
     def _wants_stack(self, rank: int, summary: LiveRank) -> tuple[bool, LiveRank]:
         """Whether to ask the rank's stack now: it made no progress since its previous sample and no earlier

@@ -10,6 +10,7 @@ says what happened, ready for one log line. See ``docs/live-watch.md`` for what 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -30,6 +31,37 @@ class WorkerAnswer:
     status: int
     body: bytes
     seconds: float
+    #: Bytes of the caller's :class:`ByteBudget` this answer holds: the caller gives them back when done.
+    held: int = 0
+
+
+class ByteBudget:
+    """Answer bytes a set of concurrent calls may hold at once (the live sampler's round reads every rank of
+    its pod together: without a bound, 16 ranks of 16 MiB rings would be 256 MiB in an agent limited to 256).
+    A call takes its answer's Content-Length before reading the body and waits, within its own deadline, while
+    others hold too much; an answer larger than the whole budget is read when nothing else is held."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.held = 0
+        self.peak = 0  #: the most held at once (for tests and benchmarks)
+        self._cond = threading.Condition()
+
+    def take(self, n: int, deadline: float) -> bool:
+        with self._cond:
+            while self.held and self.held + n > self.capacity:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            self.held += n
+            self.peak = max(self.peak, self.held)
+            return True
+
+    def give(self, n: int) -> None:
+        with self._cond:
+            self.held -= n
+            self._cond.notify_all()
 
 
 def _recv_until(sock: socket.socket, deadline: float, buf: bytearray, want: int, limit: int) -> None:
@@ -73,8 +105,11 @@ def _parse_head(head: bytes) -> tuple[int, int]:
         raise WorkerCallError("garbage", f"not an HTTP answer from torch's worker server: {exc}") from exc
 
 
-def call(path: str, handler: str, *, timeout_s: float, max_bytes: int) -> WorkerAnswer:
-    """POST /handler/<handler> on the Unix socket ``path``; raises :class:`WorkerCallError`."""
+def call(
+    path: str, handler: str, *, timeout_s: float, max_bytes: int, budget: ByteBudget | None = None
+) -> WorkerAnswer:
+    """POST /handler/<handler> on the Unix socket ``path``; raises :class:`WorkerCallError`. With ``budget``,
+    the body is read only once its length is taken from it (the answer's ``held``: the caller gives it back)."""
     start = time.monotonic()
     deadline = start + timeout_s
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -106,10 +141,19 @@ def call(path: str, handler: str, *, timeout_s: float, max_bytes: int) -> Worker
             status, length = _parse_head(head)
             if length > max_bytes:
                 raise WorkerCallError("too_large", f"answer of {length} bytes, above the {max_bytes} allowed")
-            body = bytearray(rest)
-            _recv_until(sock, deadline, body, length, length)
+            if budget is not None and not budget.take(length, deadline):
+                raise WorkerCallError("timeout", "no complete answer before the deadline (waited for memory)")
+            held = length if budget is not None else 0
+            try:
+                body = bytearray(rest)
+                _recv_until(sock, deadline, body, length, length)
+                data = bytes(memoryview(body)[:length])
+            except BaseException:
+                if budget is not None:
+                    budget.give(held)
+                raise
         except OSError as exc:
             raise WorkerCallError("unreachable", f"connection failed: {exc.strerror or exc}") from exc
-        return WorkerAnswer(status=status, body=bytes(body[:length]), seconds=time.monotonic() - start)
+        return WorkerAnswer(status=status, body=data, seconds=time.monotonic() - start, held=held)
     finally:
         sock.close()

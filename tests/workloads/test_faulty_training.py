@@ -94,13 +94,14 @@ def test_healthy_every_rank_finishes_and_dumps_everything_retired(real_dumps: Re
         entries = on_group(dump)
         assert sorted(entries) == list(range(1, 14)), rank
         assert all(e["retired"] for e in dump["entries"]), rank
-        assert dump["pg_status"] == {
-            "0": {
-                "last_enqueued_collective": 13,
-                "last_started_collective": -1,
-                "last_completed_collective": 13,
-            }
-        }
+        # gloo marks the last entry retired and completes its future (wait() returns, the rank dumps) before it
+        # moves pg_status's completed counter: a dump right after the last wait can read 12 while 13 is
+        # retired (measured once in 1858 under load, CI on a loaded 2-core machine). The analyzer reads such an
+        # entry as done (align.in_flight: retired wins over a lagging counter).
+        status = dump["pg_status"]["0"]
+        assert (status["last_enqueued_collective"], status["last_started_collective"]) == (13, -1), rank
+        assert status["last_completed_collective"] in (12, 13), rank
+        assert set(dump["pg_status"]) == {"0"}, rank
         assert dump["pg_config"] == {"": {"name": "", "desc": "", "ranks": "[0, 1, 2, 3]"}}  # gloo's quirk
         assert [call_site(entries[s]) for s in (1, 2, 6, 12, 13)] == [
             "broadcast_parameters",

@@ -24,6 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from frwatch_dev.dumps import pickle_bytes, world
+from frwatch_dev.workloads.say import say
 from frwatch_operator import constants as c
 
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
@@ -69,10 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = "its all_reduce was scheduled and never started"
     else:
         note = f"its all_reduce started and waits for rank {args.culprit}"
-    print(
+    say(
         f"gpu_hang rank={rank}: {args.steps} real gloo all_reduces, then a simulated GPU hang on rank "
-        f"{args.culprit}: NCCL-style dump fabricated by the workload ({note}) at {path}",
-        flush=True,
+        f"{args.culprit}: NCCL-style dump fabricated by the workload ({note}) at {path}"
     )
     os.kill(os.getpid(), signal.SIGABRT)  # as NCCL's watchdog tears a hung rank down
     return 1

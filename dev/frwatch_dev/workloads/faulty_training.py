@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from frwatch_dev.workloads.say import say
 from frwatch_dev.workloads.scenarios import (
     DEFAULT_CHECK_EVERY,
     DEFAULT_STEPS,
@@ -282,7 +283,7 @@ def log_line(
     )
     if detail:
         line += f" detail={' '.join(detail.split())[:200]!r}"
-    print(line, flush=True)
+    say(line)
 
 
 # --- the collectives, each in a named function (their frames are the call sites FR records) ---------------------
@@ -429,7 +430,7 @@ class Trainer:
     def train_step(self, step: int) -> None:
         bug = self.is_culprit_at(step)
         if bug and self.cfg.scenario is Scenario.KILLED:
-            print(f"rank {self.env.rank}: step {step}: loading a batch", flush=True)
+            say(f"rank {self.env.rank}: step {step}: loading a batch")
             os.kill(os.getpid(), signal.SIGKILL)  # no handler runs, nothing is dumped or printed after
         PROGRESS.call = "load_batch"
         if self.env.rank == self.cfg.late_rank and step == self.cfg.fault_step and self.dump_requested:
@@ -437,8 +438,8 @@ class Trainer:
         if pause := self.cfg.pause_for(self.env.rank):
             time.sleep(pause)  # a paced (or slow but healthy) data loader
         if bug and self.cfg.step_pause_s and self.cfg.scenario is not Scenario.HEALTHY:  # paced: say it (e2e)
-            print(f"rank {self.env.rank}: step {step}: the {self.cfg.scenario.value} fault strikes at"
-                  f" {time.time():.3f}", flush=True)  # fmt: skip
+            say(f"rank {self.env.rank}: step {step}: the {self.cfg.scenario.value} fault strikes at"
+                f" {time.time():.3f}")  # fmt: skip
         inputs, targets = load_batch(
             step,
             self.env.rank,
@@ -549,10 +550,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         env = RankEnv.from_environ(os.environ)
     except ValueError as exc:
-        print(f"{LOG_TAG}: {exc}", file=sys.stderr, flush=True)
+        say(f"{LOG_TAG}: {exc}", sys.stderr)
         return EXIT_USAGE
     if not 0 <= cfg.culprit < env.world_size:
-        print(f"{LOG_TAG}: --culprit {cfg.culprit} is outside WORLD_SIZE={env.world_size}", file=sys.stderr)
+        say(f"{LOG_TAG}: --culprit {cfg.culprit} is outside WORLD_SIZE={env.world_size}", sys.stderr)
         return EXIT_USAGE
     silence_core_dumps()
     keep_inductor_unloaded()

@@ -32,6 +32,7 @@ from frwatch_dev.workloads.dump_on_failure import (
     write_atomically,
 )
 from frwatch_dev.workloads.faulty_training import RankEnv
+from frwatch_dev.workloads.say import say
 from frwatch_operator.constants import ENV_NCCL_PIPE_FILE
 
 EXIT_ASKED, EXIT_CRASHED, EXIT_NOT_ASKED = 0, 1, 2
@@ -76,14 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     prefix = dump_prefix_from(os.environ)
     if env.rank == args.crash_rank:
         write_atomically(dump_path(prefix, env.rank), trace_bytes(DumpFormat.PICKLE))
-        print(f"on_demand: rank {env.rank} dumped and crashes (exit {EXIT_CRASHED})", flush=True)
+        say(f"on_demand: rank {env.rank} dumped and crashes (exit {EXIT_CRASHED})")
         return EXIT_CRASHED
     pipe = Path(f"{os.environ.get(ENV_NCCL_PIPE_FILE) or prefix}{env.rank}{PIPE_SUFFIX}")
     if not wait_for_request(pipe, args.max_runtime_s):
-        print(f"on_demand: rank {env.rank} was never asked to dump within {args.max_runtime_s:.0f}s", flush=True)
+        say(f"on_demand: rank {env.rank} was never asked to dump within {args.max_runtime_s:.0f}s")
         return EXIT_NOT_ASKED
     write_atomically(dump_path(prefix, env.rank), trace_bytes(DumpFormat.PICKLE))
-    print(f"on_demand: rank {env.rank} dumped on request through {pipe}", flush=True)
+    say(f"on_demand: rank {env.rank} dumped on request through {pipe}")
     return EXIT_ASKED
 
 

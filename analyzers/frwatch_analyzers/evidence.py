@@ -22,6 +22,16 @@ def nodes_of(world: World, ranks: list[int]) -> list[str]:
     return sorted({n for n in (m.node_of(r) for r in ranks) if n})
 
 
+def completed_seq(pg: PgTrace, has_states: bool) -> int:
+    """The group's last completed sequence number as the dump proves it: ``pg_status``'s counter, or the newest
+    entry when the counter is one behind it and its own record says it is done. gloo retires an entry (and
+    releases ``wait()``) before it moves the counter, so a dump right after a wait can read one less with every
+    entry retired (docs/live-watch.md, section 1); ranks that did the same must not be told apart by that."""
+    if pg.last_enqueued == pg.last_completed + 1 and in_flight(pg, pg.last_enqueued, has_states) is False:
+        return pg.last_enqueued
+    return pg.last_completed
+
+
 def rank_groups(world: World, ctx: Context, top: Candidate | None, missing: list[int]) -> list[RankGroup]:
     keyed: dict[tuple[tuple[str, int, int, str], ...], list[int]] = {}
     culprits = set(top.culprits) if top else set()
@@ -30,7 +40,7 @@ def rank_groups(world: World, ctx: Context, top: Candidate | None, missing: list
             (
                 name,
                 pg.last_enqueued,
-                pg.last_completed if pg.status_known else -2,
+                completed_seq(pg, t.has_states) if pg.status_known else -2,
                 _state_name(world, r, name, pg.last_enqueued),
             )
             for name, pg in sorted(t.pgs.items())
@@ -41,7 +51,7 @@ def rank_groups(world: World, ctx: Context, top: Candidate | None, missing: list
         ranks.sort()
         t = world.traces[ranks[0]]
         enq = {k[0]: k[1] for k in key if k[0] != "culprit"}
-        done = {name: pg.last_completed for name, pg in t.pgs.items() if pg.status_known}
+        done = {name: completed_seq(pg, t.has_states) for name, pg in t.pgs.items() if pg.status_known}
         flight = {}
         for name, pg in t.pgs.items():
             if in_flight(pg, pg.last_enqueued, t.has_states):

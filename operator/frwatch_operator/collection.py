@@ -18,7 +18,7 @@ rank out of range are left out and said (:func:`check_records`, :func:`out_of_ra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -204,6 +204,15 @@ def why_missing(rank: int, pod: PodFacts | None, record: StoredPodRecord | None,
     return "; ".join(parts)
 
 
+def _pod_ranks(layout: Sequence[int], recorded: Sequence[int]) -> list[int]:
+    """A pod's ranks: the job kind's layout (from the API) when the agent's record agrees with it, since the
+    record lists only the ranks that dumped and the one that crashed without a dump is the pod's too; the
+    record where it contradicts the layout (ranks placed by an elastic rendezvous, not by the pod's index)."""
+    if recorded and not set(recorded) <= set(layout):
+        return sorted(set(recorded))
+    return sorted(set(layout)) if layout else sorted(set(recorded))
+
+
 def merged_pods(
     pods: Iterable[PodFacts],
     records: Mapping[str, StoredPodRecord],
@@ -219,7 +228,7 @@ def merged_pods(
             PodRecord(
                 pod=facts.name,
                 node=facts.node,
-                ranks=list(record.ranks if record is not None and record.ranks else facts.ranks),
+                ranks=_pod_ranks(facts.ranks, record.ranks if record is not None else ()),
                 phase=facts.phase,
                 deleted=facts.deleted,
                 ended=list(facts.ended),

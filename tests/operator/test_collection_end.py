@@ -103,3 +103,24 @@ def test_the_manifest_says_a_settled_rank_left_no_dump() -> None:
     m = manifest(ended, {1: "ranks/1.pickle"})
     why = m.ranks[0].why_missing
     assert "exited 1 (Error)" in why and "its agent drained and ended without a dump of rank 0" in why
+
+
+def test_a_pods_ranks_are_its_layouts_when_its_agent_recorded_only_those_that_dumped() -> None:
+    """torchrun's pod of ranks 2 and 3 whose rank 2 crashed without a dump: its agent records rank 3 alone,
+    yet the pod held rank 2 too (its log is read as theirs). A record against the layout (an elastic
+    rendezvous placed the ranks) is kept; without a layout the record is all there is."""
+    from frwatch_analyzers.pod_record import StoredPodRecord
+    from frwatch_operator.collection import merged_pods
+
+    body = pod(statuses=[terminated(1)], **AGENT_ENDED)
+    two = pod_facts(body | {"metadata": {**body["metadata"], "name": "j-1"}}, ranks=range(2, 4))
+    bare = pod_facts(body | {"metadata": {**body["metadata"], "name": "j-1"}})
+
+    def ranks(facts: PodFacts, recorded: tuple[int, ...]) -> list[int]:
+        [record] = merged_pods([facts], {"j-1": StoredPodRecord(pod="j-1", ranks=recorded)})
+        return record.ranks
+
+    assert ranks(two, (3,)) == [2, 3]
+    assert ranks(two, ()) == [2, 3]
+    assert ranks(two, (0, 1)) == [0, 1]
+    assert ranks(bare, (3,)) == [3]

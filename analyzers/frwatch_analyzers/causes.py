@@ -29,7 +29,7 @@ from .masking import mask
 from .node_signals import NETWORK_KINDS, hardware_signals, raise_hardware
 from .safe_text import printable
 from .textfmt import ranks_text
-from .verdict import Category, Cause, CauseKind, CulpritKind, Verdict
+from .verdict import Category, Cause, CauseKind, CulpritKind, Status, Verdict
 
 #: Causes kept in a verdict (the first to fail come first).
 MAX_CAUSES = 64
@@ -98,19 +98,34 @@ def _cause(log: LogFile, sig: Signal, rank: int | None, manifest: Manifest | Non
 
 def _rank_of(sig: Signal, ranks: tuple[int, ...]) -> int | None:
     """The global rank of a signal: its line's ``[rankN]:`` prefix, its ``[defaultN]:`` local rank (the
-    pod's ranks in order: torchrun numbers a node's ranks from its first), or the file's one rank."""
-    if sig.rank is not None and sig.rank in ranks:
-        return sig.rank
+    pod's ranks in order: torchrun numbers a node's ranks from its first), or the file's one rank. A line
+    naming a rank the file's pod does not hold is no one's: the file's rank would be a guess against its text."""
+    if sig.rank is not None:
+        return sig.rank if sig.rank in ranks else None
     if sig.local_rank is not None and sig.local_rank < len(ranks):
         return sorted(ranks)[sig.local_rank]
     return ranks[0] if len(ranks) == 1 else None
 
 
+def _by_launcher(ranked: list[tuple[Signal, int | None]]) -> list[tuple[Signal, int | None]]:
+    """A log of several ranks without torchrun's line prefixes: its one traceback without a rank belongs to
+    the one rank torchrun's summary names as failed with a positive exit code (an uncaught exception exits 1;
+    the others it stopped end by a signal). With more of either, which traceback is whose is not known."""
+    failed = {r for s, r in ranked if r is not None and s.exit_code is not None and s.exit_code > 0}
+    loose = [i for i, (s, r) in enumerate(ranked) if r is None and s.exception]
+    if len(failed) != 1 or len(loose) != 1:
+        return ranked
+    out = list(ranked)
+    out[loose[0]] = (ranked[loose[0]][0], failed.pop())
+    return out
+
+
 def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple[Cause, float | None]]:
     """A log's causes, one a rank (its best signal) plus its first network or GPU signal, with times."""
     by_rank: dict[int | None, list[Signal]] = {}
-    for sig in scan(log.text.lines, year=year):
-        rank = _rank_of(sig, log.ranks)
+    for sig, rank in _by_launcher(
+        [(sig, _rank_of(sig, log.ranks)) for sig in scan(log.text.lines, year=year)]
+    ):
         by_rank.setdefault(rank, []).append(sig)
     out: list[tuple[Cause, float | None]] = []
     for rank, sigs in by_rank.items():
@@ -289,6 +304,14 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
         or first in verdict.missing_dumps
         or first in verdict.culprit_ranks
     )
+    if verdict.category == Category.inconclusive and first in verdict.missing_dumps:
+        # Flight Recorder saw no rank waiting on the one without a dump: gloo retires a collective that failed
+        # because a member died as if it completed (seen in real runs: a peer's last all_reduce retired, the
+        # dead rank never issued it). The logs say that rank failed first: it is the missing rank.
+        update.update(
+            category=Category.missing_rank, status=Status.problem, culprit_ranks=[first],
+            culprit_kind=CulpritKind.crashed,
+        )  # fmt: skip
     if explains:
         update["headline"] = printable(text, 400)
         update["short"] = printable(f"rank {first} {verb}: {_what(cause)}", 120)[:120]

@@ -62,6 +62,8 @@ class Signal:
     step: int | None = None
     rank: int | None = None
     local_rank: int | None = None
+    #: torchrun's summary only: the exit code it names (a positive one: the process exited by itself).
+    exit_code: int | None = None
 
 
 _PREFIX = re.compile(r"^\[(rank|default)(\d{1,7})\]:\s?")
@@ -74,6 +76,9 @@ _STEP = re.compile(r"(?i)\b(?:step|iteration|iter)[\s=:#]{0,3}(\d{1,9})\b")
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s+File "([^"]{1,1024})", line (\d{1,9})(?:, in (.{1,256}))?$')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]{0,200})(?::\s?(.*))?$")
+#: torchrun's own traceback when a rank failed: the launcher reporting its child, never a cause (the
+#: ``Root Cause (first observed failure)`` summary after it names the rank and is read as its signal).
+_LAUNCHER_EXCEPTION = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
 _NOT_USER = ("site-packages/", "dist-packages/", "/torch/", "<frozen", "<string>", "/lib/python3")
 
 _GLOO_ENFORCE = re.compile(r"what\(\):\s+\[enforce fail at ([^\]]{1,512})\]\s?(.*)$")
@@ -240,6 +245,7 @@ def _root_cause(bodies: Sequence[tuple[str, int | None, int | None]], start: int
         kind in ("killed", "segfault"),
         rank=int(rank_m.group(1)),
         time=line_time(fields.get("time", ""), 1970),
+        exit_code=code,
     )
 
 
@@ -265,6 +271,8 @@ def _traceback(bodies: Sequence[tuple[str, int | None, int | None]], start: int)
     if exc is None:
         return None, i
     name, text = exc.group(1), (exc.group(2) or "")
+    if name == _LAUNCHER_EXCEPTION:
+        return None, i + 1
     user = [f for f in frames if not any(part in f[0] for part in _NOT_USER)] or frames
     location = f"{user[-1][0].rsplit('/', 1)[-1]}:{user[-1][1]}" if user else ""
     step_m = _STEP.findall(text[:1024])

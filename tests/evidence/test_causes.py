@@ -4,7 +4,7 @@ when a node's own signals make a verdict hardware-class."""
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.causes import with_causes
+from frwatch_analyzers.causes import log_causes, with_causes
 from frwatch_analyzers.evidence_read import Gathered, LogFile
 from frwatch_analyzers.logtext import decode_tail
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord
@@ -270,3 +270,107 @@ def test_a_sigabrt_container_end_is_an_abort_and_the_log_says_more_when_it_has_i
     told = with_causes(_missing_rank_3(), Gathered(logs=[_log(3, abort)]), m, year=YEAR)
     assert told.causes[0].kind == CauseKind.gloo_abort and told.causes[0].first
     assert told.headline.startswith("rank 3 aborted: gloo aborted the process: received 116 bytes where 108")
+
+
+#: A torchrun pod of ranks 2 and 3 (torch 2.13, no ``--tee``: the ranks' lines carry no prefix) whose rank 2
+#: raised: its traceback, then torchrun's own ChildFailedError traceback and summary (a real run's, trimmed).
+TORCHRUN_POD = """\
+Traceback (most recent call last):
+  File "/app/faulty_training.py", line 591, in main
+    trainer.run()
+  File "/app/faulty_training.py", line 376, in load_batch
+    raise ValueError(f"corrupt sample in shard {rank} at step {step}: cannot decode record")
+ValueError: corrupt sample in shard 2 at step 3: cannot decode record
+W1126 03:15:27.915000 1150 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 1187 closing \
+signal SIGTERM
+E1126 03:15:27.935000 1150 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) \
+local_rank: 0 (pid: 1185) of binary: /usr/bin/python
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+faulty_training FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-26_03:15:27
+  host      : job-node-0-1
+  rank      : 3 (local_rank: 1)
+  exitcode  : -15 (pid: 1187)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 1187
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-26_03:15:27
+  host      : job-node-0-1
+  rank      : 2 (local_rank: 0)
+  exitcode  : 1 (pid: 1185)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def _torchrun_pods() -> Manifest:
+    pods = [
+        PodRecord(pod="job-node-0-0", node="node-a", ranks=[0, 1]),
+        PodRecord(pod="job-node-0-1", node="node-b", ranks=[2, 3]),
+    ]
+    return Manifest(world_size=4, pods=pods)
+
+
+def _torchrun_log(ranks: tuple[int, ...] = (2, 3)) -> LogFile:
+    return LogFile(
+        "logs/job-node-0-1/node.txt",
+        ranks,
+        decode_tail(TORCHRUN_POD.encode()),
+        "job-node-0-1",
+        "node",
+        "tail",
+    )
+
+
+def test_an_unprefixed_traceback_in_a_torchrun_pod_is_the_rank_its_summary_names_and_torchruns_own_is_none() -> (
+    None
+):
+    m = _torchrun_pods()
+    dumps = world(4, backend="gloo").all_reduce(steps=4).rank(2).stops_at(4).dumps()
+    dumps.pop(2)
+    v = with_causes(
+        analyze_dumps(dumps, world_size=4, manifest=m), Gathered(logs=[_torchrun_log()]), m, year=YEAR
+    )
+    assert [(c.rank, c.kind, c.exception, c.location, c.step) for c in v.causes] == [
+        (2, CauseKind.exception, "ValueError", "faulty_training.py:376", 3)
+    ]  # torchrun's ChildFailedError is the launcher reporting rank 2, not a cause of its own
+    assert v.category == Category.missing_rank and v.culprit_ranks == [2]
+    assert v.headline == "rank 2 crashed: ValueError at faulty_training.py:376 (step 3)"
+
+
+def test_the_peers_having_retired_the_collective_the_dead_rank_never_issued_is_still_that_rank_missing() -> (
+    None
+):
+    """gloo retires a collective that failed because a member died as if it completed: every surviving rank
+    idle at #4, so Flight Recorder alone is inconclusive; the logs say rank 2 crashed first, without a dump."""
+    m = _torchrun_pods()
+    dumps = world(4, backend="gloo").all_reduce(steps=4).dumps()
+    dumps.pop(2)
+    fr_only = analyze_dumps(dumps, world_size=4, manifest=m)
+    assert fr_only.category == Category.inconclusive and fr_only.missing_dumps == [2]
+    v = with_causes(fr_only, Gathered(logs=[_torchrun_log()]), m, year=YEAR)
+    assert (v.category, v.status, v.culprit_ranks, v.culprit_kind) == (
+        Category.missing_rank, Status.problem, [2], CulpritKind.crashed,
+    )  # fmt: skip
+    assert v.headline == "rank 2 crashed: ValueError at faulty_training.py:376 (step 3)"
+    caught = with_causes(fr_only, Gathered(logs=[_log(0, "step 3\nValueError: bad batch\n")]), m, year=YEAR)
+    assert caught.category == Category.inconclusive  # a rank that dumped failing first says nothing of rank 2
+
+
+def test_a_line_naming_a_rank_its_pod_does_not_hold_is_no_ones() -> None:
+    """A ``[rank2]:`` line in the log of a pod the manifest gives rank 3 alone is not pinned on rank 3."""
+    m = _torchrun_pods()
+    text = '[rank2]:Traceback (most recent call last):\n[rank2]:  File "/app/t.py", line 7, in f\n[rank2]:ValueError: bad\n'
+    log = LogFile("logs/job-node-0-1/node.txt", (3,), decode_tail(text.encode()), "job-node-0-1", "node")
+    [cause] = log_causes(log, m, YEAR)
+    assert (cause[0].rank, cause[0].exception) == (None, "ValueError")

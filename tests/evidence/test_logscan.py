@@ -221,3 +221,29 @@ Root Cause (first observed failure):
         == "torchrun: rank 4 failed first with exit code -9 (Signal 9 (SIGKILL) received by PID 208585)"
     )
     assert s.time == calendar.timegm((2023, 8, 1, 1, 6, 47, 0, 0, 0))
+    assert s.exit_code == -9
+
+
+def test_torchruns_own_traceback_is_not_a_signal_and_its_summary_is() -> None:
+    """The launcher's ChildFailedError traceback (torch 2.13's, from a real run) only reports its child:
+    the summary after it is the signal, with the exit code (1: the rank raised)."""
+    text = """\
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+faulty_training FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-26_03:15:27
+  host      : job-node-0-1
+  rank      : 2 (local_rank: 0)
+  exitcode  : 1 (pid: 1185)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+    s = _one(text)
+    assert (s.kind, s.rank, s.exit_code, s.exception) == ("exit_code", 2, 1, "")

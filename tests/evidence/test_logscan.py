@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 
 import pytest
+from test_causes import TORCHRUN_POD
 
 from frwatch_analyzers.logscan import Signal, line_time, scan
 
@@ -227,23 +228,6 @@ Root Cause (first observed failure):
 def test_torchruns_own_traceback_is_not_a_signal_and_its_summary_is() -> None:
     """The launcher's ChildFailedError traceback (torch 2.13's, from a real run) only reports its child:
     the summary after it is the signal, with the exit code (1: the rank raised)."""
-    text = """\
-Traceback (most recent call last):
-  File "/usr/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
-    raise ChildFailedError(
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-faulty_training FAILED
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-26_03:15:27
-  host      : job-node-0-1
-  rank      : 2 (local_rank: 0)
-  exitcode  : 1 (pid: 1185)
-  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-============================================================
-"""
+    text = TORCHRUN_POD[TORCHRUN_POD.index("Traceback", 1) :]  # from torchrun's own traceback on
     s = _one(text)
     assert (s.kind, s.rank, s.exit_code, s.exception) == ("exit_code", 2, 1, "")

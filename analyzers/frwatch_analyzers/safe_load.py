@@ -17,6 +17,8 @@ import json
 import pickle
 from typing import Any, Protocol
 
+from pydantic_core import from_json
+
 from .limits import DEFAULT_MAX_FILE_BYTES
 from .safe_text import printable
 
@@ -75,12 +77,7 @@ def decode_stream(stream: _Peekable) -> tuple[dict[str, Any], str]:
             raise DumpError(f"corrupt pickle: {type(exc).__name__}: {printable(str(exc), 200)}") from exc
         fmt = "pickle"
     elif head in (b"{", b" ", b"\n", b"\t", b"\r"):
-        try:
-            obj = json.loads(stream.read())
-        except RecursionError as exc:
-            raise DumpError("malformed dump: the JSON nests too deeply") from exc
-        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, or an integer of 4300+ digits
-            raise DumpError(f"corrupt or truncated JSON: {printable(str(exc), 200)}") from exc
+        obj = _json(stream.read())
         fmt = "json"
     else:
         raise DumpError(
@@ -98,7 +95,39 @@ def decode_stream(stream: _Peekable) -> tuple[dict[str, Any], str]:
         raise DumpError(f"malformed dump: 'version' is {describe(version)}, not a string")
     if not version.startswith("2."):
         raise DumpError(f"unsupported Flight Recorder version {printable(version, 40)!r} (frwatch reads 2.x)")
+    if fmt == "json":
+        _groups_as_pickled(obj["entries"])
     return obj, fmt
+
+
+def _json(data: bytes) -> Any:
+    """JSON decoded by pydantic-core's parser (jiter): about 1.6x as fast as ``json.loads`` on a 2000-entry
+    live answer, and it gives equal short strings as one object (``cache_strings``), as torch's pickle does,
+    so the summarizer's compiled loop keys its caches on them. What it refuses (it nests 200 levels at most,
+    where a dump needs 6; it takes no lone surrogate such as ``"\\ud800"``, which Python's parser keeps and
+    the analyzer prints escaped) gets Python's parser, whose answer or error stands."""
+    try:
+        return from_json(data, cache_strings="all")
+    except ValueError:
+        pass
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise DumpError("malformed dump: the JSON nests too deeply") from exc
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, or an integer of 4300+ digits
+        raise DumpError(f"corrupt or truncated JSON: {printable(str(exc), 200)}") from exc
+
+
+def _groups_as_pickled(entries: list[Any]) -> None:
+    """An entry's ``process_group`` as the pickle holds it: a ``(name, description)`` tuple, one object for
+    the entries of one group (JSON has a fresh list each). Anything else is left for the summarizer to name."""
+    shared: dict[tuple[str, str], tuple[str, str]] = {}
+    for e in entries:
+        if type(e) is dict:
+            pg = e.get("process_group")
+            if type(pg) is list and len(pg) == 2 and type(pg[0]) is str and type(pg[1]) is str:
+                key = (pg[0], pg[1])
+                e["process_group"] = shared.setdefault(key, key)
 
 
 def describe(value: Any) -> str:

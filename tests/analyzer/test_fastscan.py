@@ -20,6 +20,7 @@ from frwatch_analyzers.safe_load import DumpError, decode
 from frwatch_analyzers.summarize import RankTrace, Summarizer
 from frwatch_dev.dumps import varied
 from frwatch_dev.dumps.corpus import cases
+from frwatch_dev.dumps.encode import json_bytes
 
 needs_compiled = pytest.mark.skipif(
     fastscan.COMPILED is None, reason="the extension is not built here (no C compiler): Python alone runs"
@@ -94,6 +95,26 @@ def test_varied_dumps_give_the_same_traces_and_most_entries_are_read_in_c() -> N
     world, entries = 16, 400
     for rank in range(world):
         trace = pair.same(varied.rank_dump(rank, world, entries), rank)
+        assert isinstance(trace, RankTrace) and trace.pgs
+    assert counting.handled >= 0.9 * world * entries, (counting.handled, counting.calls)
+
+
+@needs_compiled
+def test_json_dumps_without_frames_are_read_in_c() -> None:
+    """torch's JSON (the live answer ``fr_trace_json``, ``_dump_fr_trace_json``) as ``decode`` gives it: every
+    entry's group one shared ``(name, description)`` tuple and its short strings shared, as in the pickle, so
+    the compiled step takes the entries (with a fresh list an entry it took none) and gives what Python gives."""
+    assert fastscan.COMPILED is not None
+    pair = _Pair()
+    counting = _Counting(fastscan.COMPILED)
+    pair.c._c = counting  # type: ignore[assignment]
+    world, entries = 8, 400
+    for rank in range(world):
+        dump, fmt = decode(json_bytes(varied.rank_dump(rank, world, entries)))
+        assert fmt == "json"
+        groups = {id(e["process_group"]): e["process_group"] for e in dump["entries"]}
+        assert {type(g) for g in groups.values()} == {tuple} and len(groups) == len(set(groups.values()))
+        trace = pair.same(dump, rank, fmt)
         assert isinstance(trace, RankTrace) and trace.pgs
     assert counting.handled >= 0.9 * world * entries, (counting.handled, counting.calls)
 

@@ -80,12 +80,27 @@ def test_a_malicious_file_among_good_ones_is_named_and_the_rest_is_analysed(tmp_
         (pickle.dumps({"a": 1}, 2), "no version or entries key"),
         (pickle.dumps(_dump(version="1.0"), 2), "unsupported Flight Recorder version '1.0'"),
         (b'{"version": "2.10", "entries": [', "corrupt or truncated JSON"),
+        (
+            b'{"version": "2.10", "entries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "the JSON nests too deeply",
+        ),
+        (b'{"version": "2.10", "entries": [], "x": ' + b"9" * 5000 + b"}", "corrupt or truncated JSON"),
         (json.dumps({"version": "2.10", "entries": {}}).encode(), "'entries' is not a list"),
     ],
 )
 def test_bad_files_get_a_precise_reason(content: bytes, reason: str) -> None:
     with pytest.raises(DumpError, match=reason.replace("(", r"\(").replace(")", r"\)")):
         decode(content)
+
+
+def test_json_the_fast_parser_refuses_is_read_as_python_reads_it() -> None:
+    """pydantic-core's parser nests 200 levels at most and takes no lone surrogate; Python's takes both, and a
+    dump that needs either is still read (its fields are the summarizer's to judge)."""
+    deep = {"version": "2.10", "entries": [], "x": json.loads("[" * 300 + "]" * 300)}
+    assert decode(json.dumps(deep).encode())[0] == deep
+    odd = {"version": "2.10", "entries": [{"process_group": ["0", "\ud800"]}]}
+    dump, fmt = decode(json.dumps(odd).encode())
+    assert fmt == "json" and dump["entries"][0]["process_group"] == ("0", "\ud800")
 
 
 def test_empty_folder_gives_a_no_dump_verdict_not_a_crash(tmp_path: Path) -> None:

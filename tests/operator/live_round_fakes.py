@@ -115,3 +115,4 @@ def rounds(deps: Deps, jobs: live_handler.LiveJobs, *times: float) -> None:
     """One live round of the job at each of ``times`` (seconds)."""
     for t in times:
         live_handler.live_round(deps, jobs, "ns", "j", KIND, t)  # type: ignore[arg-type]
+        assert jobs.settle(timeout_s=60), "a live dump asked this round did not end"

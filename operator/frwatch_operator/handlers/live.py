@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +30,7 @@ import kopf
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.live_summary import LivePod
 from frwatch_operator import notices
-from frwatch_operator.detection import pod_facts
+from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.live_actions import (
@@ -47,7 +49,7 @@ from frwatch_operator.live_judge import LiveJudge, early_status, live_finding
 from frwatch_operator.live_policy import live_choice
 from frwatch_operator.live_pull import pull_all
 from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of
-from frwatch_operator.resources import LivePolicyName
+from frwatch_operator.resources import CaptureSettings, LivePolicyName
 from frwatch_operator.times import rfc3339
 
 logger = logging.getLogger(__name__)
@@ -63,12 +65,22 @@ class PendingDump:
     abort: bool
 
 
+#: Attempts whose agents are asked for their live dumps at once (each ask waits up to LIVE_DUMP_TIMEOUT_S).
+DUMP_WORKERS = 4
+
+
 class LiveJobs:
     """The jobs of the followed kinds (from their watch events: whether live watch is on needs the index's
-    CapturePolicies, decided each round), one judge per job attempt, and what the policies still owe."""
+    CapturePolicies, decided each round), one judge per job attempt, and what the policies still owe.
 
-    def __init__(self) -> None:
+    A policy's live dump (asking every agent of an attempt, up to ``LIVE_DUMP_TIMEOUT_S``) runs on its own
+    small pool, not on the rounds' thread: the other jobs' rounds go on meanwhile, and the job's own rounds
+    skip it until the ask ends (:meth:`settle` waits for the asks in flight)."""
+
+    def __init__(self, dump_workers: int = DUMP_WORKERS) -> None:
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=dump_workers, thread_name_prefix="frwatch-live-dump")
+        self.dumping: dict[tuple[str, str], Future[None]] = {}  # (job uid, attempt) -> its ask in flight
         self.jobs: dict[tuple[str, str], JobKind] = {}
         self.succeeded: set[tuple[str, str]] = set()
         self.judges: dict[tuple[str, str], LiveJudge] = {}  # (job uid, attempt) -> judge
@@ -100,6 +112,30 @@ class LiveJobs:
         with self._lock:  # saw() drops a deleted job's from the watch's thread
             return sorted(self.aborts.items(), key=lambda kv: kv[0])
 
+    def ask_dumps(self, key: tuple[str, str], ask: Callable[[], None]) -> None:
+        """Run ``ask`` (the live dump of attempt ``key``) on the dump pool, unless one is in flight for it."""
+        with self._lock:
+            if key in self.dumping:
+                return
+
+            def run() -> None:
+                try:
+                    ask()
+                finally:
+                    with self._lock:
+                        self.dumping.pop(key, None)
+
+            self.dumping[key] = self._pool.submit(run)
+
+    def settle(self, timeout_s: float) -> bool:
+        """Wait until the live dumps in flight now have ended; False if some still run after ``timeout_s``."""
+        with self._lock:
+            running = list(self.dumping.values())
+        return not wait(running, timeout=timeout_s).not_done
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
 
 def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobKind, now: float) -> None:
     """One round over one job: clear an Early Incident its job left behind; if live watch is on, pull its
@@ -124,7 +160,8 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
             how = ""
         if how:
             clear_early(deps, kind, namespace, name, uid, was, incident, how)
-            live.early.pop((namespace, name), None)
+            with live._lock:
+                live.early.pop((namespace, name), None)
     if not choice.enabled or not attempt:
         return
     layout = deps.seen.layout(namespace, name) or UNKNOWN_LAYOUT
@@ -134,10 +171,9 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     agents = {p.name: (p.pod_ip, p.control_port) for p in mine if p.pod_ip and p.control_port is not None}
     world = range(layout.world_size) if layout.world_size else sorted({r for p in mine for r in p.ranks})
     pending = live.dumps.get((entry.uid, attempt))
-    if pending is not None:  # the finding's Incident still owes the ranks' live buffers (a failed round)
-        if dump_and_analyze(deps, kind, namespace, name, entry.uid, attempt, pending.incident, mine,
-                            decision.settings, layout.world_size):  # fmt: skip
-            _dumped(live, kind, namespace, name, entry.uid, attempt, pending)
+    if pending is not None:  # the Incident still owes the ranks' live buffers (being asked, or failed)
+        _ask_dumps(deps, live, kind, namespace, name, entry.uid, attempt, pending, mine, decision.settings,
+                   layout.world_size)  # fmt: skip
         return
     judge = live.judges.get((entry.uid, attempt))
     if judge is None:
@@ -183,7 +219,8 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
         judge.reported.discard(finding.key)  # not reported: the next round tries again
         raise
     deps.metrics.incident_opened(namespace)
-    live.early[(namespace, name)] = (entry.uid, attempt, incident)
+    with live._lock:
+        live.early[(namespace, name)] = (entry.uid, attempt, incident)
     logger.warning("incident %s/%s opened Early by live watch (policy %s): %s", namespace, incident,
                    choice.policy.value, finding.summary)  # fmt: skip
     ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, namespace, name, entry.uid)
@@ -191,10 +228,11 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     deps.kube.post_event(ref, notices.hang_suspected(incident, attempt, finding.summary, found.top_frames, then))
     if choice.policy is LivePolicyName.REPORT:
         return
-    pending = live.dumps[(entry.uid, attempt)] = PendingDump(incident, choice.policy is LivePolicyName.ABORT)
-    if dump_and_analyze(deps, kind, namespace, name, entry.uid, attempt, incident, mine, decision.settings,
-                        layout.world_size):  # fmt: skip
-        _dumped(live, kind, namespace, name, entry.uid, attempt, pending)
+    pending = PendingDump(incident, choice.policy is LivePolicyName.ABORT)
+    with live._lock:
+        live.dumps[(entry.uid, attempt)] = pending
+    _ask_dumps(deps, live, kind, namespace, name, entry.uid, attempt, pending, mine, decision.settings,
+               layout.world_size)  # fmt: skip
 
 
 #: What the HangSuspected Event says comes next, by policy.
@@ -207,13 +245,35 @@ THEN = {
 }
 
 
+def _ask_dumps(
+    deps: Deps, live: LiveJobs, kind: JobKind, namespace: str, name: str, uid: str, attempt: str,
+    pending: PendingDump, pods: list[PodFacts], settings: CaptureSettings, expected: int | None,
+) -> None:  # fmt: skip
+    """Ask the attempt's agents for their live dumps and move the Incident on, on the dump pool; a failed ask
+    (the API refused a write) stays owed, and the next round asks again."""
+
+    def ask() -> None:
+        try:
+            done = dump_and_analyze(deps, kind, namespace, name, uid, attempt, pending.incident, pods, settings,
+                                    expected)  # fmt: skip
+        except Exception as exc:
+            logger.warning("live watch of job %s/%s: the live dump of attempt %s failed: %s (asked again next "
+                           "round)", namespace, name, attempt, exc)  # fmt: skip
+            return
+        if done:
+            _dumped(live, kind, namespace, name, uid, attempt, pending)
+
+    live.ask_dumps((uid, attempt), ask)
+
+
 def _dumped(live: LiveJobs, kind: JobKind, namespace: str, name: str, uid: str, attempt: str,
             pending: PendingDump) -> None:  # fmt: skip
     """The Incident moved on (or had already): nothing more owed but the abort, if asked."""
-    live.dumps.pop((uid, attempt), None)
-    live.early.pop((namespace, name), None)
-    if pending.abort:
-        live.aborts[(namespace, name)] = PendingAbort(kind, namespace, name, uid, attempt, pending.incident)
+    with live._lock:
+        live.dumps.pop((uid, attempt), None)
+        live.early.pop((namespace, name), None)
+        if pending.abort:
+            live.aborts[(namespace, name)] = PendingAbort(kind, namespace, name, uid, attempt, pending.incident)
 
 
 def _ours_without_status(deps: Deps, namespace: str, incident: str) -> bool:
@@ -263,6 +323,7 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     @kopf.on.cleanup(id="frwatch-live-stop", registry=registry)
     def cleanup(**_: Any) -> None:
         stop.set()
+        live.close()
         shards.stop()  # releases the shards held: the other replicas take them without waiting for expiry
 
 

@@ -23,16 +23,22 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from .evidence_read import Gathered, LogFile
+from .limits import MAX_WORLD_SIZE
 from .logscan import Signal, last_step, scan
 from .manifest import Manifest
 from .masking import mask
 from .node_signals import NETWORK_KINDS, hardware_signals, raise_hardware
 from .safe_text import printable
 from .textfmt import ranks_text
-from .verdict import Category, Cause, CauseKind, CulpritKind, Status, Verdict
+from .verdict import Category, Cause, CauseKind, CulpritKind, FileProblem, Status, Verdict
 
 #: Causes kept in a verdict (the first to fail come first).
 MAX_CAUSES = 64
+#: Why a log whose name names no rank gave nothing (it was read: see evidence_read).
+UNRANKED_UNUSED = (
+    "log not used: nothing in it reads as a cause (its name names no rank: rank3.log, train_rank_3.out, 3.log, "
+    "or a pod of the manifest; a line of it prefixed [rank3]: is rank 3's)"
+)
 #: Lines of a log shown around a cause: before it, and after it.
 EXCERPT_BEFORE, EXCERPT_AFTER = 6, 2
 _EXCERPT_CHARS = 240
@@ -99,8 +105,12 @@ def _cause(log: LogFile, sig: Signal, rank: int | None, manifest: Manifest | Non
 def _rank_of(sig: Signal, ranks: tuple[int, ...]) -> int | None:
     """The global rank of a signal: its line's ``[rankN]:`` prefix, its ``[defaultN]:`` local rank (the
     pod's ranks in order: torchrun numbers a node's ranks from its first), or the file's one rank. A line
-    naming a rank the file's pod does not hold is no one's: the file's rank would be a guess against its text."""
+    naming a rank the file's pod does not hold is no one's: the file's rank would be a guess against its text.
+    In a file whose ranks are unknown (``ranks`` empty: a flat log whose name names no rank) only a line's
+    ``[rankN]:`` prefix says whose it is."""
     if sig.rank is not None:
+        if not ranks:
+            return sig.rank if sig.rank < MAX_WORLD_SIZE else None
         return sig.rank if sig.rank in ranks else None
     if sig.local_rank is not None and sig.local_rank < len(ranks):
         return sorted(ranks)[sig.local_rank]
@@ -194,8 +204,12 @@ def with_causes(
     started = manifest.collection_started[:4] if manifest is not None else ""
     year = year or (int(started) if started.isdigit() else datetime.now(UTC).year)  # for glog's times
     timed: list[tuple[Cause, float | None]] = []
+    unused: list[FileProblem] = []
     for log in gathered.logs:
-        timed.extend(log_causes(log, manifest, year))
+        found = log_causes(log, manifest, year)
+        timed.extend(found)
+        if not log.ranks and not found:
+            unused.append(FileProblem(file=log.name, reason=UNRANKED_UNUSED))
     steps: dict[int, int] = {}  # the step a rank's log last named: where a killed rank was
     for log in gathered.logs:
         step = last_step(log.text.lines) if len(log.ranks) == 1 else None
@@ -205,7 +219,7 @@ def with_causes(
         timed.append(
             (end.model_copy(update={"step": steps.get(end.rank)}) if end.rank is not None else end, None)
         )
-    update: dict[str, object] = {"bad_files": verdict.bad_files + gathered.problems}
+    update: dict[str, object] = {"bad_files": verdict.bad_files + gathered.problems + unused}
     if not timed and not gathered.nodes:
         return verdict.model_copy(update=update)
     per_rank = _best_per_rank(timed)

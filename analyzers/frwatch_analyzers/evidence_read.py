@@ -5,8 +5,10 @@ Where it is looked for, in the same folder or ``s3://`` prefix as the dumps:
 - the frwatch layout (:mod:`~frwatch_analyzers.layout`): ``logs/<pod>/<container>[.previous|.termination].txt``
   (the manifest maps the pod to its ranks), ``nccl/<rank>.txt``, ``nodes/<node>.json``;
 - a flat folder (``frwatch analyze DIR``): text files next to the dumps (``.log``, ``.txt``, ``.out``,
-  ``.err``) named by rank (``rank3.log``, ``worker_3.log``, ``3.txt``) or by a pod the manifest names
-  (``llama-worker-1.log``).
+  ``.err``) named by rank (``rank3.log``, ``train_rank_3.out``, ``3.txt``) or by a pod the manifest names
+  (``llama-worker-1.log``). Any other name's number is not taken for a rank (``worker-0`` of a PyTorchJob is
+  rank 1, ``node1`` may hold ranks 8-15, ``nccl.host.4321`` ends with a pid): such a file is read with its
+  ranks unknown, and only its lines that name their rank (torch's ``[rank3]:`` prefix) are anyone's.
 
 Each file is read by its tail (:data:`~frwatch_analyzers.logtext.MAX_LOG_BYTES`), within a budget for all
 of them (:data:`MAX_EVIDENCE_BYTES`, :data:`MAX_EVIDENCE_FILES`); what is refused is named, with why, as a
@@ -42,7 +44,8 @@ MAX_EVIDENCE_BYTES = 256 << 20
 MAX_LISTED = 4 * MAX_EVIDENCE_FILES
 #: Suffixes of the text files of a flat folder read as logs.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
-_FLAT_RANK = re.compile(r"([0-9]{1,12})$")
+#: A flat log's name that says its rank: the number is the whole name, or follows "rank".
+_FLAT_RANK = re.compile(r"(?:^|rank[_.-]?)([0-9]{1,12})$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -231,16 +234,15 @@ def _refs(
             continue
         m = _FLAT_RANK.search(stem)
         rank = rank_from_name(m.group(1)) if m else None
-        if rank is None or rank >= MAX_WORLD_SIZE:
+        if rank is not None and rank >= MAX_WORLD_SIZE:
             problems.append(
                 FileProblem(
-                    file=shown,
-                    reason="log not read: its name names no rank (rank3.log, "
-                    "worker_3.log) and no pod of the manifest",
+                    file=shown, reason=f"log not read: its name names rank {rank}, beyond {MAX_WORLD_SIZE - 1}"
                 )
             )
             continue
-        refs.append(_Ref(shown, where, size, "log", (rank,)))
+        # no rank in its name: read, its lines' own rank prefixes say whose they are (causes.py)
+        refs.append(_Ref(shown, where, size, "log", (rank,) if rank is not None else ()))
     return refs
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.analyze import analyze
+from frwatch_analyzers.causes import UNRANKED_UNUSED
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.logtext import MAX_LOG_BYTES
 from frwatch_analyzers.manifest import Manifest, PodRecord
@@ -34,6 +35,37 @@ def _dumps_without_rank_3() -> dict[int, Any]:
     dumps = world(4).all_reduce(steps=5).rank(3).stops_at(5).dumps()
     dumps.pop(3)
     return dumps
+
+
+def test_a_number_in_a_log_name_is_a_rank_only_after_rank(tmp_path: Path) -> None:
+    """``node1.log`` may hold ranks 8-15 and a PyTorchJob's ``worker-0`` is rank 1: such a name's number is
+    nobody's rank. The file is read all the same, and its lines prefixed ``[rankN]:`` are rank N's; one with
+    no such line is shown as nobody's, and a file with nothing in it is named as not used."""
+    for rank, dump in _dumps_without_rank_3().items():
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle_bytes(dump))
+    (tmp_path / "node1.log").write_text("".join(f"[rank3]:{line}\n" for line in CRASH.splitlines()))
+    (tmp_path / "job-worker-0.log").write_text(LOST)
+    (tmp_path / "train_rank_0.out").write_text(LOST)
+    v = analyze(str(tmp_path), world_size=4)
+    first = v.causes[0]
+    assert (first.rank, first.kind, first.location, first.source) == (
+        3,
+        CauseKind.exception,
+        "train.py:88",
+        str(tmp_path / "node1.log"),
+    )
+    assert (
+        v.headline
+        == "rank 3 crashed first: ValueError at train.py:88 (step 7); then rank 0 only lost its peer"
+    )
+    assert {(c.rank, Path(c.source).name) for c in v.causes} == {
+        (3, "node1.log"),
+        (0, "train_rank_0.out"),
+        (None, "job-worker-0.log"),
+    }
+    (tmp_path / "job-worker-0.log").write_text("step 1 ok\n")
+    reasons = {Path(p.file).name: p.reason for p in analyze(str(tmp_path), world_size=4).bad_files}
+    assert reasons == {"job-worker-0.log": UNRANKED_UNUSED}
 
 
 def test_a_flat_folder_with_logs_named_by_rank_tells_the_same_story(tmp_path: Path) -> None:
@@ -63,7 +95,10 @@ def test_a_flat_folder_with_logs_named_by_rank_tells_the_same_story(tmp_path: Pa
     assert first.time == "2026-11-25T14:39:35.100000Z"
     reasons = {Path(p.file).name: p.reason for p in v.bad_files}
     assert reasons["rank2.log"].startswith("log not read: binary data, not a text log")
-    assert reasons["notes.txt"].startswith("log not read: its name names no rank")
+    assert reasons["notes.txt"] == UNRANKED_UNUSED and "worker_0.log" not in reasons
+    assert "rank0.err" not in reasons  # a log, not a dump that failed to decode
+    [lost] = [c for c in v.causes if c.source.endswith("worker_0.log")]
+    assert lost.rank is None  # its number is no rank: what it says is shown as nobody's
     assert (
         reasons["rank4.log"]
         == reasons["rank5.log"]

@@ -453,6 +453,11 @@ class IncidentLiveFinding(_Wire):
     )
     summary: str = Field(default="", max_length=2048, description="The finding in words.")
     seen_at: str = Field(default="", description="RFC 3339: when the operator first saw it.")
+    dumped_at: str = Field(
+        default="",
+        description="RFC 3339: when live watch's policy (dumpAndAnalyze, abort) asked every rank for its live "
+        "buffer and moved the Incident on; empty: it did not (policy report, or the attempt's failure came first).",
+    )
 
 
 class IncidentStatus(_Wire):

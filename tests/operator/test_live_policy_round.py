@@ -163,3 +163,64 @@ def test_early_incidents_are_counted_active_and_cleared_ones_finished() -> None:
     metrics.incident_phase("inc-1", "Cleared")
     assert value("frwatch_incidents_active", "Early") == 0.0
     assert value("frwatch_incidents_finished_total", "Cleared") == 1.0
+
+
+# --- an operator that restarted (or a replica that took the job's shard) resumes from the Incident ----------
+
+
+def test_a_restarted_operator_asks_the_live_dumps_its_early_incident_still_owes(
+    asked: list[dict[str, Any]],
+) -> None:
+    kube = FakeKube(fail_phase="Detected")
+    deps = deps_of(kube, "dumpAndAnalyze")
+    rounds(deps, live_handler.LiveJobs(), 0.0)  # Early written, the move refused, then the process ends
+    assert [s["phase"] for s in kube.statuses] == ["Early"] and len(asked) == 1
+    restarted = live_handler.LiveJobs()
+    rounds(deps, restarted, 15.0, 30.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early", "Detected"] and len(asked) == 2
+    assert kube.statuses[-1]["liveFinding"]["dumpedAt"] and len(kube.created) == 1
+
+
+def test_a_restarted_operator_still_aborts_once_the_verdict_comes(asked: list[dict[str, Any]]) -> None:
+    kube = FakeKube()
+    deps = deps_of(kube, "abort", FRWATCH_OPERATOR_LIVE_ABORT_ALLOWED="true")
+    rounds(deps, live_handler.LiveJobs(), 0.0)  # Early, dumped, Detected; the abort waited in that process
+    assert kube.existing is not None
+    kube.existing["status"] = {**kube.existing["status"], "phase": "Reported",
+                               "verdict": {"headline": "rank 1 took another path"}}  # fmt: skip
+    restarted = live_handler.LiveJobs()
+    rounds(deps, restarted, 15.0)
+    [(_, pending)] = restarted.pending_aborts()
+    assert live_actions.abort_when_reported(deps, pending)
+    assert kube.patches == [{"spec": {"runPolicy": {"suspend": True}},
+                             "metadata": {"annotations": {c.ANN_LIVE_ABORTED: pending.incident}}}]  # fmt: skip
+    assert len(asked) == 1  # nothing asked again
+
+
+def test_a_restarted_operator_clears_the_early_incident_of_a_job_that_succeeded(
+    asked: list[dict[str, Any]],
+) -> None:
+    kube = FakeKube()
+    deps = deps_of(kube, None)
+    rounds(deps, live_handler.LiveJobs(), 0.0)
+    restarted = live_handler.LiveJobs()
+    restarted.saw(
+        KIND,
+        {**job(None), "status": {"conditions": [{"type": "Succeeded", "status": "True"}]}},
+        deleted=False,
+    )  # type: ignore[arg-type]
+    rounds(deps, restarted, 15.0)
+    assert [s["phase"] for s in kube.statuses] == ["Early", "Cleared"] and asked == []
+
+
+def test_an_incident_live_watch_did_not_open_is_left_alone(asked: list[dict[str, Any]]) -> None:
+    """An Incident the attempt's failure opened (its trigger not live watch's) owes live watch nothing."""
+    kube = FakeKube()
+    deps = deps_of(kube, "abort", FRWATCH_OPERATOR_LIVE_ABORT_ALLOWED="true")
+    rounds(deps, live_handler.LiveJobs(), 0.0)
+    assert kube.existing is not None
+    kube.existing["spec"] = {**kube.existing["spec"], "trigger": "pod j-1 failed: exit code 1"}
+    kube.existing["status"] = {**kube.existing["status"], "phase": "Reported"}
+    restarted = live_handler.LiveJobs()
+    rounds(deps, restarted, 15.0)
+    assert restarted.pending_aborts() == [] and restarted.early == {} and restarted.dumps == {}

@@ -29,9 +29,10 @@ import kopf
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.live_summary import LivePod
+from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.detection import PodFacts, pod_facts
-from frwatch_operator.errors import FrwatchError
+from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.live_actions import (
     PendingAbort,
@@ -41,15 +42,16 @@ from frwatch_operator.handlers.live_actions import (
     succeeded,
 )
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
+from frwatch_operator.incident import Incident
 from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
 from frwatch_operator.job_failure import current_attempt
 from frwatch_operator.jobkinds import JobKind, enabled_kinds
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.live_judge import LiveJudge, early_status, live_finding
-from frwatch_operator.live_policy import live_choice
+from frwatch_operator.live_policy import LiveChoice, live_choice
 from frwatch_operator.live_pull import pull_all
 from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of
-from frwatch_operator.resources import CaptureSettings, LivePolicyName
+from frwatch_operator.resources import CaptureSettings, IncidentPhase, LivePolicyName
 from frwatch_operator.times import rfc3339
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,8 @@ class LiveJobs:
         #: (namespace, job) -> (uid, attempt, Incident) of an Incident opened Early (Cleared if the job succeeds)
         self.early: dict[tuple[str, str], tuple[str, str, str]] = {}
         self.aborts: dict[tuple[str, str], PendingAbort] = {}  # (namespace, job) -> the verdict to wait for
+        #: (namespace, job) -> the uid whose owed policy steps were read back from the API (recover())
+        self.recovered: dict[tuple[str, str], str] = {}
 
     def saw(self, kind: JobKind, body: dict[str, Any], deleted: bool) -> None:
         meta = body.get("metadata") or {}
@@ -97,6 +101,7 @@ class LiveJobs:
                 self.jobs.pop(key, None)
                 self.early.pop(key, None)
                 self.aborts.pop(key, None)
+                self.recovered.pop(key, None)
             else:
                 self.jobs[key] = kind
             if not deleted and succeeded(kind, body):
@@ -149,6 +154,9 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     if choice.problem and deps.seen.first_time(f"{entry.uid}/live-choice/{choice.problem[:120]}"):
         logger.warning("live watch of job %s/%s: %s", namespace, name, choice.problem)
     attempt = current_attempt(entry.as_body())
+    if attempt and live.recovered.get((namespace, name)) != entry.uid:
+        recover(deps, live, kind, namespace, name, entry.as_body(), attempt, choice)
+        live.recovered[(namespace, name)] = entry.uid
     early = live.early.get((namespace, name))
     if early is not None and early[0] == entry.uid:
         uid, was, incident = early
@@ -243,6 +251,59 @@ THEN = {
     LivePolicyName.ABORT: "policy abort: every rank's live buffer is collected and analysed now, and the job is "
     "suspended after the verdict",
 }
+
+
+def recover(
+    deps: Deps, live: LiveJobs, kind: JobKind, namespace: str, name: str, job: dict[str, Any], attempt: str,
+    choice: LiveChoice,
+) -> None:  # fmt: skip
+    """What live watch's Incidents of this job still owe, read back from the API at the job's first round in
+    this process (the operator restarted, or this replica took the job's shard): the Incident of the current
+    attempt and of the one before (a live dump moves the attempt on). One opened Early and still Early is
+    Cleared when its job succeeds or moves on, and its live dumps are asked when the policy asks for them;
+    one whose live dumps were asked (``liveFinding.dumpedAt``) under policy ``abort`` suspends the job once
+    Reported, unless the job already says it was (``frwatch.io/live-aborted``). Raises FrwatchError when the
+    API fails (the next round reads again)."""
+    uid = str((job.get("metadata") or {}).get("uid") or "")
+    aborted = str(((job.get("metadata") or {}).get("annotations") or {}).get(c.ANN_LIVE_ABORTED) or "")
+    attempts = [attempt] + ([str(int(attempt) - 1)] if attempt.isdigit() and int(attempt) > 0 else [])
+    for att in attempts:
+        incident = incident_name(name, uid, att)
+        found = deps.kube.get_incident(namespace, incident)
+        if found is None:
+            continue
+        try:
+            inc = Incident.of(found)
+        except FatalError as exc:  # not an Incident this operator can read: nothing to resume from it
+            if deps.seen.first_time(f"{uid}/live-recover/{incident}"):
+                logger.warning("live watch of job %s/%s: Incident %s not read back: %s", namespace, name,
+                               incident, exc)  # fmt: skip
+            continue
+        finding = inc.status.live_finding
+        if not inc.spec.trigger.startswith(TRIGGER) or finding is None:
+            continue  # not live watch's
+        phase = inc.status.phase
+        resumed = ""
+        with live._lock:
+            if phase is IncidentPhase.EARLY:
+                live.early.setdefault((namespace, name), (uid, att, incident))
+                resumed = "Cleared if the job succeeds or moves on"
+                if att == attempt and choice.enabled and choice.policy is not LivePolicyName.REPORT:
+                    abort = choice.policy is LivePolicyName.ABORT
+                    live.dumps.setdefault((uid, att), PendingDump(incident, abort))
+                    resumed = f"its live dumps asked (policy {choice.policy.value})"
+            elif (
+                finding.dumped_at
+                and choice.enabled
+                and choice.policy is LivePolicyName.ABORT
+                and phase not in (IncidentPhase.FAILED, IncidentPhase.CLEARED)
+                and aborted != incident
+            ):
+                live.aborts.setdefault((namespace, name), PendingAbort(kind, namespace, name, uid, att, incident))
+                resumed = "the job suspended once it is Reported (policy abort)"
+        if resumed:
+            logger.info("live watch of job %s/%s: Incident %s read back in phase %s: %s", namespace, name,
+                        incident, phase.value, resumed)  # fmt: skip
 
 
 def _ask_dumps(

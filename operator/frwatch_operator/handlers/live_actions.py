@@ -107,6 +107,9 @@ def dump_and_analyze(
     )  # fmt: skip
     if joined is None:
         return True
+    if joined.live_finding is not None:  # what a restarted operator reads to resume the policy (recover())
+        found_at = joined.live_finding.model_copy(update={"dumped_at": rfc3339(now, "milliseconds")})
+        joined = joined.model_copy(update={"live_finding": found_at})
     deps.kube.patch_incident_status(namespace, incident, joined.wire())
     words = f"rank(s) {', '.join(map(str, dumped))} dumped" if dumped else "no rank dumped"
     failed = sum(len(a.failed) + (1 if a.error else 0) for a in asked.values())

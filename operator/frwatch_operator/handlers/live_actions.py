@@ -18,13 +18,12 @@ rounds (the leader's live thread).
   controller deletes the pods (the GPUs are freed) and creates none; the job, its status, its Incident and its
   verdict stay, and setting the field back resumes it. Deleting the pods would not stop it (the controller
   creates missing pods again), deleting the job would lose it. No verdict (the Incident ``Failed``): the job is
-  left running and a ``LiveAbortSkipped`` Event says why. The wait is in this process's memory: an operator
-  restarted between the finding and the verdict does not abort (the job goes on; the watchdog ends it).
+  left running and a ``LiveAbortSkipped`` Event says why. The wait survives a restart: the move wrote
+  ``liveFinding.dumpedAt``, which :func:`frwatch_operator.handlers.live.recover` reads back.
 - **Cleared** (:func:`clear_early`): an Early Incident whose job then succeeded, or went on to another attempt
   with no failure of this one seen, is closed ``Early -> Cleared`` with a message and a Normal ``HangCleared``
   Event (the finding kept: a rank slower than the threshold that caught up, or a false alarm worth reading),
-  so no Incident stays Early for ever. Kept in this process's memory like the abort: after an operator restart
-  an Early Incident of a job that then succeeds stays Early (its message and finding still say what was seen).
+  so no Incident stays Early for ever; after an operator restart too (``handlers.live.recover``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .layout import LOGS_DIR, NCCL_DIR, NODES_DIR, REPORT, parse_key, rank_from_name, s3_url
+from .layout import LOG_SUFFIXES, LOGS_DIR, NCCL_DIR, NODES_DIR, REPORT, parse_key, rank_from_name, s3_url
 from .limits import MAX_WORLD_SIZE
 from .logtext import MAX_LOG_BYTES, LogText, NotText, decode_tail
 from .manifest import Manifest
@@ -42,8 +42,6 @@ MAX_EVIDENCE_FILES = 4 * 4096
 MAX_EVIDENCE_BYTES = 256 << 20
 #: Entries listed while looking for evidence (a folder of millions of files is not walked to its end).
 MAX_LISTED = 4 * MAX_EVIDENCE_FILES
-#: Suffixes of the text files of a flat folder read as logs.
-LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 #: A flat log's name that says its rank: the number is the whole name, or follows "rank".
 _FLAT_RANK = re.compile(r"(?:^|rank[_.-]?)([0-9]{1,12})$", re.IGNORECASE)
 
@@ -237,7 +235,8 @@ def _refs(
         if rank is not None and rank >= MAX_WORLD_SIZE:
             problems.append(
                 FileProblem(
-                    file=shown, reason=f"log not read: its name names rank {rank}, beyond {MAX_WORLD_SIZE - 1}"
+                    file=shown,
+                    reason=f"log not read: its name names rank {rank}, beyond {MAX_WORLD_SIZE - 1}",
                 )
             )
             continue

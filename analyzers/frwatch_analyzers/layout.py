@@ -31,6 +31,8 @@ PODS_DIR = "pods"
 #: A rank's summary (:mod:`~frwatch_analyzers.rank_summary`), written by its agent beside the dump.
 SUMMARIES_DIR = "summaries"
 LOGS_DIR = "logs"
+#: Suffixes of the text files of a flat folder read as logs (never tried as dumps).
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 NCCL_DIR = "nccl"
 NODES_DIR = "nodes"
 MANIFEST = "manifest.json"

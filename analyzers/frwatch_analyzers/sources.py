@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .layout import (
+    LOG_SUFFIXES,
     LOGS_DIR,
     MANIFEST,
     NCCL_DIR,
@@ -35,7 +36,7 @@ from .safe_text import printable
 from .verdict import FileProblem
 
 _SKIP_NAMES = {MANIFEST, VERDICT, REPORT, REPORT_HTML}
-_SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".md", ".txt", ".log", ".out", ".err")  # the last four: logs
+_SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".md", *LOG_SUFFIXES)
 # evidence: frwatch_analyzers.evidence_read; summaries: frwatch_analyzers.from_summaries
 _LAYOUT_DIRS = {RANKS_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR, SUMMARIES_DIR}
 

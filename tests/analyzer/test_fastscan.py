@@ -86,12 +86,18 @@ class _Counting:
         return out
 
 
-@needs_compiled
-def test_varied_dumps_give_the_same_traces_and_most_entries_are_read_in_c() -> None:
+def _counted_pair() -> tuple[_Pair, _Counting]:
+    """A pair whose compiled side counts the entries its step handled."""
     assert fastscan.COMPILED is not None
     pair = _Pair()
     counting = _Counting(fastscan.COMPILED)
     pair.c._c = counting  # type: ignore[assignment]
+    return pair, counting
+
+
+@needs_compiled
+def test_varied_dumps_give_the_same_traces_and_most_entries_are_read_in_c() -> None:
+    pair, counting = _counted_pair()
     world, entries = 16, 400
     for rank in range(world):
         trace = pair.same(varied.rank_dump(rank, world, entries), rank)
@@ -104,10 +110,7 @@ def test_json_dumps_without_frames_are_read_in_c() -> None:
     """torch's JSON (the live answer ``fr_trace_json``, ``_dump_fr_trace_json``) as ``decode`` gives it: every
     entry's group one shared ``(name, description)`` tuple and its short strings shared, as in the pickle, so
     the compiled step takes the entries (with a fresh list an entry it took none) and gives what Python gives."""
-    assert fastscan.COMPILED is not None
-    pair = _Pair()
-    counting = _Counting(fastscan.COMPILED)
-    pair.c._c = counting  # type: ignore[assignment]
+    pair, counting = _counted_pair()
     world, entries = 8, 400
     for rank in range(world):
         dump, fmt = decode(json_bytes(varied.rank_dump(rank, world, entries)))

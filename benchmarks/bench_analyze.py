@@ -199,10 +199,12 @@ def measure(cmd: list[str]) -> dict[str, Any]:
 
 
 # The floor: the fastest one process can merely unpickle every file. The C unpickler reading straight from
-# the open file (a BytesIO makes it ~2.5x slower), default GC. A subclass that refuses globals costs nothing
-# more when it reads from a buffered file, so this is also the floor of a safe loader.
+# the open file (a BytesIO makes it ~2.5x slower), with the collector off as frwatch's decoding workers run
+# (like for like: with it on, the floor costs about twice as much and flatters the ratio). A subclass that
+# refuses globals costs nothing more when it reads from a buffered file, so this is also the floor of a safe loader.
 _FLOOR = """
-import os, pickle, sys
+import gc, os, pickle, sys
+gc.disable()
 class NoGlobals(pickle.Unpickler):
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"global {module}.{name}")

@@ -31,7 +31,9 @@ from pathlib import Path
 from frwatch_dev.ports import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "capture"))
-from builders import job, pod, policy, review
+from builders import job, pod, policy
+
+from frwatch_dev.testing.admission import review
 
 
 def main() -> int:

@@ -102,9 +102,18 @@ def run_fr_trace(folder: Path) -> dict[str, Any]:
 
 
 def op_type(op: str | None) -> str:
-    """'nccl:send 1->2' -> 'p2p'; 'gloo:all_reduce' -> 'all_reduce'."""
-    name = (op or "").split(":", 1)[-1].split(" ", 1)[0]
-    return "p2p" if name in ("send", "recv") else name
+    """'nccl:send 1->2' -> 'p2p'; 'gloo:all_reduce' -> 'all_reduce'; 'nccl:all_reduce+coalesced' stays joined."""
+    names = []
+    for part in (op or "").split("+"):
+        name = part.split(":", 1)[-1].split(" ", 1)[0]
+        names.append("p2p" if name in ("send", "recv") else name)
+    return "+".join(names)
+
+
+def same_op(got: str | None, want: list[str]) -> bool:
+    """True when a name the answer gives (one, or several joined by '+') is one the truth allows."""
+    wanted = {op_type(o) for o in want}
+    return bool(set(op_type(got).split("+")) & wanted)
 
 
 def judge(truth: dict[str, Any], got: dict[str, Any]) -> tuple[bool, list[str]]:
@@ -129,7 +138,7 @@ def judge(truth: dict[str, Any], got: dict[str, Any]) -> tuple[bool, list[str]]:
         else:
             ops = [tb["op"], *acc.get("op", [])]
             if (gb["pg"] != tb["pg"] or gb["seq"] not in [tb["seq"], *acc.get("seq", [])]
-                    or op_type(gb["op"]) not in {op_type(o) for o in ops}):
+                    or not same_op(gb["op"], ops)):
                 wrong.append("branch")
     return not wrong, wrong
 

@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dumpmaker import Group, Rank, write_json, write_pickle
 
+GLOO_CPP = "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"
 CASES = Path(__file__).resolve().parent / "cases"
 WORLD = 4
 DEFAULT = Group("0", "default_pg", [0, 1, 2, 3])
@@ -176,6 +177,23 @@ def nccl_coalesced_healthy(folder: Path) -> Truth:
                  "forever) and one nccl:coalesced entry with the region's state (completed); same seq per region",
                  f"{PGNCCL} ProcessGroupNCCL::startCoalescing/endCoalescing and collective() (record with nullptr "
                  f"events while coalescing_state_); {FRTEST} testBuildDB case 3")
+
+
+@case
+def gloo_unretired_early_then_real_skip(folder: Path) -> Truth:
+    rs = ranks(backend="gloo", timeout_ms=1800000, comm_lib_version="")
+    for step in range(7):
+        for r in rs:
+            r.coll("all_reduce", [[128]], line=101, retired=not (r.rank == 0 and step == 2))
+            r.coll("all_gather", [[8]], [[32]], line=104)
+    for r in rs:
+        if r.rank != 2:
+            r.coll("all_reduce", [[128]], line=101, state="scheduled")
+    save(folder, rs)
+    return truth("problem", "missing_rank", [2], ("0", 15, "gloo:all_reduce"), False, 2,
+                 "gloo: rank 0's all_reduce #5 stays retired=False though its 10 later entries completed (not in "
+                 "flight); the hang is at #15, which 0, 1, 3 enqueued and rank 2 never did",
+                 f"{GLOO_CPP} AsyncWork::finishWorkGloo; issue 24 principle 2")
 
 
 # ---- 3. p2p chains ------------------------------------------------------------------------------------
@@ -489,6 +507,73 @@ def second_dump_named_final(folder: Path) -> Truth:
                  "(the later one, record ids to 8): at seq 9 rank 0 issued broadcast where 1-3 issued all_reduce",
                  "FACTS.md 5 (more than one file per rank; TORCH_FR_DUMP_TEMP_FILE prefix + rank); issue 24 "
                  "principle 9")
+
+
+@case
+def second_dump_dot1_is_the_timeout_dump(folder: Path) -> Truth:
+    rs = ranks(timing=True)
+    early = None
+    for step in range(8):
+        for r in rs:
+            r.coll("all_reduce", [[8192]], line=101)
+        if step == 4:
+            early = rs[2].dump()
+    for r in rs:
+        r.coll("all_reduce", [[8192]], line=101, state="scheduled" if r.rank == 2 else "started")
+        r.coll("all_reduce", [[8192]], line=101, state="scheduled")
+    save(folder, rs, skip=(2,))
+    assert early is not None
+    write_pickle(folder / "nccl_trace_rank_2", early)
+    write_pickle(folder / "nccl_trace_rank_2.1", rs[2].dump())
+    return truth("problem", "gpu_hang", [2], ("0", 9, "nccl:all_reduce"), True, 9,
+                 "rank 2 has nccl_trace_rank_2 (on demand, ends at #5, all completed) and nccl_trace_rank_2.1 (the "
+                 "timeout dump): at #9 rank 2 is scheduled while 0, 1, 3 started it (timing on)",
+                 "FACTS.md 5 (two dumps of a rank; TORCH_FR_DUMP_DYNAMIC_FILE_NAME); issue 24 principle 9")
+
+
+OOM_LOG = """[rank3]: step 7
+[rank3]: Traceback (most recent call last):
+[rank3]:   File "/workspace/train.py", line 240, in <module>
+[rank3]:     main()
+[rank3]:   File "/workspace/train.py", line 211, in main
+[rank3]:     train_step(model, batch)
+[rank3]:   File "/workspace/train.py", line 96, in train_step
+[rank3]:     loss = model(batch).loss
+[rank3]:            ^^^^^^^^^^^^
+[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of \
+79.15 GiB of which 1.02 GiB is free. Of the allocated memory 75.90 GiB is allocated by PyTorch.
+"""
+RETRY_LOG = """[rank1]: step 3
+[rank1]: WARNING metrics push failed, retrying in 5 s
+Traceback (most recent call last):
+  File "/workspace/metrics.py", line 41, in push
+    conn.request("POST", "/metrics/job/train", body)
+ConnectionResetError: [Errno 104] Connection reset by peer
+[rank1]: step 4
+[rank1]: metrics push ok
+[rank1]: step 5
+[rank1]: step 6
+[rank1]: step 7
+/workspace/train.py:88: UserWarning: torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly
+"""
+
+
+@case
+def log_oom_crash_no_dump(folder: Path) -> Truth:
+    rs = ranks()
+    for _ in range(7):
+        for r in rs:
+            r.coll("all_reduce", [[8192]], line=101)
+    for r in rs:
+        r.coll("all_reduce", [[8192]], line=101, state="scheduled")
+    save(folder, rs, skip=(3,))
+    (folder / "rank3.log").write_text(OOM_LOG)
+    (folder / "rank1.log").write_text(RETRY_LOG)
+    return truth("problem", "missing_rank", [3], ("0", 8, "nccl:all_reduce"), False, 8,
+                 "0-2 wait in all_reduce #8; rank 3 left no dump and its log ends in an uncaught "
+                 "torch.OutOfMemoryError in the forward pass: the cause, tied to the rank that stopped; rank 1's "
+                 "retried ConnectionResetError and the UserWarning are noise",
+                 "issue 24 principle 8; torchrun's [rankN]: prefixed tracebacks (torch/distributed/elastic)")
 
 
 # ---- 10. timing on and off, coalesced, ring wrap ----------------------------------------------------

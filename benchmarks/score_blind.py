@@ -41,7 +41,7 @@ import json, sys, types
 from torch.distributed.flight_recorder.components.builder import build_db
 from torch.distributed.flight_recorder.components.config_manager import JobConfig
 from torch.distributed.flight_recorder.components.loader import read_dir
-args = JobConfig().parse_args([sys.argv[1], "-p", "nccl_trace_rank_"])
+args = JobConfig().parse_args([sys.argv[1], "-p", "nccl_trace_rank_", *sys.argv[2:]])
 details, version = read_dir(args)
 db = build_db(details, args, version)
 bad = [c for c in db.collectives if not c.pass_check]
@@ -88,9 +88,12 @@ def run_frwatch(folder: Path) -> dict[str, Any]:
     }
 
 
-def run_fr_trace(folder: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-c", FR_TRACE_PROBE, str(folder)], capture_output=True, text=True,
-                          timeout=300)
+def run_fr_trace(folder: Path, *extra: str) -> dict[str, Any]:
+    """fr_trace's answer; a run refused for missing dump files is retried with its own --allow-incomplete-ranks."""
+    proc = subprocess.run([sys.executable, "-c", FR_TRACE_PROBE, str(folder), *extra], capture_output=True,
+                          text=True, timeout=300)
+    if not extra and "Missing dump files" in proc.stderr:
+        return run_fr_trace(folder, "--allow-incomplete-ranks")
     for line in proc.stdout.splitlines():
         if line.startswith("FRJSON "):
             out = json.loads(line[len("FRJSON "):])
@@ -156,6 +159,7 @@ def main() -> int:
     ap.add_argument("--cases", type=Path, default=CASES)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--json", type=Path, default=None, help="write every case's truth and answers here")
+    ap.add_argument("--tools", default="frwatch,fr_trace", help="which to run (comma-separated)")
     args = ap.parse_args()
     cases = sorted(p for p in args.cases.iterdir() if (p / "truth.json").is_file())
     if args.only:
@@ -165,7 +169,10 @@ def main() -> int:
         for case in cases:
             truth = json.loads((case / "truth.json").read_text())
             folder = evidence_copy(case, Path(tmp))
-            fw, ft = run_frwatch(folder), run_fr_trace(folder)
+            tools = args.tools.split(",")
+            skipped = {"error": "not run"}
+            fw = run_frwatch(folder) if "frwatch" in tools else skipped
+            ft = run_fr_trace(folder) if "fr_trace" in tools else skipped
             ok_fw, why_fw = judge(truth, fw)
             ok_ft, why_ft = judge(truth, ft)
             totals["frwatch"] += ok_fw

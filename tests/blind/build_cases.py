@@ -78,18 +78,25 @@ def truth(st: str, cat: str, culprits: list[int], branch: tuple[str, int, str] |
 
 # ---- 1. rooted collectives on NCCL ------------------------------------------------------------------
 
-def _gather(r: Rank, root: int, n: int = 256, **kw: Any) -> None:
+# How a non-root's undefined tensor is recorded. MEASURED: what torch 2.13 gives (tests/blind/undefined_tensor_probe.cpp
+# built against the venv's torch: an undefined at::Tensor has sizes() [0] and c10::toString(dtype) "UNKNOWN_SCALAR");
+# BRIEF: sizes [] and dtype "Undefined", as issue 24 words it (torch's test_fr_analysis uses [[]] with dtype "").
+MEASURED = ([0], "UNKNOWN_SCALAR")
+BRIEF: tuple[list[int], str] = ([], "Undefined")
+
+
+def _gather(r: Rank, root: int, n: int = 256, undefined: tuple[list[int], str] = BRIEF, **kw: Any) -> None:
     if r.rank == root:
         r.coll("gather", [[n]], [[n]] * WORLD, line=120, **kw)
     else:
-        r.coll("gather", [[n]], [[]], out_dtypes=["Undefined"], line=120, **kw)
+        r.coll("gather", [[n]], [undefined[0]], out_dtypes=[undefined[1]], line=120, **kw)
 
 
-def _scatter(r: Rank, root: int, n: int = 256, **kw: Any) -> None:
+def _scatter(r: Rank, root: int, n: int = 256, undefined: tuple[list[int], str] = BRIEF, **kw: Any) -> None:
     if r.rank == root:
         r.coll("scatter", [[n]] * WORLD, [[n]], line=124, **kw)
     else:
-        r.coll("scatter", [[]], [[n]], in_dtypes=["Undefined"], line=124, **kw)
+        r.coll("scatter", [undefined[0]], [[n]], in_dtypes=[undefined[1]], line=124, **kw)
 
 
 @case
@@ -101,8 +108,9 @@ def nccl_gather_rotating_root_healthy(folder: Path) -> Truth:
             _gather(r, step % WORLD)
     save(folder, rs)
     return truth("healthy", "healthy", [], None, False, 1,
-                 "gather's root rotates 0,1,2,3; each non-root records one undefined tensor as output "
-                 "(output_sizes [[]], dtype Undefined), the root the full list; all completed",
+                 "gather's root rotates 0,1,2,3; each non-root records one undefined tensor as output in the "
+                 "brief's form (output_sizes [[]], dtype Undefined; torch 2.13 itself writes [[0]] and "
+                 "UNKNOWN_SCALAR, see nccl_rooted_undefined_as_measured_healthy), the root the full list",
                  f"{PGNCCL} ProcessGroupNCCL::gather (non-root: outputs.emplace_back()); {FRTEST} "
                  "test_match_one_event (gather e11 vs e12 FULLY_MATCHED)")
 
@@ -122,19 +130,36 @@ def nccl_scatter_rotating_root_timing_healthy(folder: Path) -> Truth:
 
 
 @case
+def nccl_rooted_undefined_as_measured_healthy(folder: Path) -> Truth:
+    rs = ranks()
+    for step in range(6):
+        for r in rs:
+            r.coll("all_reduce", [[1024]], line=101)
+            _gather(r, (step + 1) % WORLD, undefined=MEASURED)
+            _scatter(r, step % WORLD, undefined=MEASURED)
+    save(folder, rs)
+    return truth("healthy", "healthy", [], None, False, 1,
+                 "gather and scatter with rotating roots, the non-roots' undefined tensor recorded as torch 2.13 "
+                 "records it: sizes [0], dtype 'UNKNOWN_SCALAR' (FlightRecorder::record takes tensor.sizes() and "
+                 "c10::toString(dtype) unguarded; measured with undefined_tensor_probe.cpp against torch 2.13)",
+                 f"{FRCPP} FlightRecorder::record (input.sizes(), dtype().toScalarType()); "
+                 "c10/core/UndefinedTensorImpl.cpp; c10/core/impl/SizesAndStrides.h")
+
+
+@case
 def nccl_gather_two_roots(folder: Path) -> Truth:
     rs = ranks()
     for _ in range(5):
         for r in rs:
             r.coll("all_reduce", [[1024]], line=101)
-            _gather(r, 0)
+            _gather(r, 0, undefined=MEASURED)
     # step 5: rank 2 calls gather with dst=2 while 0, 1, 3 use dst=0 (seq 12)
     for r in rs:
         r.coll("all_reduce", [[1024]], line=101)
         if r.rank == 2:
             r.coll("gather", [[256]], [[256]] * WORLD, line=120, state="scheduled")
         else:
-            _gather(r, 0, state="completed" if r.rank in (1, 3) else "scheduled")
+            _gather(r, 0, undefined=MEASURED, state="completed" if r.rank in (1, 3) else "scheduled")
         r.coll("all_reduce", [[1024]], line=101, state="scheduled")
     save(folder, rs)
     return truth("problem", "desync", [2], ("0", 12, "nccl:gather"), False, 1,

@@ -261,11 +261,7 @@ def _balance_findings(
         )
         found = _check(balance, group, traces, s, total_in, total_out, ins, outs, first_in[s])
         if found is not None:
-            cat = (
-                Category.desync
-                if "root" in found.text and "disagree" in found.text
-                else Category.size_mismatch
-            )
+            cat = Category.desync if found.root else Category.size_mismatch  # another root: another call
             out.append(
                 Disagreement(
                     group.key, s, [View(sig, list(group.dumped))], cat, found.ranks, balance=found.text
@@ -305,36 +301,79 @@ def _check(
             if t is None or t.splits is None:
                 break
             splits[r] = t.splits
-        counts = {r: (0, 0) for r in members}
-        counts[members[0]] = (total_in, total_out)
-        return check_balance(balance, members, counts, splits if len(splits) == len(members) else None)
+        pgs = {r: traces[r].pgs[group.key] for r in members}
+        counts = {r: _counts_at(pg, seq) for r, pg in pgs.items()}
+        return check_balance(
+            balance,
+            members,
+            counts,
+            splits if len(splits) == len(members) else None,
+            even_before=_even_before(pgs, seq),
+        )
     if balance in (Balance.GATHER, Balance.SCATTER):
         if balance is Balance.GATHER:
             counts = {r: (one[0], 0) for r in members} | {r: (one[0], o) for r, o in outs}
         else:
             counts = {r: (0, one[1]) for r in members} | {r: (i, one[1]) for r, i in ins}
-        found = check_balance(balance, members, counts)
-        if found is not None and len(found.ranks) > 1:
-            usual = [r for r in found.ranks if _was_root(traces[r].pgs[group.key], seq, balance)]
-            if len(usual) == 1:  # the root of the same call before: the others broke with it
-                wrong = [r for r in found.ranks if r != usual[0]]
-                return Imbalance(wrong, f"{found.text}; rank {usual[0]} was the root of this call before")
-        return found
+        roots = outs if balance is Balance.GATHER else ins
+        if len(roots) == 1:  # one root: only its size can be wrong, no history is needed
+            return check_balance(balance, members, counts)
+        pgs = {r: traces[r].pgs[group.key] for r in members}
+        return check_balance(balance, members, counts, roots_before=_roots_before(pgs, seq, balance))
     if balance in (Balance.GATHER_V, Balance.SCATTER_V):
         counts = {members[0]: (total_in, one[1]) if balance is Balance.GATHER_V else (one[0], total_out)}
         return check_balance(balance, members[:1], counts)
     return None
 
 
-def _was_root(pg: PgTrace, seq: int, balance: Balance) -> bool:
-    """Did this rank record the root's side of the same call (same signature) the last time before ``seq``?"""
-    sig = _sig_of(pg, seq)
-    side = pg.var_out if balance is Balance.GATHER else pg.var_in
-    for k in range(bisect.bisect_left(pg.var_seqs, seq) - 1, -1, -1):
-        s = pg.var_seqs[k]
-        if _sig_of(pg, s) == sig:
-            return side[k] > 0
-    return False
+#: Earlier calls of the same kind read back for a rooted or all_to_all call's history (per member).
+HISTORY = 32
+
+
+def _counts_at(pg: PgTrace, seq: int) -> tuple[int, int]:
+    """The rank's input and output elements at ``seq`` (a coalesced region's parts summed)."""
+    k = bisect.bisect_left(pg.var_seqs, seq)
+    i = o = 0
+    while k < len(pg.var_seqs) and pg.var_seqs[k] == seq:
+        i, o, k = i + pg.var_in[k], o + pg.var_out[k], k + 1
+    return i, o
+
+
+def _earlier(pgs: dict[int, PgTrace], seq: int) -> dict[int, dict[int, tuple[int, int]]]:
+    """Per earlier sequence number of the same call (each member's own signature at ``seq``) that every
+    member holds: member -> (input, output elements); the last :data:`HISTORY` of them."""
+    by_seq: dict[int, dict[int, tuple[int, int]]] = {}
+    for r, pg in pgs.items():
+        sig, found = _sig_of(pg, seq), 0
+        k = bisect.bisect_left(pg.var_seqs, seq) - 1
+        while k >= 0 and found < HISTORY:
+            s = pg.var_seqs[k]
+            if _sig_of(pg, s) == sig:
+                found += 1
+                by_seq.setdefault(s, {})[r] = (pg.var_in[k], pg.var_out[k])
+            k -= 1
+    return {s: v for s, v in sorted(by_seq.items()) if len(v) == len(pgs)}
+
+
+def _roots_before(pgs: dict[int, PgTrace], seq: int, balance: Balance) -> list[int]:
+    """The root of each earlier gather/scatter of the same call, oldest first (calls with one root)."""
+    side = 1 if balance is Balance.GATHER else 0
+    out = []
+    for held in _earlier(pgs, seq).values():
+        roots = [r for r, c in held.items() if c[side] > 0]
+        if len(roots) == 1:
+            out.append(roots[0])
+    return out
+
+
+def _even_before(pgs: dict[int, PgTrace], seq: int) -> bool | None:
+    """Did every member send and receive the same total at every earlier exchange of this all_to_all
+    (None: no earlier one that every member holds)?"""
+    earlier = _earlier(pgs, seq)
+    if not earlier:
+        return None
+    return all(len(set(held.values())) == 1 and next(iter(held.values()))[0] == next(iter(held.values()))[1]
+               for held in earlier.values())  # fmt: skip
 
 
 def _sig_of(pg: PgTrace, seq: int) -> int | None:

@@ -27,6 +27,7 @@ from typing import Any
 from . import fastscan, fields
 from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
 from .rules import Rule, rule_for
+from .rules import elements as _elements
 from .rules import numel as _numel
 from .safe_load import DumpError, describe
 from .safe_text import printable
@@ -525,19 +526,18 @@ class Summarizer:
             rule = self._rules[op] = rule_for(op)
         sizes_in = fields.sizes(isz, "input_sizes", where)  # hashable, type-checked copies
         sizes_out = fields.sizes(osz, "output_sizes", where)
-        kept = _compat(
-            rule,
-            sizes_in,
-            fields.dtypes(idt, "input_dtypes", where),
-            sizes_out,
-            fields.dtypes(odt, "output_dtypes", where),
-        )
+        dtypes_in = fields.dtypes(idt, "input_dtypes", where)
+        dtypes_out = fields.dtypes(odt, "output_dtypes", where)
+        kept = _compat(rule, sizes_in, dtypes_in, sizes_out, dtypes_out)
         raw_key = (op, *kept, site)
         varying = rule.varying
         sig = self._key_cache.get(raw_key)
         if sig is None:
             sig = self._key_cache[raw_key] = self._new_sig(op, kept, site, varying, self.details)
-        n_in, n_out = (_numel(sizes_in), _numel(sizes_out)) if varying else (0, 0)
+        # an undefined placeholder (NCCL's non-root gather/scatter) holds no element: see rules.elements
+        n_in, n_out = (
+            (_elements(sizes_in, dtypes_in), _elements(sizes_out, dtypes_out)) if varying else (0, 0)
+        )
         return sig, varying, n_in, n_out
 
     def _new_details(self, per_pg: Mapping[str, tuple[Any, ...]], p2p: list[P2PEntry]) -> dict[int, EntrySig]:

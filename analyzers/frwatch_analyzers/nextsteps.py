@@ -27,7 +27,7 @@ def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: boo
         return [
             first,
             "If it was killed from outside (OOM, eviction, a lost node), look at the node's memory and events at "
-            "that time; frwatch cannot see why a process died, only that it never joined the collective.",
+            "that time: a kill leaves no traceback in the rank's own log, only its exit code.",
         ]
     if kind == CulpritKind.cpu_stuck:
         return [

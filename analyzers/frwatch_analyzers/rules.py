@@ -299,7 +299,7 @@ def _all_to_all(
             if len(culprits) == 2:
                 odd = _odd_totals(members, counts) if even_before else None
                 if odd is not None and odd[0] in culprits:
-                    return Imbalance([odd[0]], f"{text}; {_odd_text(odd, counts)}")
+                    return Imbalance([odd[0]], f"{text}; {_odd_text(odd, counts, True)}")
                 return Imbalance(
                     culprits,
                     f"{text}; the two records of that pair disagree and neither rank's totals stand apart, "
@@ -315,8 +315,7 @@ def _all_to_all(
     odd = _odd_totals(members, counts) if even_before is not False else None
     figures = f"the members send {sent} elements in all and expect {got}"
     if odd is not None:
-        history = " (as at every earlier exchange of this call)" if even_before else ""
-        return Imbalance([odd[0]], f"{figures}: {_odd_text(odd, counts)}{history}")
+        return Imbalance([odd[0]], f"{figures}: {_odd_text(odd, counts, bool(even_before))}")
     if even_before is False:
         why = "the totals differ by rank by design (uneven splits, as in earlier exchanges of this call)"
     elif n < 3:
@@ -345,10 +344,11 @@ def _odd_totals(members: Sequence[int], counts: dict[int, tuple[int, int]]) -> t
     return lone[0], common[0]
 
 
-def _odd_text(odd: tuple[int, int], counts: dict[int, tuple[int, int]]) -> str:
+def _odd_text(odd: tuple[int, int], counts: dict[int, tuple[int, int]], before: bool) -> str:
     r, t = odd
     i, o = counts[r]
-    even = f"every other member sends and receives {t} elements (an even split)"
+    also = ", as every member did at every earlier exchange of this call" if before else ""
+    even = f"every other member sends and receives {t} elements{also} (an even split)"
     if i != t and o == t:
         return f"rank {r} sends {i} elements in all where its peers' output splits expect {t} from it; {even}"
     if o != t and i == t:

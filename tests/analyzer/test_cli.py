@@ -36,7 +36,7 @@ def test_text_report_names_the_culprit_and_exits_0(tmp_path: Path) -> None:
     out = _run(str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "PROBLEM / missing_rank" in out.stdout
-    assert "rank 3 never enqueued all_reduce #10" in out.stdout
+    assert "rank 3 never enqueued all_reduce at collective #10 of pg 0" in out.stdout
     assert "Next steps:" in out.stdout
 
 

@@ -416,7 +416,9 @@ def cases() -> list[Case]:
             out += _collective_cases(t, GLOO_LAYOUTS[i % len(GLOO_LAYOUTS)], "gloo", i)
     for kind in ("send/recv", "batch_isend_irecv"):
         out += _p2p_cases(kind)
-    return out
+    from .corpus_roots import all_to_all_cases, rooted_cases  # they build on this module's Case and Truth
+
+    return out + rooted_cases() + all_to_all_cases()
 
 
 def check(v: Verdict, truth: Truth) -> list[str]:

@@ -119,17 +119,22 @@ def _mismatch_headline(ctx: Context, c: Candidate) -> str:
     if d.balance:
         verb = "disagrees" if len(c.culprits) == 1 else "disagree"
         whose = f"{ranks_text(c.culprits)} {verb} with the others: " if c.culprits else ""
-        return f"{_KIND[c.category]} at {g.label} #{c.seq} {op_short(c.op)}: {whose}{d.balance}"
+        return f"{kind_words(ctx, c)} in {at(op_short(c.op), c.seq, g.label)}: {whose}{d.balance}"
     ref = d.views[0]
     odd_views = [v for v in d.views[1:] if v.sig is not None]
     odd = "; ".join(_describe(ctx, v.sig, v.ranks, c.category) for v in odd_views if v.sig is not None)
     absent = [r for v in d.views[1:] if v.sig is None for r in v.ranks]
     absent_txt = f"; {ranks_text(absent)} never enqueued it" if absent else ""
     kind = "call-site desync" if d.call_site_only else kind_words(ctx, c)
-    what = "" if c.category == Category.desync else f" {op_short(c.op)}"
+    where = (
+        f"collective #{c.seq} of {g.label}"
+        if c.category == Category.desync
+        else at(op_short(c.op), c.seq, g.label)
+    )
     tie = " (as many ranks on each side: which side is wrong is not in the dumps)" if c.undecided else ""
     assert ref.sig is not None
-    return f"{kind} at {g.label} #{c.seq}{what}: {odd} vs {_describe(ctx, ref.sig, ref.ranks, c.category)}{absent_txt}{tie}"
+    vs = _describe(ctx, ref.sig, ref.ranks, c.category)
+    return f"{kind} {'at' if c.category == Category.desync else 'in'} {where}: {odd} vs {vs}{absent_txt}{tie}"
 
 
 _KIND = {
@@ -451,7 +456,11 @@ def short(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
     elif k == CulpritKind.mismatched_call:
         mine = op_short(culprit_op(ctx, c))
         if c.category == Category.desync and c.d is not None and c.d.balance:
-            whose = f"{who} disagree{'s' if len(c.culprits) == 1 else ''}" if c.culprits else "the members disagree"
+            whose = (
+                f"{who} disagree{'s' if len(c.culprits) == 1 else ''}"
+                if c.culprits
+                else "the members disagree"
+            )
             text = f"desync: {whose} on the root of {op}, {where}"
         elif c.category == Category.desync and mine != op:
             text = f"desync: {who} issued {mine} where the others issued {op}, {where}"

@@ -273,9 +273,9 @@ def _all_to_all(
 ) -> Imbalance | None:
     """Per pair where every member recorded one tensor per peer: the rank that breaks most pairs (a rank
     whose own list is wrong breaks a pair with each peer it misjudged; each of those peers breaks one).
-    Two ranks that break the one pair between them are as suspect as each other unless the call splits
-    evenly (its history says so): then the one whose totals stand apart from every other member's is
-    wrong. With totals only (``all_to_all_single`` records one tensor a side), a rank can be named only when
+    Two ranks that break the one pair between them are as suspect as each other (neither is named) unless
+    the call splits evenly (its history says so): then the one whose totals stand apart from every other
+    member's is wrong. With totals only (``all_to_all_single`` records one tensor a side), a rank can be named only when
     the call splits evenly: every other member then sends and receives the same total T, so each of them
     expects T/N from every member, and the one rank whose input total is not T sends what its peers'
     output splits do not expect (or its output total is not T: it expects what they do not send)."""
@@ -300,10 +300,10 @@ def _all_to_all(
                 odd = _odd_totals(members, counts) if even_before else None
                 if odd is not None and odd[0] in culprits:
                     return Imbalance([odd[0]], f"{text}; {_odd_text(odd, counts, True)}")
-                return Imbalance(
-                    culprits,
+                return Imbalance(  # one pair, two records: naming both would blame an innocent rank
+                    [],
                     f"{text}; the two records of that pair disagree and neither rank's totals stand apart, "
-                    "so which one is wrong is not in the dumps",
+                    f"so which of ranks {culprits[0]} and {culprits[1]} is wrong is not in the dumps",
                 )
             if len(culprits) > 2:
                 culprits = []

@@ -38,7 +38,7 @@ def headline(ctx: Context, c: Candidate) -> str:
     if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
         absent = c.states.get("absent", []) + c.states.get("no dump", [])
         return (
-            f"desync in {g.label} at #{s}: {ranks_text(c.culprits)} issued an extra {op_short(ctx.op(g, s, c.culprits))} "
+            f"desync at collective #{s} of {g.label}: {ranks_text(c.culprits)} issued an extra {op_short(ctx.op(g, s, c.culprits))} "
             f"that {ranks_text(absent)} never issued"
         )
     if c.category == Category.gpu_hang:
@@ -270,7 +270,7 @@ def _absent_text(ctx: Context, c: Candidate, ranks: list[int], manifest: Manifes
     if st is None or st.what == "no_dump":
         ended = "".join(_ended_text(manifest, x) for x in ranks[:4])
         return (
-            f"{who} left no dump while {ranks_text(waiting)} waited at #{c.seq}: {it} most likely crashed or "
+            f"{who} left no dump while {ranks_text(waiting)} waited at collective #{c.seq}: {it} most likely crashed or "
             f"{'was' if one else 'were'} killed before dumping (a process abort, OOM, a lost node).{ended}"
         )
     if st.what == "moved_on" and st.where is not None:
@@ -283,7 +283,7 @@ def _absent_text(ctx: Context, c: Candidate, ranks: list[int], manifest: Manifes
     if st.what == "blocked" and st.where is not None:
         return (
             f"{who} {is_} blocked inside {_op_of(ctx, r, st.where.key, st.where.seq)} of "
-            f"{ctx.groups[st.where.key].label}, so {it} never reached #{c.seq} here."
+            f"{ctx.groups[st.where.key].label}, so {it} never reached collective #{c.seq} here."
         )
     pg = ctx.traces[r].pgs.get(c.group.key)
     last = pg.seqs[-1] if pg is not None and len(pg.seqs) else None
@@ -332,7 +332,8 @@ def _mismatch_detail(ctx: Context, c: Candidate, head: str) -> str:
         )
     else:
         parts.append(
-            f"The ranks stopped agreeing at #{c.seq} of {c.group.label}; later disagreements follow from it."
+            f"The ranks stopped agreeing at collective #{c.seq} of {c.group.label}; later disagreements follow "
+            "from it."
         )
     if c.group.no_dump and c.category in (Category.size_mismatch, Category.dtype_mismatch):
         parts.append(
@@ -374,7 +375,7 @@ def _prev_state(ctx: Context, c: Candidate) -> str:
 def _op_of(ctx: Context, rank: int, key: str, seq: int) -> str:
     sig = sig_at(ctx.traces, rank, key, seq)
     s = ctx.details.get(sig) if sig is not None else None
-    return f"{op_short(s.op)} #{seq}" if s else f"#{seq}"
+    return at(op_short(s.op), seq) if s else f"collective #{seq}"
 
 
 def _quiet(ctx: Context, c: Candidate, r: int) -> str:

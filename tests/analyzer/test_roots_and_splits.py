@@ -103,3 +103,14 @@ def test_a_crashed_rank_s_next_steps_do_not_deny_what_its_log_says() -> None:
     v = analyze_dumps(world(4).all_reduce(steps=6).rank(2).stops_at(5).without_dump(2).dumps())
     assert v.culprit_kind == CulpritKind.crashed
     assert not any("cannot see why" in s for s in v.next_steps), v.next_steps
+
+
+def test_a_second_root_is_a_desync_at_that_call_with_next_steps_about_the_root() -> None:
+    w = world(4)
+    for step in range(6):
+        w = w.gather(root=step % 4).all_reduce()
+    v = analyze_dumps(w.rank(3).root_at(9, 3).dumps())  # the rotation gives rank 0 at seq 9
+    assert (v.category, v.culprit_ranks) == (Category.desync, [3])
+    assert v.earliest_branch is not None and v.earliest_branch.seq == 9
+    assert "the dst each rank passes to gather" in v.next_steps[0], v.next_steps
+    assert "rank 3 acted as root" in v.next_steps[0]

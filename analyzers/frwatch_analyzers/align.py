@@ -293,14 +293,15 @@ def _check(
 ) -> Imbalance | None:
     members = group.members
     if balance is Balance.ALL_TO_ALL:
-        if total_in == total_out:
-            return None
         splits = {}
-        for r in members:
+        for r in members:  # per-peer lists (all_to_all with lists, where the rank's summary kept them)
             t = tail_entry(traces[r].pgs[group.key], seq)
             if t is None or t.splits is None:
                 break
             splits[r] = t.splits
+        if total_in == total_out and len(splits) != len(members):
+            return None  # the sums balance and no pair can be checked
+        # sums that balance can still hide a split table sent to the wrong peers: the pairs say so
         pgs = {r: traces[r].pgs[group.key] for r in members}
         counts = {r: _counts_at(pg, seq) for r, pg in pgs.items()}
         return check_balance(

@@ -144,4 +144,24 @@ def all_to_all_cases() -> list[Case]:
             _problem(Category.size_mismatch, (2,), 7),
         )
     )
+    # uneven token routing (other splits every step); at step 4 rank 2 sends each peer's rows to the next
+    # peer: its totals are right, every pair from it is wrong
+    routed = world(SIZE).repeat(STEPS, lambda x: x.all_to_all(splits=_routing).all_reduce())
+    rows = _routing(6)  # the program index of step 4's all_to_all
+    mine = [(rows[2][(j + 1) % SIZE], HIDDEN) for j in range(SIZE)]
+    expected = [(rows[j][2], HIDDEN) for j in range(SIZE)]
+    out.append(
+        _case(
+            "all_to_all/uneven split, rank 2 sends its rows to the wrong peers [nccl]",
+            "all_to_all",
+            "split",
+            routed.rank(2).sizes_at(7, mine, expected),
+            _problem(Category.size_mismatch, (2,), 7),
+        )
+    )
     return out
+
+
+def _routing(step: int) -> list[list[int]]:
+    """Rows rank i sends to rank j at program index ``step``: uneven, other every step."""
+    return [[(5 * i + 3 * j + step) % 13 + 1 for j in range(SIZE)] for i in range(SIZE)]

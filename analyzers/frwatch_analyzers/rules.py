@@ -225,6 +225,42 @@ def syntax_problem(rule: Rule, n: int, ins: Sequence[Sequence[int]], outs: Seque
     return ""
 
 
+Sides = tuple[tuple[tuple[int, ...], ...], tuple[str, ...], tuple[tuple[int, ...], ...], tuple[str, ...]]
+
+
+def api_order(
+    balance: Balance,
+    isz: tuple[tuple[int, ...], ...],
+    idt: tuple[str, ...],
+    osz: tuple[tuple[int, ...], ...],
+    odt: tuple[str, ...],
+) -> Sides:
+    """A gather or scatter entry with its sides as the API has them: a gather's list (the root's, or nothing)
+    on the outputs, a scatter's on the inputs; the one tensor every member sends or receives on the other.
+
+    Backends record them in different orders. gloo records the API's order. NCCL's ``scatter`` hands
+    ``collective()`` its output first (``ProcessGroupNCCL::scatter``: ``collective(outputs, inputs, ...)``,
+    "just to fit the collective interface"; pytorch#66745 calls the two swapped), so its record holds the
+    received tensor as input and the root's list (or the undefined placeholder) as output. The side that
+    is the list is read from the content: the one that is empty or undefined on a non-root member, the
+    one holding N tensors (or N times the elements) on the root."""
+    gather = balance is Balance.GATHER
+    list_s, list_d, one_s, one_d = (osz, odt, isz, idt) if gather else (isz, idt, osz, odt)
+    swap = False
+    if _nothing(one_s, one_d) != _nothing(list_s, list_d):
+        swap = _nothing(one_s, one_d)
+    elif not _nothing(one_s, one_d):
+        swap = len(one_s) > len(list_s) if len(one_s) != len(list_s) else numel(one_s) > numel(list_s)
+    if not swap:
+        return isz, idt, osz, odt
+    return osz, odt, isz, idt
+
+
+def _nothing(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> bool:
+    """No tensor (gloo's ``[]``) or only undefined placeholders (NCCL's ``[[]]``, ``Undefined``)."""
+    return not sizes or (len(dtypes) == len(sizes) and all(d == UNDEFINED for d in dtypes))
+
+
 @dataclass(frozen=True)
 class Imbalance:
     """A balance rule broken at one sequence number: who, and the figures that prove it."""

@@ -8,7 +8,7 @@ non-root gather/scatter member records one undefined tensor (``[[]]``, ``Undefin
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.rules import Balance, check_balance, elements, predict_root
+from frwatch_analyzers.rules import Balance, api_order, check_balance, elements, predict_root
 from frwatch_analyzers.verdict import Category, CulpritKind, Status
 from frwatch_dev.dumps import world
 
@@ -27,9 +27,24 @@ def test_nccl_non_root_members_record_the_placeholder_and_a_healthy_gather_is_he
     e = next(e for e in dumps[1]["entries"] if e["profiling_name"] == "nccl:gather")
     assert (e["output_sizes"], e["output_dtypes"]) == ([[]], ["Undefined"])
     e = next(e for e in dumps[2]["entries"] if e["profiling_name"] == "nccl:scatter")
-    assert (e["input_sizes"], e["input_dtypes"]) == ([[]], ["Undefined"])
+    # ProcessGroupNCCL::scatter calls collective(outputs, inputs): the placeholder is recorded as output
+    assert (e["input_sizes"], e["output_sizes"], e["output_dtypes"]) == ([[524288]], [[]], ["Undefined"])
     v = analyze_dumps(dumps)
     assert v.status == Status.healthy, v.headline
+
+
+def test_gather_and_scatter_sides_are_read_as_the_api_has_them_whatever_the_backend_s_order() -> None:
+    one, four, f = ((8,),), ((8,),) * 4, ("Float",)
+    nothing, undefined = ((), ()), (((),), ("Undefined",))
+    # NCCL's scatter record: the received tensor as input, the root's list (or the placeholder) as output
+    assert api_order(Balance.SCATTER, one, f, four, f * 4) == (four, f * 4, one, f)
+    assert api_order(Balance.SCATTER, one, f, *undefined) == (*undefined, one, f)
+    # gloo's: the API's order (the root's list stacked as one tensor of N times the elements)
+    assert api_order(Balance.SCATTER, ((4, 8),), f, one, f) == (((4, 8),), f, one, f)
+    assert api_order(Balance.SCATTER, *nothing, one, f) == (*nothing, one, f)
+    # gather: NCCL and gloo both record the API's order
+    assert api_order(Balance.GATHER, one, f, *undefined) == (one, f, *undefined)
+    assert api_order(Balance.GATHER, one, f, four, f * 4) == (one, f, four, f * 4)
 
 
 def test_the_root_the_history_expects() -> None:

@@ -4,7 +4,9 @@
   as its inputs: ``ProcessGroupNCCL::gather``/``::scatter`` (torch/csrc/distributed/c10d/
   ProcessGroupNCCL.cpp) pass ``collective()`` a placeholder made by ``emplace_back()`` "to fit the
   collective interface", and ``FlightRecorder<>::recordWithResetEnabled`` (FlightRecorderDetail.hpp) writes
-  its ``sizes()`` and dtype: ``[[]]``, ``Undefined``. gloo records ``[]``. torch's matcher
+  its ``sizes()`` and dtype: ``[[]]``, ``Undefined``. ``scatter`` passes ``collective(outputs, inputs, ...)``
+  (its sides swapped, pytorch#66745), so the received tensor is recorded as input and the root's list or
+  the placeholder as output. gloo records the API's order and ``[]`` for no tensor. torch's matcher
   (torch/distributed/flight_recorder/components/types.py, ``Op.match``) ignores gather outputs and scatter
   inputs, so such a member fully matches the root (test/distributed/flight_recorder/test_fr_analysis.py).
 - FR 2.10 records no root: a rooted call whose root changes from call to call looks, on the non-roots,

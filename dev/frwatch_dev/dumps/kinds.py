@@ -17,7 +17,9 @@ Read from c10d (ProcessGroupNCCL.cpp, ProcessGroupGloo.cpp) and checked against 
   every rank) closed by ``ALLGATHER_coalesced``, an uneven ``reduce_scatter`` likewise with ``_reduce_oop``
   and ``REDUCE_SCATTER_coalesced``; ``gather``/``scatter`` keep the list on the root only, and each other
   member records one undefined tensor in its place (sizes ``[]``, dtype ``Undefined``: the placeholder
-  ``ProcessGroupNCCL::gather``/``scatter`` pass to ``collective()``).
+  ``ProcessGroupNCCL::gather``/``scatter`` pass to ``collective()``). ``scatter`` passes ``collective()``
+  its output first, so the record holds the received tensor as input and the list (or the placeholder)
+  as output.
 """
 
 from __future__ import annotations
@@ -152,8 +154,8 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
         return [*parts, end]
     if p.explicit is not None:
         ins, outs = p.explicit
-        idt = _placeholder(kind, "scatter", ins, dt, gloo)
-        odt = _placeholder(kind, "gather", outs, dt, gloo)
+        idt = (dt,) * len(ins)
+        odt = _placeholder(kind, outs, dt, gloo)
         return [Rec(_recorded_name(kind, backend), ins, outs, idt, odt)]
     if kind in ("all_reduce", "broadcast", "reduce"):
         return [rec(kind, t, t, dt)]
@@ -178,8 +180,10 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
         return [rec("gather", t, root_out if me == p.root else [], dt)]
     if kind == "scatter":
         root_in = [(n, *s) for s in t] if gloo else [s for s in t for _ in range(n)]
-        if me != p.root and not gloo:
-            return [Rec("scatter", ((),), tuple(map(tuple, t)), (UNDEFINED,), (dt,) * len(t))]
+        if not gloo:  # NCCL: collective(outputs, inputs): the received tensor first, the list as output
+            if me != p.root:
+                return [Rec("scatter", tuple(map(tuple, t)), ((),), (dt,) * len(t), (UNDEFINED,))]
+            return [rec("scatter", t, root_in, dt)]
         return [rec("scatter", root_in if me == p.root else [], t, dt)]
     if kind in ("all_to_all", "all_to_all_single"):
         m = p.splits or even_splits(n)
@@ -194,11 +198,12 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
     return [rec(kind, t, t, dt)]
 
 
-def _placeholder(kind: str, rooted: str, sizes: Shapes, dt: str, gloo: bool) -> tuple[str, ...]:
-    """The dtypes of ``sizes``: NCCL's non-root ``gather`` passes the recorder one undefined tensor as its
-    outputs (``ProcessGroupNCCL::gather``: ``outputs.emplace_back()``), ``scatter`` as its inputs; the
-    recorder writes it as sizes ``[]`` and dtype ``Undefined``. gloo records no tensor there (``[]``)."""
-    if kind == rooted and not gloo and sizes == ((),):
+def _placeholder(kind: str, sizes: Shapes, dt: str, gloo: bool) -> tuple[str, ...]:
+    """The dtypes of output ``sizes``: NCCL's non-root ``gather`` passes the recorder one undefined tensor
+    as its outputs (``ProcessGroupNCCL::gather``: ``outputs.emplace_back()``), and so does ``scatter``, whose
+    placeholder list it passes ``collective()`` as outputs; the recorder writes it as sizes ``[]`` and dtype
+    ``Undefined``. gloo records no tensor there (``[]``)."""
+    if kind in ("gather", "scatter") and not gloo and sizes == ((),):
         return (UNDEFINED,)
     return (dt,) * len(sizes)
 

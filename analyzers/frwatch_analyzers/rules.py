@@ -358,10 +358,15 @@ def _all_to_all(
         why = "with two members neither rank's totals stand apart from the other's"
     else:
         why = "no single member's totals stand apart from the others'"
+    each = (
+        " (sent/expected: " + ", ".join(f"rank {r} {counts[r][0]}/{counts[r][1]}" for r in members) + ")"
+        if n <= 8
+        else ""
+    )
     return Imbalance(
         [],
-        f"{figures}; all_to_all_single records one total a rank, not its per-peer splits, and {why}: a wrong "
-        "split on any member fits these figures, so which rank's split is wrong is not in the dumps",
+        f"{figures}{each}; all_to_all_single records one total a rank, not its per-peer splits, and {why}: a "
+        "wrong split on any member fits these figures, so which rank's split is wrong is not in the dumps",
     )
 
 

@@ -10,8 +10,10 @@ At each sequence number the reference is the behaviour of the most ranks (not wh
 first), so the culprit does not depend on file order; who is wrong in a tie is decided later, from states
 and history (:mod:`.rootcause`).
 
-About 450 lines by choice: group membership and the comparison at each sequence number share the cluster,
-signature and in-flight helpers; the reduce step reads top to bottom in one file.
+About 490 lines by choice: group membership and the comparison at each sequence number share the cluster,
+signature and in-flight helpers; the reduce step reads top to bottom in one file. A broken balance reads
+the history of the same call where the rule needs it (the roots of earlier gathers, whether earlier
+all_to_alls split evenly), only at the sequence numbers where the balance is broken.
 """
 
 from __future__ import annotations

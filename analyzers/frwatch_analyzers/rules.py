@@ -7,7 +7,10 @@ c10d's recording (ProcessGroupNCCL.cpp, ProcessGroupGloo.cpp) and from real gloo
 backend records is in ``testing/kinds.py``). frwatch is stricter than torch only where the collective
 itself would fail or corrupt data: the all_to_all balance (what rank i sends to j is what j expects from
 i, where the dumps record it; otherwise the sums over the group), the root of gather and scatter, the
-sums of uneven all_gather and reduce_scatter.
+sums of uneven all_gather and reduce_scatter. Who broke a balance is decided here too: the root a call's
+history expects (:func:`predict_root`), the one member whose all_to_all totals stand apart from an even
+split; where the records cannot say, the text says why and no rank is named. Backends record gather and
+scatter in different orders and with placeholders; :func:`api_order` and :func:`elements` read them alike.
 
 The summary of an entry (its *signature*) keeps only the fields that must agree, so ranks that differ
 by design still cluster together and cost nothing; the fields that may differ travel as per-rank element

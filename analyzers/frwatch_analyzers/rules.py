@@ -319,7 +319,12 @@ def _all_to_all(
     expects T/N from every member, and the one rank whose input total is not T sends what its peers'
     output splits do not expect (or its output total is not T: it expects what they do not send)."""
     n = len(members)
-    if splits is not None and len(splits) == n and all(len(i) == n == len(o) for i, o in splits.values()):
+    if (
+        splits is not None
+        and len(splits) == n
+        and all(len(i) == n == len(o) for i, o in splits.values())
+        and not _pairs_agree(members, splits)
+    ):
         pos = {r: k for k, r in enumerate(members)}
         wrong: dict[int, int] = {}
         pairs = []
@@ -371,6 +376,14 @@ def _all_to_all(
         f"{figures}{each}; all_to_all_single records one total a rank, not its per-peer splits, and {why}: a "
         "wrong split on any member fits these figures, so which rank's split is wrong is not in the dumps",
     )
+
+
+def _pairs_agree(members: Sequence[int], splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]) -> bool:
+    """Does every rank send each peer what that peer expects from it? (Transposed and compared in C: a large
+    group's healthy exchanges cost no Python loop over its N x N pairs.)"""
+    # expected_from[i]: what each member j expects from member i
+    expected_from = list(zip(*(splits[j][1] for j in members), strict=True))
+    return all(splits[i][0] == expected_from[k] for k, i in enumerate(members))
 
 
 def _odd_totals(members: Sequence[int], counts: dict[int, tuple[int, int]]) -> tuple[int, int] | None:

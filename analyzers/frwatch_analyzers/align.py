@@ -26,6 +26,7 @@ from operator import itemgetter
 from .rules import Balance, Imbalance, check_balance, rule_for
 from .summarize import STATE_CODES, STATE_NAMES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
 from .tail_rows import find
+from .textfmt import ranks_text
 from .verdict import Category
 
 #: Disagreements kept per group: the first ones (the branch) and the last ones (where it hung).
@@ -306,13 +307,24 @@ def _check(
         # sums that balance can still hide a split table sent to the wrong peers: the pairs say so
         pgs = {r: traces[r].pgs[group.key] for r in members}
         counts = {r: _counts_at(pg, seq) for r, pg in pgs.items()}
-        return check_balance(
+        found = check_balance(
             balance,
             members,
             counts,
             splits if len(splits) == len(members) else None,
             even_before=_even_before(pgs, seq),
         )
+        if found is not None and not found.ranks:
+            # the states place the fault next to the members still in it, and no closer: a rank left waiting
+            # is short of what a peer sent (its own stale split, or the peer's), so it is not named
+            open_ = [r for r, pg in pgs.items() if in_flight(pg, seq, traces[r].has_states)]
+            if 0 < len(open_) < len(members):
+                found = Imbalance(
+                    [],
+                    f"{found.text}; {ranks_text(open_)} did not complete it while the others did: the "
+                    "elements missing or left over are between them and a peer, and either side's split fits",
+                )
+        return found
     if balance in (Balance.GATHER, Balance.SCATTER):
         if balance is Balance.GATHER:
             counts = {r: (one[0], 0) for r in members} | {r: (one[0], o) for r, o in outs}

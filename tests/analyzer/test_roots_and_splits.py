@@ -129,3 +129,20 @@ def test_a_second_root_is_a_desync_at_that_call_with_next_steps_about_the_root()
     assert v.earliest_branch is not None and v.earliest_branch.seq == 9
     assert "the dst each rank passes to gather" in v.next_steps[0], v.next_steps
     assert "rank 3 acted as root" in v.next_steps[0]
+
+
+def test_a_wrong_uneven_split_that_left_one_rank_waiting_says_so_and_still_names_no_rank() -> None:
+    """NCCL: the exchange completed on three members and stayed open on rank 1. Rank 1 is short of what a
+    peer sent, but its own stale split and the peer's fit alike: the states place the fault, no closer."""
+
+    def routing(step: int) -> list[list[int]]:
+        return [[(5 * i + 3 * j + step) % 13 + 1 for j in range(4)] for i in range(4)]
+
+    w = world(4).repeat(6, lambda x: x.all_to_all_single(splits=routing).all_reduce())
+    rows = routing(6)
+    recv = sum(rows[j][1] for j in range(4)) + 3  # rank 1 expects 3 rows more than it is sent
+    w = w.rank(1).sizes_at(7, [(sum(rows[1]), 1024)], [(recv, 1024)], hangs=False).stalls_at(7, completed_on=[0, 2, 3])
+    v = analyze_dumps(w.dumps())
+    assert (v.category, v.culprit_ranks) == (Category.size_mismatch, []), v.headline
+    assert "rank 1 did not complete it while the others did" in v.headline, v.headline
+    assert "not in the dumps" in v.headline

@@ -134,7 +134,8 @@ def test_a_rotating_root_is_healthy_and_a_second_root_names_the_rank_off_the_rot
     assert out.returncode == 1, out.stderr
     v = Verdict.model_validate_json(out.stdout)
     assert (v.category.value, v.culprit_ranks) == ("desync", [2])
-    assert v.earliest_branch is not None and (v.earliest_branch.seq, v.earliest_branch.op) == (9, "nccl:gather")
+    b = v.earliest_branch
+    assert b is not None and (b.seq, b.op) == (9, "nccl:gather")
     text = _run(str(tmp_path / "two-roots")).stdout
     assert "rank 0's root is rank 0; rank 2's root is rank 2" in text
     assert "it is rank 0, next in the rotation of roots" in text

@@ -96,7 +96,11 @@ def test_a_single_wrong_pair_names_the_sender_when_the_split_is_even() -> None:
     found = check_balance(Balance.ALL_TO_ALL, MEMBERS, counts, splits, even_before=True)
     assert found is not None and found.ranks == [2]
     tie = check_balance(Balance.ALL_TO_ALL, MEMBERS, counts, splits, even_before=None)
-    assert tie is not None and tie.ranks == [] and "which of ranks 0 and 2 is wrong is not in the dumps" in tie.text
+    assert (
+        tie is not None
+        and tie.ranks == []
+        and "which of ranks 0 and 2 is wrong is not in the dumps" in tie.text
+    )
 
 
 def test_the_one_line_verdict_names_the_op_the_culprit_issued() -> None:
@@ -141,7 +145,11 @@ def test_a_wrong_uneven_split_that_left_one_rank_waiting_says_so_and_still_names
     w = world(4).repeat(6, lambda x: x.all_to_all_single(splits=routing).all_reduce())
     rows = routing(6)
     recv = sum(rows[j][1] for j in range(4)) + 3  # rank 1 expects 3 rows more than it is sent
-    w = w.rank(1).sizes_at(7, [(sum(rows[1]), 1024)], [(recv, 1024)], hangs=False).stalls_at(7, completed_on=[0, 2, 3])
+    w = (
+        w.rank(1)
+        .sizes_at(7, [(sum(rows[1]), 1024)], [(recv, 1024)], hangs=False)
+        .stalls_at(7, completed_on=[0, 2, 3])
+    )
     v = analyze_dumps(w.dumps())
     assert (v.category, v.culprit_ranks) == (Category.size_mismatch, []), v.headline
     assert "rank 1 did not complete it while the others did" in v.headline, v.headline

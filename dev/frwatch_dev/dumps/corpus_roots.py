@@ -63,7 +63,13 @@ def rooted_cases() -> list[Case]:
     for kind in ("gather", "scatter", "broadcast", "reduce"):
         for backend in ("nccl", "gloo"):
             out.append(
-                _case(f"{kind}/rotating root [{backend}]", kind, "rotating root", _rotating(kind, backend), healthy)
+                _case(
+                    f"{kind}/rotating root [{backend}]",
+                    kind,
+                    "rotating root",
+                    _rotating(kind, backend),
+                    healthy,
+                )
             )
     for backend in ("nccl", "gloo"):
         # step 5 (seq 9): the rotation gives rank 0 (roots 0, 1, 2, 3 before); rank 2 also acts as root

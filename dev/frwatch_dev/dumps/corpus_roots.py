@@ -83,6 +83,17 @@ def rooted_cases() -> list[Case]:
                 _problem(Category.desync, (2,), 9),
             )
         )
+    # as NCCL can leave it: the non-roots' sends completed, both roots wait for a member that never sends
+    stalled = _rotating("gather", "nccl").rank(2).root_at(9, 2, hangs=False).stalls_at(9, completed_on=[1, 3])
+    out.append(
+        _case(
+            "gather/second root off the rotation, the non-roots completed [nccl]",
+            "gather",
+            "second root",
+            stalled,
+            _problem(Category.desync, (2,), 9),
+        )
+    )
     # scatter from rank 0 every step; at step 4 (seq 7) rank 2 also scatters, from itself
     fixed = world(SIZE).repeat(STEPS, lambda x: x.scatter(root=0).all_reduce())
     out.append(

@@ -341,8 +341,10 @@ def _check(
     return None
 
 
-#: Earlier calls of the same kind read back for a rooted or all_to_all call's history (per member).
+#: Earlier calls of the same kind read back for a rooted or all_to_all call's history (per member), and the
+#: most entries of other varying calls stepped over to find them (a rare call among frequent ones).
 HISTORY = 32
+HISTORY_SCAN = 1024
 
 
 def _counts_at(pg: PgTrace, seq: int) -> tuple[int, int]:
@@ -361,7 +363,8 @@ def _earlier(pgs: dict[int, PgTrace], seq: int) -> dict[int, dict[int, tuple[int
     for r, pg in pgs.items():
         sig, found = _sig_of(pg, seq), 0
         k = bisect.bisect_left(pg.var_seqs, seq) - 1
-        while k >= 0 and found < HISTORY:
+        stop = max(-1, k - HISTORY_SCAN)
+        while k > stop and found < HISTORY:
             s = pg.var_seqs[k]
             if _sig_of(pg, s) == sig:
                 found += 1

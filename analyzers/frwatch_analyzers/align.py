@@ -10,8 +10,10 @@ At each sequence number the reference is the behaviour of the most ranks (not wh
 first), so the culprit does not depend on file order; who is wrong in a tie is decided later, from states
 and history (:mod:`.rootcause`).
 
-About 450 lines by choice: group membership and the comparison at each sequence number share the cluster,
-signature and in-flight helpers; the reduce step reads top to bottom in one file.
+About 490 lines by choice: group membership and the comparison at each sequence number share the cluster,
+signature and in-flight helpers; the reduce step reads top to bottom in one file. A broken balance reads
+the history of the same call where the rule needs it (the roots of earlier gathers, whether earlier
+all_to_alls split evenly), only at the sequence numbers where the balance is broken.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from operator import itemgetter
 from .rules import Balance, Imbalance, check_balance, rule_for
 from .summarize import STATE_CODES, STATE_NAMES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
 from .tail_rows import find
+from .textfmt import ranks_text
 from .verdict import Category
 
 #: Disagreements kept per group: the first ones (the branch) and the last ones (where it hung).
@@ -261,11 +264,7 @@ def _balance_findings(
         )
         found = _check(balance, group, traces, s, total_in, total_out, ins, outs, first_in[s])
         if found is not None:
-            cat = (
-                Category.desync
-                if "root" in found.text and "disagree" in found.text
-                else Category.size_mismatch
-            )
+            cat = Category.desync if found.root else Category.size_mismatch  # another root: another call
             out.append(
                 Disagreement(
                     group.key, s, [View(sig, list(group.dumped))], cat, found.ranks, balance=found.text
@@ -297,44 +296,102 @@ def _check(
 ) -> Imbalance | None:
     members = group.members
     if balance is Balance.ALL_TO_ALL:
-        if total_in == total_out:
-            return None
         splits = {}
-        for r in members:
+        for r in members:  # per-peer lists (all_to_all with lists, where the rank's summary kept them)
             t = tail_entry(traces[r].pgs[group.key], seq)
             if t is None or t.splits is None:
                 break
             splits[r] = t.splits
-        counts = {r: (0, 0) for r in members}
-        counts[members[0]] = (total_in, total_out)
-        return check_balance(balance, members, counts, splits if len(splits) == len(members) else None)
+        if total_in == total_out and len(splits) != len(members):
+            return None  # the sums balance and no pair can be checked
+        # sums that balance can still hide a split table sent to the wrong peers: the pairs say so
+        pgs = {r: traces[r].pgs[group.key] for r in members}
+        counts = {r: _counts_at(pg, seq) for r, pg in pgs.items()}
+        found = check_balance(
+            balance,
+            members,
+            counts,
+            splits if len(splits) == len(members) else None,
+            even_before=_even_before(pgs, seq),
+        )
+        if found is not None and not found.ranks:
+            # the states place the fault next to the members still in it, and no closer: a rank left waiting
+            # is short of what a peer sent (its own stale split, or the peer's), so it is not named
+            open_ = [r for r, pg in pgs.items() if in_flight(pg, seq, traces[r].has_states)]
+            if 0 < len(open_) < len(members):
+                found = Imbalance(
+                    [],
+                    f"{found.text}; {ranks_text(open_)} did not complete it while the others did: the "
+                    "elements missing or left over are between them and a peer, and either side's split fits",
+                )
+        return found
     if balance in (Balance.GATHER, Balance.SCATTER):
         if balance is Balance.GATHER:
             counts = {r: (one[0], 0) for r in members} | {r: (one[0], o) for r, o in outs}
         else:
             counts = {r: (0, one[1]) for r in members} | {r: (i, one[1]) for r, i in ins}
-        found = check_balance(balance, members, counts)
-        if found is not None and len(found.ranks) > 1:
-            usual = [r for r in found.ranks if _was_root(traces[r].pgs[group.key], seq, balance)]
-            if len(usual) == 1:  # the root of the same call before: the others broke with it
-                wrong = [r for r in found.ranks if r != usual[0]]
-                return Imbalance(wrong, f"{found.text}; rank {usual[0]} was the root of this call before")
-        return found
+        roots = outs if balance is Balance.GATHER else ins
+        if len(roots) == 1:  # one root: only its size can be wrong, no history is needed
+            return check_balance(balance, members, counts)
+        pgs = {r: traces[r].pgs[group.key] for r in members}
+        return check_balance(balance, members, counts, roots_before=_roots_before(pgs, seq, balance))
     if balance in (Balance.GATHER_V, Balance.SCATTER_V):
         counts = {members[0]: (total_in, one[1]) if balance is Balance.GATHER_V else (one[0], total_out)}
         return check_balance(balance, members[:1], counts)
     return None
 
 
-def _was_root(pg: PgTrace, seq: int, balance: Balance) -> bool:
-    """Did this rank record the root's side of the same call (same signature) the last time before ``seq``?"""
-    sig = _sig_of(pg, seq)
-    side = pg.var_out if balance is Balance.GATHER else pg.var_in
-    for k in range(bisect.bisect_left(pg.var_seqs, seq) - 1, -1, -1):
-        s = pg.var_seqs[k]
-        if _sig_of(pg, s) == sig:
-            return side[k] > 0
-    return False
+#: Earlier calls of the same kind read back for a rooted or all_to_all call's history (per member), and the
+#: most entries of other varying calls stepped over to find them (a rare call among frequent ones).
+HISTORY = 32
+HISTORY_SCAN = 1024
+
+
+def _counts_at(pg: PgTrace, seq: int) -> tuple[int, int]:
+    """The rank's input and output elements at ``seq`` (a coalesced region's parts summed)."""
+    k = bisect.bisect_left(pg.var_seqs, seq)
+    i = o = 0
+    while k < len(pg.var_seqs) and pg.var_seqs[k] == seq:
+        i, o, k = i + pg.var_in[k], o + pg.var_out[k], k + 1
+    return i, o
+
+
+def _earlier(pgs: dict[int, PgTrace], seq: int) -> dict[int, dict[int, tuple[int, int]]]:
+    """Per earlier sequence number of the same call (each member's own signature at ``seq``) that every
+    member holds: member -> (input, output elements); the last :data:`HISTORY` of them."""
+    by_seq: dict[int, dict[int, tuple[int, int]]] = {}
+    for r, pg in pgs.items():
+        sig, found = _sig_of(pg, seq), 0
+        k = bisect.bisect_left(pg.var_seqs, seq) - 1
+        stop = max(-1, k - HISTORY_SCAN)
+        while k > stop and found < HISTORY:
+            s = pg.var_seqs[k]
+            if _sig_of(pg, s) == sig:
+                found += 1
+                by_seq.setdefault(s, {})[r] = (pg.var_in[k], pg.var_out[k])
+            k -= 1
+    return {s: v for s, v in sorted(by_seq.items()) if len(v) == len(pgs)}
+
+
+def _roots_before(pgs: dict[int, PgTrace], seq: int, balance: Balance) -> list[int]:
+    """The root of each earlier gather/scatter of the same call, oldest first (calls with one root)."""
+    side = 1 if balance is Balance.GATHER else 0
+    out = []
+    for held in _earlier(pgs, seq).values():
+        roots = [r for r, c in held.items() if c[side] > 0]
+        if len(roots) == 1:
+            out.append(roots[0])
+    return out
+
+
+def _even_before(pgs: dict[int, PgTrace], seq: int) -> bool | None:
+    """Did every member send and receive the same total at every earlier exchange of this all_to_all
+    (None: no earlier one that every member holds)?"""
+    earlier = _earlier(pgs, seq)
+    if not earlier:
+        return None
+    return all(len(set(held.values())) == 1 and next(iter(held.values()))[0] == next(iter(held.values()))[1]
+               for held in earlier.values())  # fmt: skip
 
 
 def _sig_of(pg: PgTrace, seq: int) -> int | None:

@@ -27,7 +27,7 @@ def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: boo
         return [
             first,
             "If it was killed from outside (OOM, eviction, a lost node), look at the node's memory and events at "
-            "that time; frwatch cannot see why a process died, only that it never joined the collective.",
+            "that time: a kill leaves no traceback in the rank's own log, only its exit code.",
         ]
     if kind == CulpritKind.cpu_stuck:
         return [
@@ -86,6 +86,14 @@ def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: boo
             f"ranks; {who} differ.",
             "Log the per-rank step counter and the tensor metadata there: find which input made "
             f"{who} build a different tensor (uneven batch, padding, a config read per rank).",
+        ]
+    if c.category == Category.desync and c.d is not None and c.d.balance:  # the members disagree on the root
+        side = "dst" if name == "gather" else "src"
+        return [
+            f"Log the {side} each rank passes to {name}{at} with a per-rank step counter, and all_gather it before "
+            f"the call to assert every rank passes the same root: {who if c.culprits else 'some ranks'} acted as "
+            "root where the group's root is another rank.",
+            "Check how the root is chosen (a rank-local counter, step or config value that drifted on one rank).",
         ]
     if c.category == Category.desync:
         return [

@@ -38,8 +38,8 @@ def render(v: Verdict) -> str:
         pg = b.process_group
         lines.append("")
         lines.append(
-            f"Earliest branch: pg {pg.name}{' (' + pg.desc + ')' if pg.desc and pg.desc != 'undefined' else ''}"
-            f" #{b.seq} {b.op}   members {ranks_text(pg.ranks)}"
+            f"Earliest branch: collective #{b.seq} of pg {pg.name}"
+            f"{' (' + pg.desc + ')' if pg.desc and pg.desc != 'undefined' else ''}, {b.op}   members {ranks_text(pg.ranks)}"
         )
         for ev in v.evidence[:1]:
             for view in ev.views:

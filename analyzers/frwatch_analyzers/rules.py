@@ -7,7 +7,10 @@ c10d's recording (ProcessGroupNCCL.cpp, ProcessGroupGloo.cpp) and from real gloo
 backend records is in ``testing/kinds.py``). frwatch is stricter than torch only where the collective
 itself would fail or corrupt data: the all_to_all balance (what rank i sends to j is what j expects from
 i, where the dumps record it; otherwise the sums over the group), the root of gather and scatter, the
-sums of uneven all_gather and reduce_scatter.
+sums of uneven all_gather and reduce_scatter. Who broke a balance is decided here too: the root a call's
+history expects (:func:`predict_root`), the one member whose all_to_all totals stand apart from an even
+split; where the records cannot say, the text says why and no rank is named. Backends record gather and
+scatter in different orders and with placeholders; :func:`api_order` and :func:`elements` read them alike.
 
 The summary of an entry (its *signature*) keeps only the fields that must agree, so ranks that differ
 by design still cluster together and cost nothing; the fields that may differ travel as per-rank element
@@ -16,6 +19,7 @@ counts (``VarRecord``) and are checked across the group by :func:`check_balance`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -190,6 +194,24 @@ def numel(sizes: Sequence[Sequence[int]]) -> int:
     return total
 
 
+#: The dtype c10 names an undefined tensor (``at::Tensor()``).
+UNDEFINED = "Undefined"
+
+
+def elements(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> int:
+    """Elements a rank passes in a list of tensors, an undefined tensor holding none.
+
+    NCCL's non-root members of ``gather`` (outputs) and ``scatter`` (inputs) hand the recorder one
+    undefined placeholder tensor: ``ProcessGroupNCCL::gather`` does ``outputs.emplace_back()`` "to fit the
+    collective interface", and the recorder (``FlightRecorder<>::recordWithResetEnabled``) writes its
+    ``sizes()`` (``[]``) and ``dtype`` (``Undefined``). Read as a shape, ``[]`` is a scalar of one element;
+    it is no tensor at all, so such a member records nothing on the root's side, as gloo's ``[]`` says.
+    torch's own matcher (``types.py``, ``Op.match``) ignores gather outputs and scatter inputs likewise."""
+    if UNDEFINED not in dtypes or len(dtypes) != len(sizes):
+        return numel(sizes)
+    return numel([s for s, d in zip(sizes, dtypes, strict=True) if d != UNDEFINED])
+
+
 def syntax_problem(rule: Rule, n: int, ins: Sequence[Sequence[int]], outs: Sequence[Sequence[int]]) -> str:
     """A rank's own sizes that cannot be right for a group of ``n`` members ("" when they can)."""
     if n < 1 or not rule.syntax or not ins or not outs:
@@ -206,12 +228,49 @@ def syntax_problem(rule: Rule, n: int, ins: Sequence[Sequence[int]], outs: Seque
     return ""
 
 
+Sides = tuple[tuple[tuple[int, ...], ...], tuple[str, ...], tuple[tuple[int, ...], ...], tuple[str, ...]]
+
+
+def api_order(
+    balance: Balance,
+    isz: tuple[tuple[int, ...], ...],
+    idt: tuple[str, ...],
+    osz: tuple[tuple[int, ...], ...],
+    odt: tuple[str, ...],
+) -> Sides:
+    """A gather or scatter entry with its sides as the API has them: a gather's list (the root's, or nothing)
+    on the outputs, a scatter's on the inputs; the one tensor every member sends or receives on the other.
+
+    Backends record them in different orders. gloo records the API's order. NCCL's ``scatter`` hands
+    ``collective()`` its output first (``ProcessGroupNCCL::scatter``: ``collective(outputs, inputs, ...)``,
+    "just to fit the collective interface"; pytorch#66745 calls the two swapped), so its record holds the
+    received tensor as input and the root's list (or the undefined placeholder) as output. The side that
+    is the list is read from the content: the one that is empty or undefined on a non-root member, the
+    one holding N tensors (or N times the elements) on the root."""
+    gather = balance is Balance.GATHER
+    list_s, list_d, one_s, one_d = (osz, odt, isz, idt) if gather else (isz, idt, osz, odt)
+    swap = False
+    if _nothing(one_s, one_d) != _nothing(list_s, list_d):
+        swap = _nothing(one_s, one_d)
+    elif not _nothing(one_s, one_d):
+        swap = len(one_s) > len(list_s) if len(one_s) != len(list_s) else numel(one_s) > numel(list_s)
+    if not swap:
+        return isz, idt, osz, odt
+    return osz, odt, isz, idt
+
+
+def _nothing(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> bool:
+    """No tensor (gloo's ``[]``) or only undefined placeholders (NCCL's ``[[]]``, ``Undefined``)."""
+    return not sizes or (len(dtypes) == len(sizes) and all(d == UNDEFINED for d in dtypes))
+
+
 @dataclass(frozen=True)
 class Imbalance:
     """A balance rule broken at one sequence number: who, and the figures that prove it."""
 
     ranks: list[int]  # the members whose record breaks it ([] when the records cannot say who)
     text: str
+    root: bool = False  # the members disagree on the root: another call, not other sizes (a desync)
 
 
 def check_balance(
@@ -219,59 +278,20 @@ def check_balance(
     members: Sequence[int],
     counts: dict[int, tuple[int, int]],
     splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] | None = None,
+    *,
+    roots_before: Sequence[int] = (),
+    even_before: bool | None = None,
 ) -> Imbalance | None:
     """Check one call across the group. ``counts``: member -> (input elements, output elements), for every
     member (the caller checks only seqs that every member holds); ``splits``: member -> per-peer input and
-    output elements, when every member recorded one tensor per peer."""
-    n = len(members)
+    output elements, when every member recorded one tensor per peer. The group's history of the same call:
+    ``roots_before``, the root of each earlier gather/scatter from this call (oldest first);
+    ``even_before``, whether every earlier exchange of this all_to_all was even (every member sent and
+    received the same total; None: no earlier one held by every member)."""
     if balance is Balance.ALL_TO_ALL:
-        if splits is not None and len(splits) == n and all(len(i) == n == len(o) for i, o in splits.values()):
-            pos = {r: k for k, r in enumerate(members)}
-            wrong: dict[int, int] = {}
-            pairs = []
-            for i in members:
-                for j in members:
-                    sent, expected = splits[i][0][pos[j]], splits[j][1][pos[i]]
-                    if sent != expected:
-                        pairs.append(f"rank {i} sends {sent} to rank {j}, which expects {expected}")
-                        wrong[i] = wrong.get(i, 0) + 1
-                        wrong[j] = wrong.get(j, 0) + 1
-            if pairs:
-                top = max(wrong.values())
-                culprits = sorted(r for r, c in wrong.items() if c == top)
-                if len(culprits) > 2:
-                    culprits = []
-                more = f" (and {len(pairs) - 2} more pairs)" if len(pairs) > 2 else ""
-                return Imbalance(culprits, "; ".join(pairs[:2]) + more)
-        sent = sum(i for i, _ in counts.values())
-        got = sum(o for _, o in counts.values())
-        if sent != got:
-            return Imbalance(
-                [],
-                f"the members send {sent} elements in all and expect {got}; all_to_all_single records no "
-                "per-peer splits, so which rank's split is wrong is not in the dumps",
-            )
-        return None
+        return _all_to_all(members, counts, splits, even_before)
     if balance in (Balance.GATHER, Balance.SCATTER):
-        side = 1 if balance is Balance.GATHER else 0
-        other = 1 - side
-        roots = [r for r in members if counts[r][side] > 0]
-        what = "outputs" if balance is Balance.GATHER else "inputs"
-        if len(roots) != 1:
-            return Imbalance(
-                roots,
-                f"{len(roots)} members record the root's {what} ({', '.join(map(str, roots)) or 'none'}): "
-                "the members disagree on the root",
-            )
-        root = roots[0]
-        each = {counts[r][other] for r in members}
-        if len(each) == 1 and counts[root][side] != n * next(iter(each)):
-            return Imbalance(
-                [root],
-                f"the root (rank {root}) records {counts[root][side]} elements of {what}, not {n} x "
-                f"{next(iter(each))}",
-            )
-        return None
+        return _rooted(balance, members, counts, roots_before)
     if balance in (Balance.GATHER_V, Balance.SCATTER_V):
         varying, fixed = (0, 1) if balance is Balance.GATHER_V else (1, 0)
         total = sum(c[varying] for c in counts.values())
@@ -281,3 +301,207 @@ def check_balance(
                 [], f"the members' parts sum to {total} elements, the whole holds {next(iter(whole))}"
             )
     return None
+
+
+# --- all_to_all: what i sends to j is what j expects from i ---------------------------------------------------
+def _all_to_all(
+    members: Sequence[int],
+    counts: dict[int, tuple[int, int]],
+    splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] | None,
+    even_before: bool | None,
+) -> Imbalance | None:
+    """Per pair where every member recorded one tensor per peer: the rank that breaks most pairs (a rank
+    whose own list is wrong breaks a pair with each peer it misjudged; each of those peers breaks one).
+    Two ranks that break the one pair between them are as suspect as each other (neither is named) unless
+    the call splits evenly (its history says so): then the one whose totals stand apart from every other
+    member's is wrong. With totals only (``all_to_all_single`` records one tensor a side), a rank can be named only when
+    the call splits evenly: every other member then sends and receives the same total T, so each of them
+    expects T/N from every member, and the one rank whose input total is not T sends what its peers'
+    output splits do not expect (or its output total is not T: it expects what they do not send)."""
+    n = len(members)
+    if (
+        splits is not None
+        and len(splits) == n
+        and all(len(i) == n == len(o) for i, o in splits.values())
+        and not _pairs_agree(members, splits)
+    ):
+        pos = {r: k for k, r in enumerate(members)}
+        wrong: dict[int, int] = {}
+        pairs = []
+        for i in members:
+            for j in members:
+                sent, expected = splits[i][0][pos[j]], splits[j][1][pos[i]]
+                if sent != expected:
+                    pairs.append(f"rank {i} sends {sent} to rank {j}, which expects {expected}")
+                    wrong[i] = wrong.get(i, 0) + 1
+                    wrong[j] = wrong.get(j, 0) + 1
+        if pairs:
+            top = max(wrong.values())
+            culprits = sorted(r for r, c in wrong.items() if c == top)
+            more = f" (and {len(pairs) - 2} more pairs)" if len(pairs) > 2 else ""
+            text = "; ".join(pairs[:2]) + more
+            if len(culprits) == 2:
+                odd = _odd_totals(members, counts) if even_before else None
+                if odd is not None and odd[0] in culprits:
+                    return Imbalance([odd[0]], f"{text}; {_odd_text(odd, counts, True)}")
+                return Imbalance(  # one pair, two records: naming both would blame an innocent rank
+                    [],
+                    f"{text}; the two records of that pair disagree and neither rank's totals stand apart, "
+                    f"so which of ranks {culprits[0]} and {culprits[1]} is wrong is not in the dumps",
+                )
+            if len(culprits) > 2:
+                culprits = []
+            return Imbalance(culprits, text)
+    sent = sum(i for i, _ in counts.values())
+    got = sum(o for _, o in counts.values())
+    if sent == got:
+        return None
+    odd = _odd_totals(members, counts) if even_before is not False else None
+    figures = f"the members send {sent} elements in all and expect {got}"
+    if odd is not None:
+        return Imbalance([odd[0]], f"{figures}: {_odd_text(odd, counts, bool(even_before))}")
+    if even_before is False:
+        why = "the totals differ by rank by design (uneven splits, as in earlier exchanges of this call)"
+    elif n < 3:
+        why = "with two members neither rank's totals stand apart from the other's"
+    else:
+        why = "no single member's totals stand apart from the others'"
+    each = (
+        " (sent/expected: " + ", ".join(f"rank {r} {counts[r][0]}/{counts[r][1]}" for r in members) + ")"
+        if n <= 8
+        else ""
+    )
+    return Imbalance(
+        [],
+        f"{figures}{each}; all_to_all_single records one total a rank, not its per-peer splits, and {why}: a "
+        "wrong split on any member fits these figures, so which rank's split is wrong is not in the dumps",
+    )
+
+
+def _pairs_agree(members: Sequence[int], splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]) -> bool:
+    """Does every rank send each peer what that peer expects from it? (Transposed and compared in C: a large
+    group's healthy exchanges cost no Python loop over its N x N pairs.)"""
+    # expected_from[i]: what each member j expects from member i
+    expected_from = list(zip(*(splits[j][1] for j in members), strict=True))
+    return all(splits[i][0] == expected_from[k] for k, i in enumerate(members))
+
+
+def _odd_totals(members: Sequence[int], counts: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
+    """(rank, T) when every member but that one sends and receives the same T elements (n >= 3)."""
+    if len(members) < 3:
+        return None
+    alike: dict[tuple[int, int], list[int]] = {}
+    for r in members:
+        alike.setdefault(counts[r], []).append(r)
+    if len(alike) != 2:
+        return None
+    (_, lone), (common, _) = sorted(alike.items(), key=lambda kv: len(kv[1]))
+    if len(lone) != 1 or common[0] != common[1]:
+        return None
+    return lone[0], common[0]
+
+
+def _odd_text(odd: tuple[int, int], counts: dict[int, tuple[int, int]], before: bool) -> str:
+    r, t = odd
+    i, o = counts[r]
+    also = ", as every member did at every earlier exchange of this call" if before else ""
+    even = f"every other member sends and receives {t} elements{also} (an even split)"
+    if i != t and o == t:
+        return f"rank {r} sends {i} elements in all where its peers' output splits expect {t} from it; {even}"
+    if o != t and i == t:
+        return f"rank {r} expects {o} elements in all where its peers send it {t}; {even}"
+    return f"rank {r} sends {i} and expects {o} elements in all; {even}"
+
+
+# --- gather and scatter: one root --------------------------------------------------------------------------
+def _rooted(
+    balance: Balance, members: Sequence[int], counts: dict[int, tuple[int, int]], roots_before: Sequence[int]
+) -> Imbalance | None:
+    """Exactly one member records the root's side (the list gathered or scattered); the root may change from
+    call to call (a rotating root is healthy). Non-root members record no root (FR 2.10 keeps no ``root``
+    field), so when several members act as root the one that departs is found from the history of this
+    call: the root the group used every time, or the next in its rotation or repeating pattern; the other
+    roots are the culprits. No member acting as root names the root the history expects. A history that
+    predicts no root names no rank."""
+    n = len(members)
+    side = 1 if balance is Balance.GATHER else 0
+    other = 1 - side
+    what = "gathered outputs" if balance is Balance.GATHER else "inputs to scatter"
+    roots = [r for r in members if counts[r][side] > 0]
+    if len(roots) == 1:
+        root = roots[0]
+        each = {counts[r][other] for r in members}
+        if len(each) == 1 and counts[root][side] != n * next(iter(each)):
+            return Imbalance(
+                [root],
+                f"the root (rank {root}) records {counts[root][side]} elements of {what}, not {n} x "
+                f"{next(iter(each))}",
+            )
+        return None
+    expected, how = predict_root(roots_before, members)
+    if roots:
+        acting = "; ".join(f"rank {r}'s root is rank {r}" for r in roots)
+        head = f"{_ranks(roots)} each record the {what} (each acts as the root: {acting})"
+        if expected in roots:
+            wrong = [r for r in roots if r != expected]
+            return Imbalance(
+                wrong,
+                f"{head}; the members disagree on the root: it is rank {expected}, {how}, so "
+                f"{_ranks(wrong)} {'departs' if len(wrong) == 1 else 'depart'} from it",
+                root=True,
+            )
+        why = (
+            f"rank {expected}, {how}, is not among them"
+            if expected is not None
+            else _no_prediction(roots_before)
+        )
+        return Imbalance([], f"{head}; the members disagree on the root, and {why}", root=True)
+    if expected is not None:
+        return Imbalance(
+            [expected],
+            f"no member records the {what}: the members disagree on the root; rank {expected} is the root, {how}, "
+            "and it acts as a non-root",
+            root=True,
+        )
+    return Imbalance(
+        [],
+        f"no member records the {what}: the members disagree on the root; {_no_prediction(roots_before)}",
+        root=True,
+    )
+
+
+def predict_root(history: Sequence[int], members: Sequence[int]) -> tuple[int | None, str]:
+    """The root the group's history of one call expects next, and why ("" when it expects none): the same
+    root every time; a rotation (each root a fixed step after the last, over at least three calls); or a
+    repeating pattern (the last period seen at least twice)."""
+    pos = {r: k for k, r in enumerate(members)}
+    idx = [pos[r] for r in history if r in pos]
+    n = len(members)
+    if not idx:
+        return None, ""
+    seen = ", ".join(map(str, history[-6:]))
+    if len(set(idx)) == 1:
+        return history[-1], f"the root of {'every' if len(idx) > 1 else 'the'} earlier call here ({seen})"
+    steps = {(b - a) % n for a, b in itertools.pairwise(idx)}
+    if len(idx) >= 3 and len(steps) == 1:
+        nxt = members[(idx[-1] + steps.pop()) % n]
+        return nxt, f"next in the rotation of roots of the earlier calls here ({seen} -> {nxt})"
+    for p in range(2, len(idx) // 2 + 1):
+        if all(idx[k] == idx[k - p] for k in range(p, len(idx))):
+            nxt = members[idx[-p]]
+            return nxt, f"next in the repeating pattern of roots of the earlier calls here ({seen} -> {nxt})"
+    return None, ""
+
+
+def _no_prediction(history: Sequence[int]) -> str:
+    if not history:
+        return "no earlier call here says which root the group uses, so no rank is named"
+    return (
+        f"the roots of the earlier calls here ({', '.join(map(str, history[-6:]))}) follow no pattern that "
+        "says which one is right, so no rank is named"
+    )
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    rs = sorted(ranks)
+    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ", ".join(map(str, rs))

@@ -26,7 +26,8 @@ from typing import Any
 
 from . import fastscan, fields
 from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
-from .rules import Rule, rule_for
+from .rules import Balance, Rule, api_order, rule_for
+from .rules import elements as _elements
 from .rules import numel as _numel
 from .safe_load import DumpError, describe
 from .safe_text import printable
@@ -70,6 +71,8 @@ _FIELD_NAMES = (
 _CREATED = operator.methodcaller("get", "time_created_ns", 0)
 _FIELDS_NO_FRAMES = itemgetter(*_FIELD_NAMES)
 _FIELDS = itemgetter(*_FIELD_NAMES, "frames")
+
+_ROOTED = (Balance.GATHER, Balance.SCATTER)
 
 _P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>[0-9]{1,9})\s*(?P<arrow>->|<-)\s*(?P<b>[0-9]{1,9})$")
 
@@ -525,19 +528,22 @@ class Summarizer:
             rule = self._rules[op] = rule_for(op)
         sizes_in = fields.sizes(isz, "input_sizes", where)  # hashable, type-checked copies
         sizes_out = fields.sizes(osz, "output_sizes", where)
-        kept = _compat(
-            rule,
-            sizes_in,
-            fields.dtypes(idt, "input_dtypes", where),
-            sizes_out,
-            fields.dtypes(odt, "output_dtypes", where),
-        )
+        dtypes_in = fields.dtypes(idt, "input_dtypes", where)
+        dtypes_out = fields.dtypes(odt, "output_dtypes", where)
+        if rule.balance in _ROOTED:  # NCCL records scatter's sides swapped: read them as the API has them
+            sizes_in, dtypes_in, sizes_out, dtypes_out = api_order(
+                rule.balance, sizes_in, dtypes_in, sizes_out, dtypes_out
+            )
+        kept = _compat(rule, sizes_in, dtypes_in, sizes_out, dtypes_out)
         raw_key = (op, *kept, site)
         varying = rule.varying
         sig = self._key_cache.get(raw_key)
         if sig is None:
             sig = self._key_cache[raw_key] = self._new_sig(op, kept, site, varying, self.details)
-        n_in, n_out = (_numel(sizes_in), _numel(sizes_out)) if varying else (0, 0)
+        # an undefined placeholder (NCCL's non-root gather/scatter) holds no element: see rules.elements
+        n_in, n_out = (
+            (_elements(sizes_in, dtypes_in), _elements(sizes_out, dtypes_out)) if varying else (0, 0)
+        )
         return sig, varying, n_in, n_out
 
     def _new_details(self, per_pg: Mapping[str, tuple[Any, ...]], p2p: list[P2PEntry]) -> dict[int, EntrySig]:

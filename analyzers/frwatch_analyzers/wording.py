@@ -13,6 +13,7 @@ import statistics
 from .history import sig_at
 from .manifest import Manifest
 from .rootcause import Candidate, Context
+from .rules import numel
 from .textfmt import call_site_text, op_short, ranks_text
 from .verdict import Category, CulpritKind
 
@@ -26,40 +27,46 @@ def headline(ctx: Context, c: Candidate) -> str:
     waiting = _waiting(c)
     if c.kind == CulpritKind.crashed:
         verb = "wait" if len(waiting) > 1 else "waits"
-        return f"{ranks_text(c.culprits)} left no dump while {ranks_text(waiting)} {verb} in {op} #{s} of {g.label}"
+        return f"{ranks_text(c.culprits)} left no dump while {ranks_text(waiting)} {verb} in {at(op, s, g.label)}"
     if c.category == Category.missing_rank and c.culprits:
         verb = "wait" if len(waiting) > 1 else "waits"
         tie = " (as many ranks on each side: which side is wrong is not in the dumps)" if c.undecided else ""
-        return f"{ranks_text(c.culprits)} never enqueued {op} #{s} in {g.label} that {ranks_text(waiting)} {verb} in{tie}"
+        return f"{ranks_text(c.culprits)} never enqueued {at(op, s, g.label)} that {ranks_text(waiting)} {verb} in{tie}"
     if c.category == Category.missing_rank:
         verb = "wait" if len(waiting) > 1 else "waits"
-        return f"{ranks_text(waiting)} {verb} in {op} #{s} of {g.label} for ranks blocked elsewhere"
+        return f"{ranks_text(waiting)} {verb} in {at(op, s, g.label)} for ranks blocked elsewhere"
     if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
         absent = c.states.get("absent", []) + c.states.get("no dump", [])
         return (
-            f"desync in {g.label} at #{s}: {ranks_text(c.culprits)} issued an extra {op_short(ctx.op(g, s, c.culprits))} "
+            f"desync at collective #{s} of {g.label}: {ranks_text(c.culprits)} issued an extra {op_short(ctx.op(g, s, c.culprits))} "
             f"that {ranks_text(absent)} never issued"
         )
     if c.category == Category.gpu_hang:
         others = sorted(set(c.states["started"]) | set(c.states["completed"]))
         return (
-            f"GPU hang on {ranks_text(c.culprits)}: {op} #{s} of {g.label} was scheduled but never started "
+            f"GPU hang on {ranks_text(c.culprits)}: {at(op, s, g.label)} was scheduled but never started "
             f"there, while {ranks_text(others)} started it"
         )
     if c.category == Category.network_hang:
-        return f"network hang: every member of {g.label} started {op} #{s} and none completed it"
+        return f"network hang: every member of {g.label} started {at(op, s)} and none completed it"
     if c.category == Category.transport_stall:
         return (
-            f"transport stall: {op} #{s} of {g.label} completed on {ranks_text(c.states['completed'])} and not "
+            f"transport stall: {at(op, s, g.label)} completed on {ranks_text(c.states['completed'])} and not "
             f"on {ranks_text(c.culprits)}"
         )
     if c.category == Category.inconclusive:
         if not ctx.states:
-            return f"every member of {g.label} waits in {op} #{s} and they agree on it"
+            return f"every member of {g.label} waits in {at(op, s)} and they agree on it"
         if ctx.timing and not c.states.get("started"):
-            return f"every member of {g.label} enqueued {op} #{s} and none started it"
-        return f"every member of {g.label} enqueued {op} #{s} and none completed it"
+            return f"every member of {g.label} enqueued {at(op, s)} and none started it"
+        return f"every member of {g.label} enqueued {at(op, s)} and none completed it"
     return _mismatch_headline(ctx, c)
+
+
+def at(op: str, seq: int, label: str = "") -> str:
+    """``all_reduce at collective #5 of pg 0``: the number counts every collective of the group, not the
+    calls of this op nor training steps, and the words say so."""
+    return f"{op} at collective #{seq}{f' of {label}' if label else ''}"
 
 
 def _p2p_headline(ctx: Context, c: Candidate) -> str:
@@ -112,17 +119,22 @@ def _mismatch_headline(ctx: Context, c: Candidate) -> str:
     if d.balance:
         verb = "disagrees" if len(c.culprits) == 1 else "disagree"
         whose = f"{ranks_text(c.culprits)} {verb} with the others: " if c.culprits else ""
-        return f"{_KIND[c.category]} at {g.label} #{c.seq} {op_short(c.op)}: {whose}{d.balance}"
+        return f"{kind_words(ctx, c)} in {at(op_short(c.op), c.seq, g.label)}: {whose}{d.balance}"
     ref = d.views[0]
     odd_views = [v for v in d.views[1:] if v.sig is not None]
     odd = "; ".join(_describe(ctx, v.sig, v.ranks, c.category) for v in odd_views if v.sig is not None)
     absent = [r for v in d.views[1:] if v.sig is None for r in v.ranks]
     absent_txt = f"; {ranks_text(absent)} never enqueued it" if absent else ""
-    kind = "call-site desync" if d.call_site_only else _KIND.get(c.category, c.category.value)
-    what = "" if c.category == Category.desync else f" {op_short(c.op)}"
+    kind = "call-site desync" if d.call_site_only else kind_words(ctx, c)
+    where = (
+        f"collective #{c.seq} of {g.label}"
+        if c.category == Category.desync
+        else at(op_short(c.op), c.seq, g.label)
+    )
     tie = " (as many ranks on each side: which side is wrong is not in the dumps)" if c.undecided else ""
     assert ref.sig is not None
-    return f"{kind} at {g.label} #{c.seq}{what}: {odd} vs {_describe(ctx, ref.sig, ref.ranks, c.category)}{absent_txt}{tie}"
+    vs = _describe(ctx, ref.sig, ref.ranks, c.category)
+    return f"{kind} {'at' if c.category == Category.desync else 'in'} {where}: {odd} vs {vs}{absent_txt}{tie}"
 
 
 _KIND = {
@@ -131,6 +143,34 @@ _KIND = {
     Category.dtype_mismatch: "dtype mismatch",
     Category.tensor_count_mismatch: "tensor count mismatch",
 }
+
+
+def kind_words(ctx: Context, c: Candidate) -> str:
+    """The finding's name; a size mismatch whose sides hold the same number of elements is a *shape*
+    mismatch (a reshape: gloo and NCCL run it and the result lands in the wrong layout)."""
+    if c.category == Category.size_mismatch and _same_numel(ctx, c):
+        return "shape mismatch"
+    return _KIND.get(c.category, c.category.value)
+
+
+def _same_numel(ctx: Context, c: Candidate) -> bool:
+    if c.d is None or c.d.balance:
+        return False
+    sigs = [ctx.details.get(v.sig) for v in c.d.views if v.sig is not None]
+    if len(sigs) < 2 or any(s is None for s in sigs):
+        return False
+    counts = {(numel(s.input_sizes), numel(s.output_sizes)) for s in sigs if s is not None}
+    shapes = {(s.input_sizes, s.output_sizes) for s in sigs if s is not None}
+    return len(counts) == 1 and len(shapes) > 1
+
+
+def culprit_op(ctx: Context, c: Candidate) -> str:
+    """The op the culprits themselves issued at the finding (the reference's op when they are the
+    reference, or no view names them)."""
+    for v in c.d.views if c.d is not None else []:
+        if v.sig is not None and set(v.ranks) & set(c.culprits) and v.sig in ctx.details:
+            return ctx.details[v.sig].op
+    return c.op
 
 
 def _describe(ctx: Context, sig: int, ranks: list[int], cat: Category) -> str:
@@ -169,10 +209,13 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
     if c.category == Category.missing_rank:
         return " ".join([f"{head}.", *_absent_texts(ctx, c, manifest)]).strip()
     if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
+        absent = c.states.get("absent", [])
+        not_stuck = (
+            f" {ranks_text(absent)} {'is' if len(absent) == 1 else 'are'} not stuck in it." if absent else ""
+        )
         return (
             f"{head}. Only {ranks_text(c.culprits)} enqueued it, and {c.note}: "
-            f"{'it' if len(c.culprits) == 1 else 'they'} issued an extra call; "
-            f"{ranks_text(c.states.get('absent', []))} are not stuck in it."
+            f"{'it' if len(c.culprits) == 1 else 'they'} issued an extra call.{not_stuck}"
         )
     if c.category == Category.gpu_hang:
         prev = _prev_state(ctx, c)
@@ -227,7 +270,7 @@ def _absent_text(ctx: Context, c: Candidate, ranks: list[int], manifest: Manifes
     if st is None or st.what == "no_dump":
         ended = "".join(_ended_text(manifest, x) for x in ranks[:4])
         return (
-            f"{who} left no dump while {ranks_text(waiting)} waited at #{c.seq}: {it} most likely crashed or "
+            f"{who} left no dump while {ranks_text(waiting)} waited at collective #{c.seq}: {it} most likely crashed or "
             f"{'was' if one else 'were'} killed before dumping (a process abort, OOM, a lost node).{ended}"
         )
     if st.what == "moved_on" and st.where is not None:
@@ -240,7 +283,7 @@ def _absent_text(ctx: Context, c: Candidate, ranks: list[int], manifest: Manifes
     if st.what == "blocked" and st.where is not None:
         return (
             f"{who} {is_} blocked inside {_op_of(ctx, r, st.where.key, st.where.seq)} of "
-            f"{ctx.groups[st.where.key].label}, so {it} never reached #{c.seq} here."
+            f"{ctx.groups[st.where.key].label}, so {it} never reached collective #{c.seq} here."
         )
     pg = ctx.traces[r].pgs.get(c.group.key)
     last = pg.seqs[-1] if pg is not None and len(pg.seqs) else None
@@ -289,7 +332,8 @@ def _mismatch_detail(ctx: Context, c: Candidate, head: str) -> str:
         )
     else:
         parts.append(
-            f"The ranks stopped agreeing at #{c.seq} of {c.group.label}; later disagreements follow from it."
+            f"The ranks stopped agreeing at collective #{c.seq} of {c.group.label}; later disagreements follow "
+            "from it."
         )
     if c.group.no_dump and c.category in (Category.size_mismatch, Category.dtype_mismatch):
         parts.append(
@@ -331,7 +375,7 @@ def _prev_state(ctx: Context, c: Candidate) -> str:
 def _op_of(ctx: Context, rank: int, key: str, seq: int) -> str:
     sig = sig_at(ctx.traces, rank, key, seq)
     s = ctx.details.get(sig) if sig is not None else None
-    return f"{op_short(s.op)} #{seq}" if s else f"#{seq}"
+    return at(op_short(s.op), seq) if s else f"collective #{seq}"
 
 
 def _quiet(ctx: Context, c: Candidate, r: int) -> str:
@@ -388,33 +432,45 @@ def exit_known(m: Manifest | None, ranks: list[int]) -> bool:
 
 # --- the short form -------------------------------------------------------------------------------------------
 def short(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
-    """The verdict in at most 120 characters: what, who, where."""
-    who, op, where = ranks_text(c.culprits), op_short(c.op), f"#{c.seq} ({c.group.label})"
+    """The verdict in at most 120 characters: what, who (with the op they issued), where ("collective #N
+    of pg X": the number counts the group's collectives, not calls of one op or training steps)."""
+    who, op, where = ranks_text(c.culprits), op_short(c.op), f"collective #{c.seq} of {c.group.label}"
     k = c.kind
     if k == CulpritKind.crashed:
         ended = _ended_text(manifest, c.culprits[0]) if c.culprits else ""
         code = ""
         if "exit code" in ended:
             code = ", exit " + ended.split("exit code", 1)[1].strip().rstrip(".")
-        text = f"{who} crashed (no dump{code}); the others wait in {op} {where}"
+        text = f"{who} crashed (no dump{code}); the others wait in {op}, {where}"
     elif k == CulpritKind.cpu_stuck:
-        text = f"{who} CPU-stuck: never enqueued {op} {where} that the others wait in"
+        text = f"{who} CPU-stuck: never enqueued {op}, {where}, that the others wait in"
     elif k == CulpritKind.took_another_path:
-        text = f"{who} took another path: skipped {op} {where}"
+        text = f"{who} took another path: skipped {op}, {where}"
     elif k == CulpritKind.extra_call:
-        text = f"{who} issued an extra call at {where}"
+        text = f"{who} issued an extra {op_short(culprit_op(ctx, c))} at {where}"
     elif k == CulpritKind.gpu_hang:
-        text = f"GPU hang on {who}: {op} {where} never started there"
+        text = f"GPU hang on {who}: {op}, {where}, never started there"
     elif k == CulpritKind.network_hang:
-        text = f"network hang: every member started {op} {where}, none completed"
+        text = f"network hang: every member started {op}, {where}, none completed"
     elif k == CulpritKind.transport_stall:
-        text = f"transport stall: {op} {where} not completed on {who}, completed on others"
+        text = f"transport stall: {op}, {where}, not completed on {who}, completed on others"
     elif k == CulpritKind.mismatched_call:
-        text = f"{_KIND.get(c.category, c.category.value)}: {who} at {op} {where}"
+        mine = op_short(culprit_op(ctx, c))
+        if c.category == Category.desync and c.d is not None and c.d.balance:
+            whose = (
+                f"{who} disagree{'s' if len(c.culprits) == 1 else ''}"
+                if c.culprits
+                else "the members disagree"
+            )
+            text = f"desync: {whose} on the root of {op}, {where}"
+        elif c.category == Category.desync and mine != op:
+            text = f"desync: {who} issued {mine} where the others issued {op}, {where}"
+        else:
+            text = f"{kind_words(ctx, c)}: {who} at {mine}, {where}"
     elif c.category == Category.inconclusive:
-        text = f"inconclusive: every member waits in {op} {where}"
+        text = f"inconclusive: every member waits in {op}, {where}"
     else:
-        text = f"{c.category.value.replace('_', ' ')} at {op} {where}" + (f": {who}" if c.culprits else "")
+        text = f"{c.category.value.replace('_', ' ')} at {op}, {where}" + (f": {who}" if c.culprits else "")
     return _cut(text)
 
 

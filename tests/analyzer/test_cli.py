@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.verdict import Verdict
-from frwatch_dev.dumps import world
+from frwatch_dev.dumps import World, world
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def test_text_report_names_the_culprit_and_exits_0(tmp_path: Path) -> None:
     out = _run(str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "PROBLEM / missing_rank" in out.stdout
-    assert "rank 3 never enqueued all_reduce #10" in out.stdout
+    assert "rank 3 never enqueued all_reduce at collective #10 of pg 0" in out.stdout
     assert "Next steps:" in out.stdout
 
 
@@ -114,3 +114,28 @@ def test_s3_down_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "cannot list the dumps" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_rotating_root_is_healthy_and_a_second_root_names_the_rank_off_the_rotation(tmp_path: Path) -> None:
+    """NCCL dumps of a gather whose root rotates every step (non-roots record one undefined tensor, as
+    ProcessGroupNCCL::gather passes the recorder); at step 5 rank 2 also acts as root."""
+
+    def rotating() -> World:
+        w = world(4)
+        for step in range(6):
+            w = w.gather(root=step % 4).all_reduce()
+        return w
+
+    rotating().write(tmp_path / "healthy")
+    ok = _run(str(tmp_path / "healthy"), "--fail-on", "problem")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    rotating().rank(2).root_at(9, 2).write(tmp_path / "two-roots")
+    out = _run(str(tmp_path / "two-roots"), "--format", "json", "--fail-on", "problem")
+    assert out.returncode == 1, out.stderr
+    v = Verdict.model_validate_json(out.stdout)
+    assert (v.category.value, v.culprit_ranks) == ("desync", [2])
+    b = v.earliest_branch
+    assert b is not None and (b.seq, b.op) == (9, "nccl:gather")
+    text = _run(str(tmp_path / "two-roots")).stdout
+    assert "rank 0's root is rank 0; rank 2's root is rank 2" in text
+    assert "it is rank 0, next in the rotation of roots" in text

@@ -65,7 +65,7 @@ def test_missing_rank_headline_and_groups() -> None:
     v = analyze_dumps(world(8).all_reduce(steps=40).rank(7).stops_at(41).dumps())
     assert v.category == Category.missing_rank
     assert v.culprit_ranks == [7]
-    assert v.headline.startswith("rank 7 never enqueued all_reduce #41")
+    assert v.headline.startswith("rank 7 never enqueued all_reduce at collective #41 of pg 0")
     labels = {tuple(g.ranks): g.label for g in v.groups}
     assert "started" in labels[(0, 1, 2, 3, 4, 5, 6)]
     assert labels[(7,)].startswith("culprit")

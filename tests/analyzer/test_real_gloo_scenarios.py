@@ -208,7 +208,24 @@ def test_a_gather_to_the_wrong_root_names_the_rank_that_broke_with_the_usual_roo
     v = verdict_of("gather_root")
     assert v.category == Category.desync and v.culprit_ranks == [1]
     assert v.earliest_branch is not None and v.earliest_branch.op == "gloo:gather"
-    assert "rank 0 was the root of this call before" in v.headline
+    assert "rank 0's root is rank 0; rank 1's root is rank 1" in v.headline, v.headline
+    assert "it is rank 0, the root of every earlier call here" in v.headline
+
+
+def test_a_root_that_rotates_every_step_is_healthy(verdict_of: Callable[..., Verdict]) -> None:
+    """The MoE exchange gathers to and scatters from rank (step - 1) % 4: another root every step."""
+    v = verdict_of("moe", "--rotate-root")
+    assert v.status == Status.healthy, v.headline
+
+
+def test_a_second_root_off_the_rotation_names_that_rank_not_the_rotation_s_root(
+    verdict_of: Callable[..., Verdict],
+) -> None:
+    """At step 7 the rotation gives rank 2; rank 1 gathers to itself as well: every rank times out."""
+    v = verdict_of("gather_root", "--rotate-root", "--fault-step", "7")
+    assert v.category == Category.desync and v.culprit_ranks == [1], v.headline
+    assert v.earliest_branch is not None and v.earliest_branch.op == "gloo:gather"
+    assert "next in the rotation of roots" in v.headline and "(0, 1, 2, 3, 0, 1 -> 2)" in v.headline
 
 
 def test_an_earlier_on_demand_dump_of_every_rank_is_used_by_content(

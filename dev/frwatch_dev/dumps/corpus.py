@@ -170,10 +170,10 @@ def _bigger(w: World, t: _Type, lay: _Layout) -> tuple[list[list[int]], list[lis
     recs = records(op.payload(0), backend=w.backend, n=len(lay.members), me=lay.members.index(lay.culprit))
     recs = recs[:1]  # the only entry, or a region's first op
     r = recs[0]
-    ins = [[2 * s[0], *s[1:]] for s in r.input_sizes]
+    ins = [[2 * s[0], *s[1:]] if s else [] for s in r.input_sizes]  # [] : NCCL's undefined placeholder
     outs = [list(s) for s in r.output_sizes]
     if t.name not in ("all_to_all", "all_to_all_single", "gather"):
-        outs = [[2 * s[0], *s[1:]] for s in r.output_sizes]
+        outs = [[2 * s[0], *s[1:]] if s else [] for s in r.output_sizes]
     return ins, outs
 
 
@@ -416,7 +416,9 @@ def cases() -> list[Case]:
             out += _collective_cases(t, GLOO_LAYOUTS[i % len(GLOO_LAYOUTS)], "gloo", i)
     for kind in ("send/recv", "batch_isend_irecv"):
         out += _p2p_cases(kind)
-    return out
+    from .corpus_roots import all_to_all_cases, rooted_cases  # they build on this module's Case and Truth
+
+    return out + rooted_cases() + all_to_all_cases()
 
 
 def check(v: Verdict, truth: Truth) -> list[str]:

@@ -15,7 +15,11 @@ Read from c10d (ProcessGroupNCCL.cpp, ProcessGroupGloo.cpp) and checked against 
   barrier as a one-byte ``all_reduce_barrier``, ``all_to_all_single`` as ``all_to_all`` with one tensor;
   an uneven ``all_gather`` as a coalesced region of ``_broadcast_oop`` (one per member, the same sizes on
   every rank) closed by ``ALLGATHER_coalesced``, an uneven ``reduce_scatter`` likewise with ``_reduce_oop``
-  and ``REDUCE_SCATTER_coalesced``; ``gather``/``scatter`` keep the list on the root only.
+  and ``REDUCE_SCATTER_coalesced``; ``gather``/``scatter`` keep the list on the root only, and each other
+  member records one undefined tensor in its place (sizes ``[]``, dtype ``Undefined``: the placeholder
+  ``ProcessGroupNCCL::gather``/``scatter`` pass to ``collective()``). ``scatter`` passes ``collective()``
+  its output first, so the record holds the received tensor as input and the list (or the placeholder)
+  as output.
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ NCCL_ONLY = frozenset(
         "coalesced",
     }
 )
+
+#: The dtype c10 names an undefined tensor (``at::Tensor()``).
+UNDEFINED = "Undefined"
 
 SHARD = 524_288  # elements of an FSDP shard
 BUCKET = 6_553_600  # elements of a 25 MB gradient bucket
@@ -124,7 +131,8 @@ def records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
         return [*(parts * p.count)[: p.count], out[-1]]
     r = out[0]
     ins, outs = (r.input_sizes * p.count)[: p.count], (r.output_sizes * p.count)[: p.count]
-    return [Rec(r.name, ins, outs, (p.dtype,) * len(ins), (p.dtype,) * len(outs))]
+    idt, odt = (r.input_dtypes * p.count)[: p.count], (r.output_dtypes * p.count)[: p.count]
+    return [Rec(r.name, ins, outs, idt or (p.dtype,) * len(ins), odt or (p.dtype,) * len(outs))]
 
 
 def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
@@ -146,7 +154,9 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
         return [*parts, end]
     if p.explicit is not None:
         ins, outs = p.explicit
-        return [Rec(_recorded_name(kind, backend), ins, outs, (dt,) * len(ins), (dt,) * len(outs))]
+        idt = (dt,) * len(ins)
+        odt = _placeholder(kind, outs, dt, gloo)
+        return [Rec(_recorded_name(kind, backend), ins, outs, idt, odt)]
     if kind in ("all_reduce", "broadcast", "reduce"):
         return [rec(kind, t, t, dt)]
     if kind == "all_reduce_coalesced":
@@ -165,9 +175,15 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
         return [rec(kind, [(n * _numel(s),) for s in t], t, dt)]
     if kind == "gather":
         root_out = [(n, *s) for s in t] if gloo else [s for s in t for _ in range(n)]
+        if me != p.root and not gloo:  # NCCL: one undefined placeholder (see _placeholder)
+            return [Rec("gather", tuple(map(tuple, t)), ((),), (dt,) * len(t), (UNDEFINED,))]
         return [rec("gather", t, root_out if me == p.root else [], dt)]
     if kind == "scatter":
         root_in = [(n, *s) for s in t] if gloo else [s for s in t for _ in range(n)]
+        if not gloo:  # NCCL: collective(outputs, inputs): the received tensor first, the list as output
+            if me != p.root:
+                return [Rec("scatter", tuple(map(tuple, t)), ((),), (dt,) * len(t), (UNDEFINED,))]
+            return [rec("scatter", t, root_in, dt)]
         return [rec("scatter", root_in if me == p.root else [], t, dt)]
     if kind in ("all_to_all", "all_to_all_single"):
         m = p.splits or even_splits(n)
@@ -180,6 +196,16 @@ def _records(p: Payload, *, backend: str, n: int, me: int) -> list[Rec]:
             ]
         return [rec("all_to_all", send, recv, dt)]
     return [rec(kind, t, t, dt)]
+
+
+def _placeholder(kind: str, sizes: Shapes, dt: str, gloo: bool) -> tuple[str, ...]:
+    """The dtypes of output ``sizes``: NCCL's non-root ``gather`` passes the recorder one undefined tensor
+    as its outputs (``ProcessGroupNCCL::gather``: ``outputs.emplace_back()``), and so does ``scatter``, whose
+    placeholder list it passes ``collective()`` as outputs; the recorder writes it as sizes ``[]`` and dtype
+    ``Undefined``. gloo records no tensor there (``[]``)."""
+    if kind in ("gather", "scatter") and not gloo and sizes == ((),):
+        return (UNDEFINED,)
+    return (dt,) * len(sizes)
 
 
 def _recorded_name(kind: str, backend: str) -> str:

@@ -26,7 +26,7 @@ DEFAULT_GROUP = "default"
 
 FaultKind = Literal[
     "stop", "skip", "extra", "op", "sizes", "dtype", "count", "call_site", "not_started", "network", "stall"
-]
+] | Literal["root"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ class Fault:
     count: int = 0
     frames: tuple[tuple[str, str, int], ...] = ()
     completed_on: frozenset[int] = frozenset()  # stall: the members that completed it; network: whose part
+    root: int = -1  # root: the group-local root this rank passes instead of the program's
 
 
 def shapes(value: Iterable[Iterable[int]] | None) -> Shapes | None:
@@ -419,6 +420,11 @@ class RankFaults:
         ins = shapes(input_sizes) or ()
         outs = shapes(output_sizes) if output_sizes is not None else ins
         return self._add(seq, "sizes", group, hangs=hangs, explicit=(ins, outs or ()))
+
+    def root_at(self, seq: int, root: int, *, group: str = DEFAULT_GROUP, hangs: bool = True) -> World:
+        """The rank passes another (group-local) ``root`` to the rooted collective at ``seq``: as the root
+        of a gather or scatter it records the root's list, elsewhere the non-root's placeholder."""
+        return self._add(seq, "root", group, hangs=hangs, root=root)
 
     def dtype_at(self, seq: int, dtype: str, *, group: str = DEFAULT_GROUP, hangs: bool = True) -> World:
         """The rank's tensors have another dtype (``'Double'``, ``'BFloat16'``...) at ``seq``."""

@@ -203,6 +203,8 @@ class _Simulation:
                     payload = replace(payload, explicit=f.explicit)
                 elif f.what == "dtype":
                     payload = replace(payload, dtype=f.dtype)
+                elif f.what == "root":
+                    payload = replace(payload, root=f.root)
                 elif f.what == "count":
                     payload = replace(payload, count=f.count)
                 elif f.what == "call_site":
@@ -276,7 +278,7 @@ class _Simulation:
         for f in world:
             if f.what == "stall" and f.completed_on & set(inst.members):
                 done &= f.completed_on
-        forced = [f for f in faults if f.what in ("op", "sizes", "dtype", "count", "call_site")]
+        forced = [f for f in faults if f.what in ("op", "sizes", "dtype", "count", "call_site", "root")]
         if any(f.hangs for f in forced):
             done = set()
         elif not forced and len({_compat(a) for a in arrivals}) > 1:

@@ -141,6 +141,7 @@ class RunConfig:
     slow_pause_s: float = 0.0
     #: this rank's torch has no worker server (live watch cannot reach it), when given
     no_worker_server_rank: int | None = None
+    rotate_root: bool = False  # the mixture-of-experts exchange gathers to and scatters from rank (step-1) % N
 
     def pause_for(self, rank: int) -> float:
         return self.slow_pause_s if rank == self.slow_rank else self.step_pause_s
@@ -198,6 +199,10 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         help="this rank's torch has no c10d _WorkerServer (an older or trimmed build: removed from the process "
         "before init), so live watch cannot reach it",
     )  # fmt: skip
+    parser.add_argument(
+        "--rotate-root", action="store_true",
+        help="the mixture-of-experts exchange's gather and scatter root rotates: rank (step - 1) %% N at each step",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     scenario = Scenario(args.scenario)
     defaults = DEFAULTS[scenario]
@@ -230,6 +235,7 @@ def parse_args(argv: Sequence[str] | None) -> RunConfig:
         slow_rank=args.slow_rank,
         slow_pause_s=args.slow_pause_s,
         no_worker_server_rank=args.no_worker_server_rank,
+        rotate_root=args.rotate_root,
     )
 
 
@@ -340,10 +346,10 @@ def gather_routing_counts(counts: torch.Tensor, world_size: int, rank: int, root
     PROGRESS.leave()
 
 
-def scatter_capacities(capacity: torch.Tensor, world_size: int, rank: int) -> None:
+def scatter_capacities(capacity: torch.Tensor, world_size: int, rank: int, root: int = 0) -> None:
     PROGRESS.enter("scatter_capacities", "default_pg")
-    chunks = [torch.full_like(capacity, float(r)) for r in range(world_size)] if rank == 0 else None
-    PROGRESS.enqueued(dist.scatter(capacity, chunks, src=0, async_op=True))
+    chunks = [torch.full_like(capacity, float(r)) for r in range(world_size)] if rank == root else None
+    PROGRESS.enqueued(dist.scatter(capacity, chunks, src=root, async_op=True))
     PROGRESS.leave()
 
 
@@ -469,9 +475,10 @@ class Trainer:
             out_rows[(me + 1) % n] += 3  # the bug: a stale capacity table for one peer
         tokens = hidden.detach()[:1].expand(sum(in_rows), -1).contiguous()
         dispatch_tokens(tokens, out_rows, in_rows)
-        root = me if bug and self.cfg.scenario is Scenario.GATHER_ROOT else 0
+        usual = (step - 1) % n if self.cfg.rotate_root else 0
+        root = me if bug and self.cfg.scenario is Scenario.GATHER_ROOT else usual
         gather_routing_counts(torch.tensor(in_rows, dtype=torch.float32), n, me, root)
-        scatter_capacities(torch.zeros(2), n, me)
+        scatter_capacities(torch.zeros(2), n, me, usual)
 
     def tensor_parallel_sync(self, hidden: torch.Tensor, step: int) -> None:
         """Sum the pair's partial activations (a stand-in for a tensor-parallel layer's all_reduce)."""

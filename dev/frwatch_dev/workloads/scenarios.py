@@ -52,13 +52,14 @@ class Scenario(StrEnum):
     KILLED = "killed"
     #: No bug, mixture-of-experts style: every step dispatches tokens with an uneven all_to_all_single
     #: (splits differ by rank and by step), gathers routing counts to rank 0 and scatters capacities from
-    #: it. Per-rank sizes differ by design; every rank finishes and exits 0.
+    #: it (with ``--rotate-root``: to and from rank (step - 1) % N, another root every step). Per-rank sizes
+    #: differ by design; every rank finishes and exits 0.
     MOE = "moe"
     #: As `moe`, but at the fault step the culprit expects 3 more rows from its next peer than that peer
     #: sends: gloo completes the exchange silently (the extra rows are garbage).
     MOE_BAD_SPLIT = "moe_bad_split"
-    #: As `moe`, but at the fault step the culprit gathers to itself while the others gather to rank 0:
-    #: two ranks wait as roots, every rank times out.
+    #: As `moe`, but at the fault step the culprit gathers to itself while the others gather to rank 0 (or
+    #: to the step's root with ``--rotate-root``): two ranks wait as roots, every rank times out.
     GATHER_ROOT = "gather_root"
 
 

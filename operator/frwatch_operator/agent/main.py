@@ -56,8 +56,18 @@ logger = logging.getLogger("frwatch.agent")
 DRAIN_RETRY_SECONDS = 1.0
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory (MiB): what the container's memory limit is measured against."""
+def peak_rss_mib(status: str = "/proc/self/status") -> float:
+    """This process's peak resident memory (MiB) since it started: ``VmHWM`` of its own address space.
+    Not ``ru_maxrss``: Linux carries that across ``fork`` and ``execve``, so a sidecar started by a large
+    process (a kubelet, a test runner) would report its parent's size. ``ru_maxrss`` only where there is
+    no /proc."""
+    try:
+        with open(status, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -159,8 +159,9 @@ FRWATCH_IMAGE = "ghcr.io/frwatch/frwatch:0.1.0"
 
 def copying(**kw: object) -> dict:
     settings = kw.pop("settings", AnalyzerSettings(namespace="frwatch-system", image_pull_secrets="frwatch-pull",
-                                                   image=FRWATCH_IMAGE, source_deadline_seconds=240))  # fmt: skip
-    return copy_job(INCIDENT, training=TRAINING, files=["/app/train.py"], put_url=PUT_URL, settings=settings)
+                                                   image="analyzer:9", source_deadline_seconds=240))  # fmt: skip
+    return copy_job(INCIDENT, training=TRAINING, files=["/app/train.py"], put_url=PUT_URL, image=FRWATCH_IMAGE,
+                    settings=settings)  # fmt: skip
 
 
 def rendering() -> dict:

@@ -191,11 +191,14 @@ def copy_job(
     training: TrainingImage,
     files: Iterable[str],
     put_url: str,
+    image: str,
     settings: AnalyzerSettings | None = None,
     ttl_seconds_after_finished: int = 3600,
 ) -> dict[str, Any]:
     """The copy Job, in the Incident's namespace: the training image copies ``files`` into an ``emptyDir``,
-    frwatch's image hands them over to ``put_url`` (a presigned PUT of one key). No credentials anywhere."""
+    frwatch's ``image`` (the agent's: it is pulled in training namespaces already, with the pull Secrets the
+    webhook gives training pods) hands them over to ``put_url`` (a presigned PUT of one key). No credentials
+    anywhere."""
     settings = settings or AnalyzerSettings()
     ns, name = copy_job_ref(incident)
     labels = {**analyzer_labels(incident), c.LABEL_COMPONENT: "source-copy"}
@@ -211,7 +214,7 @@ def copy_job(
     }
     hand_over = {
         "name": HANDOVER_CONTAINER,
-        "image": settings.image,
+        "image": image,
         "command": ["frwatch", "source", "hand-over", SOURCE_DIR, "--termination-log", COPY_TERMINATION_LOG],
         "env": [{"name": source_handover.ENV_PUT_URL, "value": put_url}],
         "resources": copy.deepcopy(HANDOVER_RESOURCES),

@@ -130,7 +130,8 @@ def begin(
         why = f"no upload URL could be made for the hand-over: {exc}"
         return finish(view, verdict, reported, kube, store, url, now, why, ok=False), False
     manifest = copy_job(
-        view.identity, training=image, files=wanted.paths, put_url=put_url, settings=config.analyzer,
+        view.identity, training=image, files=wanted.paths, put_url=put_url, image=config.agent.image,
+        settings=config.analyzer,
         ttl_seconds_after_finished=config.analyzer.ttl_seconds_after_finished,
     )  # fmt: skip
     created = _create(view, manifest, kube)

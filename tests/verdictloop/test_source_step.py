@@ -26,6 +26,7 @@ from vl_builders import (
 from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator.config import AnalyzerSettings, Config
+from frwatch_operator.errors import FatalError
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, source_handover, start_analysis
 
@@ -164,3 +165,28 @@ def test_without_a_training_image_the_incident_is_reported_at_once_saying_why(
     assert step.status["sourceReport"].startswith("report.html without code: no training image found"), step.status
     assert len(_jobs(api_client, ns)) == 1  # no source Job
     assert "no training image found" in store.get(key.report_html).decode()
+
+
+@pytest.mark.slow
+def test_without_an_upload_url_no_job_runs_in_the_tenants_namespace(
+    real_dumps: Any, s3: Any, k8s_namespace: str, crds: None, core: Any, custom: Any, kube: Any, api_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator's store cannot sign (keyless, denied): the step ends at once saying why; no copy Job is
+    made that could hand nothing over."""
+    ns = k8s_namespace
+    store, config, key, body, _ = _setup(real_dumps, s3, ns, custom, kube, api_client)
+    core.create_namespaced_pod(ns, {"metadata": {"name": "llama-worker-0"}, "spec": {
+        "containers": [{"name": "pytorch", "image": "registry.example/team/trainer:7"}]}})  # fmt: skip
+
+    def refused(*_: Any, **__: Any) -> str:
+        raise FatalError("S3 presign put: no credentials")
+
+    monkeypatch.setattr(store, "presign_put", refused)
+    step = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
+    assert step.done and step.status["phase"] == "Reported" and step.status["suspectRanks"] == [1]
+    assert step.status["sourceReport"].startswith(
+        "report.html without code: no upload URL could be made for the hand-over: S3 presign put"
+    ), step.status
+    assert len(_jobs(api_client, ns)) == 1  # the analyzer's only
+    assert "no upload URL could be made" in store.get(key.report_html).decode()

@@ -103,9 +103,10 @@ def begin(
     url: str,
     now: datetime,
 ) -> tuple[dict[str, Any], bool]:
-    """The status after the verdict was surfaced (``reported``: the Reported status): the source Job created
-    and the phase kept Analyzing (``True``: call :func:`advance` later), or, when there is nothing to copy
-    or nowhere to copy it from, Reported at once with the reason (``False``)."""
+    """The status after the verdict was surfaced (``reported``: the Reported status): the copy Job created in
+    the Incident's namespace with a presigned URL for the hand-over's one key, and the phase kept Analyzing
+    (``True``: call :func:`advance` later), or, when there is nothing to copy, nowhere to copy it from or no
+    URL, Reported at once with the reason (``False``)."""
     wanted = copy_list(files_read(verdict))
     why = ""
     image = None

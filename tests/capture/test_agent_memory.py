@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -104,3 +105,15 @@ def test_the_benchmark_runs_and_prints_its_figures_at_tiny_sizes() -> None:
     peak = re.search(r"peak \(VmHWM\) ([0-9.]+) MiB = ([0-9.]+) MB \(bound 100 MB: below\)", out)
     assert peak and 0 < float(peak.group(1)) < 100, out
     assert re.search(r"agent's own figure: .*2 ranks uploaded.*peak RSS [0-9.]+ MiB", out), out
+
+
+def test_the_agent_keeps_one_malloc_arena_unless_the_environment_says_otherwise() -> None:
+    """glibc's per-thread arenas cost the agent 6 MiB of its peak (benchmarks/README.md); an operator's own
+    MALLOC_ARENA_MAX is left alone."""
+    code = "from frwatch_operator.agent.main import one_malloc_arena; print(one_malloc_arena())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    said = [
+        subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=60).stdout.strip()
+        for e in (env, {**env, "MALLOC_ARENA_MAX": "4"})
+    ]
+    assert said == ["True", "False"], said

@@ -37,6 +37,14 @@ def test_pack_keeps_text_files_under_their_image_paths_and_says_what_it_left_out
     assert any("NUL" in x for x in left_out) and any("UTF-8" in x for x in left_out)
 
 
+def test_the_bounds_are_the_copiers() -> None:
+    from frwatch_operator.verdictloop import source_job
+
+    assert (h.MAX_FILES, h.MAX_FILE_BYTES, h.MAX_TOTAL_BYTES) == (
+        source_job.MAX_FILES, source_job.MAX_FILE_BYTES, source_job.MAX_TOTAL_BYTES,
+    )  # fmt: skip
+
+
 def test_pack_stops_at_the_limits(tmp_path: Path) -> None:
     for i in range(5):
         (tmp_path / f"f{i}.py").write_text("x" * 100)

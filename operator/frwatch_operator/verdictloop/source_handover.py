@@ -16,8 +16,8 @@ the way the copier bounds it (:data:`~.source_job.MAX_FILES`, :data:`~.source_jo
 file written new (``O_EXCL``, ``O_NOFOLLOW``) under the destination, UTF-8 text only; the page that shows it
 is rendered by the analyzer, which parses code with ``ast`` and never runs it, and escapes every name.
 
-Standard library only at import (the hand-over side runs with nothing else needed); the fetch side imports
-the analyzer's S3 reader when it runs.
+The hand-over side needs the standard library and the copier's path check only; the fetch side imports the
+analyzer's S3 reader when it runs.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from frwatch_operator.verdictloop import source_copier
 
 #: The bundle's key under the attempt's root.
 BUNDLE_KEY = "source/files.json"
-#: Same bounds as the copier's (:mod:`.source_job`), repeated here so this module stays standard-library only.
+#: The copier's bounds (:mod:`.source_job` passes the same to the copier; a test holds them equal).
 MAX_FILES = 32
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_TOTAL_BYTES = 32 * 1024 * 1024

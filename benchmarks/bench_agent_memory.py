@@ -6,8 +6,11 @@ Starts SeaweedFS and ``frwatch agent`` (its data segment limited to ``--limit-mi
 stricter than the sidecar's container limit, which counts only touched pages), writes ``--dumps`` pickled
 dumps of the real schema of ``--mb`` MB each into its folder at once (ranks 0..N-1), waits until every
 one is in the store with its exact size, and prints the agent's peak RSS (``VmHWM`` of the process, and
-the figure it logs itself at exit), its idle RSS before the dumps, and the time from the last write to
-the last upload. Target (issue 10): 8 x 40 MB under a 256 Mi limit with a peak RSS below 100 MB.
+the figure it logs itself at exit, also its own ``VmHWM``), its idle RSS before the dumps, and the time from
+the last write to the last upload. Target (issues 10 and 25): 8 x 40 MB under a 256 Mi limit with a peak
+RSS below 100 MB. Exit 1 when a dump is missing, the agent failed, or the peak is not below ``--bound-mb``.
+``tests/capture/test_agent_memory.py`` runs it at tiny sizes as a smoke test; the figures are in
+``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def main() -> int:
     ap.add_argument("--dumps", type=int, default=8)
     ap.add_argument("--mb", type=float, default=40.0)
     ap.add_argument("--limit-mib", type=int, default=256)
+    ap.add_argument("--bound-mb", type=float, default=100.0, help="the peak RSS must stay below this (MB)")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-agent-"))
@@ -65,9 +69,11 @@ def main() -> int:
         )
         print(f"uploaded: {args.dumps - len(pending)}/{args.dumps} in {took:.1f} s "
               f"({total / 1e6 / max(took, 1e-9):.0f} MB/s); agent exit code {code}")  # fmt: skip
-        print(f"agent RSS: idle {idle:.1f} MiB, peak (VmHWM) {peak:.1f} MiB")
+        peak_mb = peak * (1 << 20) / 1e6
+        print(f"agent RSS: idle {idle:.1f} MiB, peak (VmHWM) {peak:.1f} MiB = {peak_mb:.1f} MB "
+              f"(bound {args.bound_mb:g} MB: {'below' if peak_mb < args.bound_mb else 'NOT below'})")  # fmt: skip
         print(f"agent's own figure: {logged[-1] if logged else '(none logged)'}")
-        return 0 if not pending and code == 0 else 1
+        return 0 if not pending and code == 0 and peak_mb < args.bound_mb else 1
     finally:
         s3.stop()
 

@@ -429,12 +429,20 @@ class AnalyzerSettings(_Section):
     )
     source_from_image: bool = Field(
         default=False,
-        description="The source step: once the verdict is on the job, a second Job copies the source files "
-        "the branch's frames name from the training job's own image (an init container running that image's "
-        "Python, in analyzer.namespace, with no credentials) and renders report.html with the code around "
-        "each call site and the condition where the paths part (verdictloop.source_job). Off: report.html "
-        "says what it would need. It runs the tenant's image in analyzer.namespace: a private image needs its "
-        "pull Secret there (analyzer.imagePullSecrets).",
+        description="The source step: once the verdict is on the job, a copy Job in the training job's own "
+        "namespace copies the source files the branch's frames name from its image (an init container running "
+        "that image's Python; no credentials, no service-account token) and hands them over through a "
+        "presigned URL for one key; then a render Job in analyzer.namespace renders report.html with the code "
+        "around each call site and the condition where the paths part (verdictloop.source_job). The tenant's "
+        "image never runs in analyzer.namespace. Off: report.html says what it would need. Needs the chart's "
+        "RBAC for Jobs in the training jobs' namespaces (analyzer.sourceFromImage).",
+    )
+    source_deadline_seconds: int = Field(
+        default=300,
+        ge=30,
+        le=3600,
+        description="activeDeadlineSeconds of the source step's copy Job (in the training job's namespace): "
+        "pulling the training image, copying and handing over; its presigned URL expires a minute later.",
     )
     source_python: str = Field(
         default="python3",

@@ -53,6 +53,8 @@ LABEL_INCIDENT_NAMESPACE: Final = PREFIX + "incident-namespace"
 #: Annotation on the analyzer Job: the uid of the Incident it analyzes (it cannot own a Job in another
 #: namespace, so this says whose Job it is).
 ANN_INCIDENT_UID: Final = PREFIX + "incident-uid"
+#: Annotation on the source step's render Job: what the copy Job said it copied (its copier's message).
+ANN_SOURCE_COPIED: Final = PREFIX + "source-copied"
 LABEL_APP_NAME: Final = "app.kubernetes.io/name"
 LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"

@@ -479,7 +479,8 @@ class IncidentStatus(_Wire):
     analysis_step: str = Field(
         default="",
         description="Sub-step of Analyzing when the analysis fans out: Map (the Indexed map Job runs), Reduce "
-        "(the analyzer Job reduces the summaries); empty: the one analyzer Job.",
+        "(the analyzer Job reduces the summaries); of the source step: SourceCopy (the copy Job runs in the "
+        "Incident's namespace), Source (the render Job runs in the analyzer's); empty: the one analyzer Job.",
     )
     analyzer_map_job: str = Field(
         default="", description="Name of the Indexed map Job of a fanned-out analysis (beside analyzerJob)."
@@ -487,8 +488,9 @@ class IncidentStatus(_Wire):
     analyzer_source_job: str = Field(
         default="",
         description="Name of the source step's Job (analyzer.sourceFromImage): once the verdict is on the job, "
-        "analysisStep is Source while it copies the code the branch names from the training image and renders "
-        "report.html with it; the phase is Reported when it ends.",
+        "analysisStep is SourceCopy while a Job in the Incident's namespace copies the code the branch names "
+        "from the training image, then Source while a Job in the analyzer's namespace renders report.html with "
+        "it; the phase is Reported when it ends.",
     )
     source_report: str = Field(
         default="",

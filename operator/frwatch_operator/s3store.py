@@ -242,3 +242,14 @@ class S3Store:
             self._call(f"head bucket {b}", lambda: self._client.head_bucket(Bucket=b))
         except (NotFoundError, FatalError):
             self._call(f"create bucket {b}", lambda: self._client.create_bucket(Bucket=b))
+
+    def presign_put(self, key: str, expires_seconds: int, *, bucket: str | None = None) -> str:
+        """A URL that lets whoever holds it PUT ``key`` (and nothing else) for ``expires_seconds``, signed with
+        this store's credentials (SigV4 query string; nothing is sent). The source step's hand-over."""
+        b = bucket or self.default_bucket
+        return self._call(
+            f"presign put s3://{b}/{key}",
+            lambda: self._client.generate_presigned_url(
+                "put_object", Params={"Bucket": b, "Key": key}, ExpiresIn=expires_seconds, HttpMethod="PUT"
+            ),
+        )

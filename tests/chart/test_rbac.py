@@ -176,12 +176,37 @@ def operator_calls(tls_mode: str = "helm", *, namespaced: bool = False, kinds: s
     return calls
 
 
+def source_step_calls() -> list[AuditEntry]:
+    """The source step's copy Job (analyzer.sourceFromImage), in the training job's namespace
+    (``source_job.copy_job_ref``), through the same Job calls as the analyzer's (kube.Kube create_job,
+    get_batch_job, delete_job; its pods through list_job_pods, already cluster-wide)."""
+    from frwatch_operator.incident import IncidentIdentity
+    from frwatch_operator.verdictloop.source_job import copy_job_ref
+
+    ns, name = copy_job_ref(IncidentIdentity(JOB_NS, "llama-0", "uid"))
+    assert ns == JOB_NS
+    return [call("create", "batch", "jobs", ns), call("get", "batch", "jobs", ns, name),
+            call("delete", "batch", "jobs", ns, name)]  # fmt: skip
+
+
 def _coverage(values: dict[str, Any]) -> Coverage:
     tls_mode = values.get("webhook", {}).get("tls", {}).get("mode", "helm")
     namespaced = bool(values.get("operator", {}).get("namespaces"))
     kinds = ",".join(values.get("operator", {}).get("jobKinds", c.JOB_KINDS))
     calls = operator_calls(tls_mode, namespaced=namespaced, kinds=kinds)
+    if values.get("analyzer", {}).get("sourceFromImage"):
+        calls += source_step_calls()
     return check(calls, grants_for(render(values), SA, NAMESPACE))
+
+
+def test_the_source_step_may_run_jobs_in_training_namespaces_only_when_it_is_on() -> None:
+    """analyzer.sourceFromImage: the copy Job runs in the training job's namespace (the tenant's image never
+    runs in the release namespace), so the operator gets Jobs there; off, Jobs only in the analyzer's."""
+    on: dict[str, Any] = {"remediation": {"enabled": True, "dryRun": False}, "analyzer": {"sourceFromImage": True}}
+    coverage = _coverage(on)
+    assert coverage.exact, coverage.explain()
+    off = check(source_step_calls(), grants_for(render({}), SA, NAMESPACE))
+    assert sorted(e.verb for e in off.denied) == ["create", "delete", "get"], off.explain()
 
 
 def test_rbac_with_cordoning_on_is_exactly_what_the_code_calls() -> None:

@@ -4,6 +4,11 @@ Python) and report.html in the store shows the deciding condition and its line, 
 --source`` does locally (tests/htmlreport/test_code_bridge.py); a source step that cannot run keeps the
 verdict, and the Incident and the report say why.
 
+Where it runs (issue 25 item 6): the copy Job, the only place the training image runs, is created in the
+training job's own namespace with no service-account token, a read-only root, limits, a total deadline and
+no frwatch credentials in any container (a presigned URL for one key is all it holds); the render Job in
+frwatch's namespace runs frwatch's image only.
+
 The real gloo skip workload: rank 1 skips a gradient all_reduce. Reading the store needs its endpoint and
 reader keys: on the local cluster the namespace's ``frwatch-s3`` Secret and the local store; against a real
 cluster ``FRWATCH_E2E_S3_ENDPOINT`` and ``FRWATCH_E2E_S3_READ_SECRET`` (else ``frwatch-s3``), and the
@@ -20,6 +25,7 @@ import boto3
 import botocore.config
 import pytest
 from e2e_helpers import NO_PYTHON, WORKLOAD, Target
+from kubernetes import client
 
 from frwatch_analyzers.layout import RootUrl
 from frwatch_dev import workloads
@@ -60,6 +66,37 @@ def report_html(target: Target, incident: dict[str, Any]) -> str:
     return body.read().decode()  # type: ignore[no-any-return]
 
 
+def root_url(incident: dict[str, Any]) -> str:
+    return str(RootUrl.parse(incident["spec"]["storageUrl"]))
+
+
+def copy_job(target: Target, incident: dict[str, Any]) -> dict[str, Any]:
+    """The incident's copy Job, read from the training job's namespace (marked with the Incident's uid)."""
+    jobs = client.BatchV1Api(target.api).list_namespaced_job(target.namespace).items
+    uid = incident["metadata"]["uid"]
+    [job] = [j for j in jobs if (j.metadata.annotations or {}).get(c.ANN_INCIDENT_UID) == uid]
+    return target.api.sanitize_for_serialization(job)  # type: ignore[no-any-return]
+
+
+def assert_nothing_to_steal(job: dict[str, Any], training_image: str) -> None:
+    """The copy Job as the API holds it: the tenant's image runs in it with no token, no keys, no Secret."""
+    spec = job["spec"]
+    assert spec["activeDeadlineSeconds"] > 0 and spec["backoffLimit"] == 0, spec
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
+    containers = pod["initContainers"] + pod["containers"]
+    assert [x["image"] for x in pod["initContainers"]] == [training_image]  # the tenant's image: here only
+    for container in containers:
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, container
+        assert container["securityContext"]["runAsNonRoot"] is True, container
+        assert container["resources"]["limits"]["memory"] and container["resources"]["limits"]["cpu"], container
+        assert not container.get("envFrom"), container
+        for var in container.get("env") or []:
+            assert "valueFrom" not in var and not var["name"].startswith("AWS_"), var
+    assert "env" not in pod["initContainers"][0]
+    assert all("secret" not in v and "projected" not in v for v in pod.get("volumes") or []), pod["volumes"]
+
+
 def test_the_report_in_the_store_shows_the_deciding_condition_and_its_line(source_target: Target) -> None:
     target = source_target
     name = target.submit([*WORKLOAD, "--scenario", "skip"])
@@ -70,6 +107,16 @@ def test_the_report_in_the_store_shows_the_deciding_condition_and_its_line(sourc
     assert status["analysisStep"] == "Source" and status["analyzerSourceJob"].endswith("-src"), status
     assert status["sourceReport"].startswith("report.html shows the code"), (status, target.diagnostics())
     assert status["analyzerSourceJob"] in target.analyzer_jobs(incident)
+    copied = copy_job(target, incident)  # in the job's own namespace, never in frwatch's
+    assert copied["metadata"]["namespace"] == target.namespace != target.operator_lease[0]
+    assert copied["metadata"]["name"] not in target.analyzer_jobs(incident)
+    assert_nothing_to_steal(copied, target.image)
+    rendering = client.BatchV1Api(target.api).read_namespaced_job(status["analyzerSourceJob"], target.operator_lease[0])
+    pod = rendering.spec.template.spec
+    # frwatch's own programs only (the copier, the training image's Python, ran in the job's namespace)
+    assert [(x.name, x.command[:3]) for x in pod.init_containers + pod.containers] == [
+        ("fetch-source", ["frwatch", "source", "fetch"]), (c.ANALYZER_CONTAINER, ["frwatch", "analyze", root_url(incident)]),
+    ]  # fmt: skip
     assert status["message"].startswith(ann[c.ANN_VERDICT]) and "report.html shows the code" in status["message"]
     assert ann[c.ANN_REPORT_HTML] == status["reportHtmlUrl"]  # the job's annotation links to it
     page = report_html(target, incident)

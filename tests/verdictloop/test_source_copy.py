@@ -1,7 +1,9 @@
 """The source step's copy (issue 17): which files a verdict's frames name, bounded and normalised; the copier
 the init container runs with the training image's own Python (``python3 -I -S -c TEXT ...``), run here as
-the pod runs it, on a tree with links, binaries, huge files, FIFOs and non-UTF-8 text; and the Job it runs
-in: the training image for the copy, nothing of the operator's or the analyzer's credentials in it."""
+the pod runs it, on a tree with links, binaries, huge files, FIFOs and non-UTF-8 text; and the Jobs (issue 25
+item 6): the copy Job in the training job's namespace, where the training image runs with no credentials,
+no token, a read-only root, limits and a deadline; the render Job in frwatch's namespace, where no tenant
+image runs."""
 
 from __future__ import annotations
 
@@ -22,12 +24,15 @@ from frwatch_operator.verdictloop import source_copier
 from frwatch_operator.verdictloop.analyzer_job import AnalyzerRun
 from frwatch_operator.verdictloop.source_job import (
     COPY_CONTAINER,
+    FETCH_CONTAINER,
+    HANDOVER_CONTAINER,
     MAX_FILES,
     SOURCE_DIR,
     TrainingImage,
     copier_command,
+    copy_job,
     copy_list,
-    source_job,
+    render_job,
     template_image,
 )
 
@@ -146,37 +151,80 @@ def test_the_copier_refuses_wrong_arguments_and_never_creates_its_termination_lo
 # --- the Job ---------------------------------------------------------------------------------------
 
 
-def job(**kw: object) -> dict:
-    incident = IncidentIdentity("team", "llama-0", "uid-inc")
+INCIDENT = IncidentIdentity("team", "llama-0", "uid-inc")
+PUT_URL = "http://s3:8333/frwatch/p/team/llama/uid-1/0/source/files.json?X-Amz-Signature=abc"
+TRAINING = TrainingImage("registry.example/team/trainer:7", "pod llama-worker-0", ("regcred",))
+FRWATCH_IMAGE = "ghcr.io/frwatch/frwatch:0.1.0"
+
+
+def copying(**kw: object) -> dict:
+    settings = kw.pop("settings", AnalyzerSettings(namespace="frwatch-system", image_pull_secrets="frwatch-pull",
+                                                   image="analyzer:9", source_deadline_seconds=240))  # fmt: skip
+    return copy_job(INCIDENT, training=TRAINING, files=["/app/train.py"], put_url=PUT_URL, image=FRWATCH_IMAGE,
+                    settings=settings)  # fmt: skip
+
+
+def rendering() -> dict:
     run = AnalyzerRun(
-        image="ghcr.io/frwatch/frwatch:0.1.0", resources=ComputeResources(limits={"cpu": "2"}), deadline_seconds=600,
+        image=FRWATCH_IMAGE, resources=ComputeResources(limits={"cpu": "2"}), deadline_seconds=600,
         backoff_limit=1, ttl_seconds_after_finished=60,
     )  # fmt: skip
-    training = kw.pop("training", TrainingImage("registry.example/team/trainer:7", "pod llama-worker-0", ("regcred",)))
-    settings = kw.pop("settings", AnalyzerSettings(namespace="frwatch-system", image_pull_secrets="frwatch-pull"))
-    return source_job(
-        incident, evidence_url=URL, s3=S3Settings(endpoint_url="http://s3:8333"), run=run, training=training,
-        files=["/app/train.py"], settings=settings,
+    settings = AnalyzerSettings(namespace="frwatch-system", image_pull_secrets="frwatch-pull")
+    return render_job(
+        INCIDENT, evidence_url=URL, s3=S3Settings(endpoint_url="http://s3:8333"), run=run,
+        copied="copied 1 of 1 files", settings=settings,
     )  # fmt: skip
 
 
-def test_the_source_job_copies_from_the_training_image_with_nothing_to_steal() -> None:
-    manifest = job()
-    pod = manifest["spec"]["template"]["spec"]
-    assert manifest["metadata"]["name"].endswith("-src") and manifest["metadata"]["namespace"] == "frwatch-system"
-    assert manifest["spec"]["backoffLimit"] == 1  # the analyzer Job's: a lost node or an S3 hiccup is retried
+def _secret_refs(container: dict) -> list[str]:
+    refs = [e["valueFrom"]["secretKeyRef"]["name"] for e in container.get("env") or [] if "valueFrom" in e]
+    return refs + [e["secretRef"]["name"] for e in container.get("envFrom") or [] if "secretRef" in e]
+
+
+def test_the_copy_job_runs_in_the_training_jobs_namespace_with_nothing_to_steal() -> None:
+    manifest = copying()
+    meta, spec = manifest["metadata"], manifest["spec"]
+    assert meta["namespace"] == "team" and meta["name"] == "frwatch-source-llama-0"  # never frwatch-system
+    assert meta["ownerReferences"][0]["uid"] == "uid-inc"  # the Incident owns it: deleted with it
+    assert spec["activeDeadlineSeconds"] == 240 and spec["backoffLimit"] == 0  # a total deadline, no retry
+    pod = spec["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
-    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True and "serviceAccountName" not in pod
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]  # the training pod's own, in its namespace
     [copier] = pod["initContainers"]
+    [hand_over] = pod["containers"]
     assert copier["name"] == COPY_CONTAINER and copier["image"] == "registry.example/team/trainer:7"
     assert copier["command"][:4] == ["python3", "-I", "-S", "-c"] and copier["command"][-1] == "/app/train.py"
-    assert "env" not in copier and "envFrom" not in copier  # no endpoint, no keys: the copy needs none
-    assert copier["securityContext"] == {
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
-    }  # fmt: skip
-    assert copier["volumeMounts"] == [{"name": "source", "mountPath": SOURCE_DIR}]
-    assert copier["resources"]["limits"]["memory"]
+    assert "env" not in copier and "envFrom" not in copier  # no endpoint, no keys, no URL: the copy needs none
+    assert hand_over["name"] == HANDOVER_CONTAINER and hand_over["image"] == FRWATCH_IMAGE
+    assert hand_over["command"][:3] == ["frwatch", "source", "hand-over"]
+    assert hand_over["env"] == [{"name": "FRWATCH_SOURCE_PUT_URL", "value": PUT_URL}]  # one key's URL, no keys
+    for container in (copier, hand_over):
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        }  # fmt: skip
+        assert container["resources"]["limits"]["memory"] and container["resources"]["limits"]["cpu"]
+        assert not _secret_refs(container)
+        assert [m["mountPath"] for m in container["volumeMounts"]] == [SOURCE_DIR]
+    assert hand_over["volumeMounts"][0]["readOnly"] is True
+    assert pod["volumes"] == [{"name": "source", "emptyDir": {"sizeLimit": "40Mi"}}]  # no Secret volume
+    text = repr(manifest)
+    assert "AWS_" not in text and "frwatch-s3" not in text and "frwatch-pull" not in text
+
+
+def test_the_render_job_runs_in_frwatchs_namespace_and_runs_no_tenant_image() -> None:
+    manifest = rendering()
+    meta = manifest["metadata"]
+    assert meta["name"].endswith("-src") and meta["namespace"] == "frwatch-system"
+    assert meta["annotations"][c.ANN_SOURCE_COPIED] == "copied 1 of 1 files"
+    pod = manifest["spec"]["template"]["spec"]
+    images = {x["image"] for x in pod["initContainers"] + pod["containers"]}
+    assert images == {FRWATCH_IMAGE}  # the training image never runs here
+    [fetch] = pod["initContainers"]
+    assert fetch["name"] == FETCH_CONTAINER
+    assert fetch["command"][:4] == ["frwatch", "source", "fetch", f"{URL}/source/files.json"]
+    assert {"name": "source", "mountPath": SOURCE_DIR} in fetch["volumeMounts"]
     [analyzer] = pod["containers"]
     assert {"name": "source", "mountPath": SOURCE_DIR, "readOnly": True} in analyzer["volumeMounts"]
     cmd = analyzer["command"]
@@ -184,11 +232,8 @@ def test_the_source_job_copies_from_the_training_image_with_nothing_to_steal() -
     assert "--out" not in cmd and "--report-out" not in cmd  # the verdict is the analyzer Job's, not rewritten
     assert cmd.count("--html") == 1
     assert {"name": "source", "emptyDir": {"sizeLimit": "40Mi"}} in pod["volumes"]
-    # the training pod's pull Secret lives in the tenant's namespace: only the analyzer's own is usable here
     assert pod["imagePullSecrets"] == [{"name": "frwatch-pull"}]
-    same_ns = job(settings=AnalyzerSettings(namespace="team"))
-    assert same_ns["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
-    assert same_ns["spec"]["template"]["metadata"]["labels"][c.LABEL_COMPONENT] == "analyzer-source"
+    assert manifest["spec"]["template"]["metadata"]["labels"][c.LABEL_COMPONENT] == "analyzer-source"
 
 
 def test_the_training_image_is_read_from_each_kind_of_job() -> None:

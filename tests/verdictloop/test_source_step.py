@@ -1,11 +1,13 @@
 """The source step in the Analyzing phase (issue 17, ``analyzer.sourceFromImage``), against the API emulator
-and a real S3 store: the verdict is surfaced first, then ``analysisStep: Source`` while the source Job runs
-(its copy from the image of the training pod as the API shows it), and the phase Reported when it ends. A
-source step that fails, or cannot start, never takes the verdict back: the Incident says why, and so does
-report.html."""
+and a real S3 store: the verdict is surfaced first, then ``analysisStep: SourceCopy`` while the copy Job runs
+in the training job's namespace (its copy from the image of the training pod as the API shows it, handed over
+through a presigned URL for one key), then ``Source`` while the render Job runs, and the phase Reported
+when it ends. A source step that fails, or cannot start, never takes the verdict back: the Incident says
+why, and so does report.html."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -24,8 +26,9 @@ from vl_builders import (
 from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator.config import AnalyzerSettings, Config
+from frwatch_operator.errors import FatalError
 from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
+from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, source_handover, start_analysis
 
 
 def _jobs(api_client: Any, ns: str) -> dict[str, dict[str, Any]]:
@@ -66,24 +69,44 @@ def test_the_source_job_runs_after_the_verdict_and_its_failure_keeps_it(
     surfaced = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
     assert not surfaced.done and surfaced.retry_after
     status = surfaced.status
-    assert status["phase"] == "Analyzing" and status["analysisStep"] == "Source", status
+    assert status["phase"] == "Analyzing" and status["analysisStep"] == "SourceCopy", status
     assert status["suspectRanks"] == [1] and status["reportHtmlUrl"].endswith("/report.html")  # the verdict is out
     annotations = custom.get_namespaced_custom_object("kubeflow.org", "v1", ns, "pytorchjobs", "llama")["metadata"]["annotations"]
     assert annotations["frwatch.io/suspect-ranks"] == "1"
-    source = _jobs(api_client, ns)[status["analyzerSourceJob"]]
-    pod = source["spec"]["template"]["spec"]
+    copying = _jobs(api_client, ns)[status["analyzerSourceJob"]]
+    assert copying["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
+    pod = copying["spec"]["template"]["spec"]
     (copier,) = pod["initContainers"]
     assert copier["image"] == "registry.example/team/trainer:7"  # from the pod, never from the store
     assert any(a.endswith("dev/frwatch_dev/workloads/faulty_training.py") for a in copier["command"])
     assert {"name": "regcred"} in pod["imagePullSecrets"]  # the Incident's namespace: the pod's own pull Secret
+    ((hand_over,),) = [pod["containers"]]
+    [put_url] = [e["value"] for e in hand_over["env"] if e["name"] == source_handover.ENV_PUT_URL]
     body = write_status(custom, body, status)
 
-    # a restarted operator resumes from the status: it looks at the source Job, creates nothing more
+    # a restarted operator resumes from the status: it looks at the copy Job, creates nothing more
     running = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
     assert not running.done and len(_jobs(api_client, ns)) == 2
-    assert running.status["message"].startswith(body["status"]["verdict"]["short"] + "; source step: source Job ")
+    assert running.status["message"].startswith(body["status"]["verdict"]["short"] + "; source step: copy Job ")
 
-    finish_job(client.BatchV1Api(api_client), core, source, condition="Failed", reason="DeadlineExceeded", exit_code=2)
+    # the hand-over container's PUT, through the URL the Job holds: that one key only
+    source_handover.put(put_url, json.dumps({"version": 1, "files": {"/app/train.py": "x = 1\n"}}).encode())
+    assert store.exists(f"{key.root}/{source_handover.BUNDLE_KEY}")
+    finish_job(client.BatchV1Api(api_client), core, copying, condition="Complete")
+    patch_copier_message(core, ns, copying, "copied 1 of 1 files")
+    started = advance_analysis(
+        get_incident(custom, ns, body["metadata"]["name"]), config=config, kube=kube, store=store,
+        settings=settings(config),
+    )  # fmt: skip
+    assert not started.done and started.status["analysisStep"] == "Source", started.status
+    rendering = _jobs(api_client, ns)[started.status["analyzerSourceJob"]]
+    assert rendering["metadata"]["name"].endswith("-src")
+    assert rendering["metadata"]["annotations"]["frwatch.io/source-copied"] == "copied 1 of 1 files"
+    images = {x["image"] for k in ("initContainers", "containers") for x in rendering["spec"]["template"]["spec"][k]}
+    assert "registry.example/team/trainer:7" not in images  # the render Job runs frwatch's image only
+    body = write_status(custom, body, started.status)
+
+    finish_job(client.BatchV1Api(api_client), core, rendering, condition="Failed", reason="DeadlineExceeded", exit_code=2)
     ended = advance_analysis(
         get_incident(custom, ns, body["metadata"]["name"]), config=config, kube=kube, store=store,
         settings=settings(config),
@@ -100,6 +123,36 @@ def test_the_source_job_runs_after_the_verdict_and_its_failure_keeps_it(
     assert len(said) == 2 and any(m.startswith("report.html without code") for m in said), said
 
 
+def patch_copier_message(core: Any, ns: str, job: dict[str, Any], message: str) -> None:
+    """The copy container's termination message on the finished Job's pod, as the kubelet records it."""
+    name = f"{job['metadata']['name']}-x7k2p"
+    terminated = {"exitCode": 0, "reason": "Completed", "message": message}
+    core.patch_namespaced_pod_status(name, ns, {"status": {"initContainerStatuses": [
+        {"name": "copy-source", "image": "t", "imageID": "", "ready": False, "restartCount": 0,
+         "state": {"terminated": terminated}}]}})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_copy_job_that_fails_ends_the_step_without_a_render_job(
+    real_dumps: Any, s3: Any, k8s_namespace: str, crds: None, core: Any, custom: Any, kube: Any, api_client: Any
+) -> None:
+    ns = k8s_namespace
+    store, config, _, body, _ = _setup(real_dumps, s3, ns, custom, kube, api_client)
+    core.create_namespaced_pod(ns, {"metadata": {"name": "llama-worker-0"}, "spec": {
+        "containers": [{"name": "pytorch", "image": "registry.example/team/trainer:7"}]}})  # fmt: skip
+    status = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config)).status
+    body = write_status(custom, body, status)
+    copying = _jobs(api_client, ns)[status["analyzerSourceJob"]]
+    finish_job(client.BatchV1Api(api_client), core, copying, condition="Failed", reason="DeadlineExceeded", exit_code=2)
+    ended = advance_analysis(
+        get_incident(custom, ns, body["metadata"]["name"]), config=config, kube=kube, store=store,
+        settings=settings(config),
+    )  # fmt: skip
+    assert ended.done and ended.status["phase"] == "Reported"
+    assert ended.status["sourceReport"].startswith("report.html without code: copy Job "), ended.status
+    assert len(_jobs(api_client, ns)) == 2  # the analyzer's and the copy: no render Job
+
+
 @pytest.mark.slow
 def test_without_a_training_image_the_incident_is_reported_at_once_saying_why(
     real_dumps: Any, s3: Any, k8s_namespace: str, crds: None, core: Any, custom: Any, kube: Any, api_client: Any
@@ -112,3 +165,28 @@ def test_without_a_training_image_the_incident_is_reported_at_once_saying_why(
     assert step.status["sourceReport"].startswith("report.html without code: no training image found"), step.status
     assert len(_jobs(api_client, ns)) == 1  # no source Job
     assert "no training image found" in store.get(key.report_html).decode()
+
+
+@pytest.mark.slow
+def test_without_an_upload_url_no_job_runs_in_the_tenants_namespace(
+    real_dumps: Any, s3: Any, k8s_namespace: str, crds: None, core: Any, custom: Any, kube: Any, api_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator's store cannot sign (keyless, denied): the step ends at once saying why; no copy Job is
+    made that could hand nothing over."""
+    ns = k8s_namespace
+    store, config, key, body, _ = _setup(real_dumps, s3, ns, custom, kube, api_client)
+    core.create_namespaced_pod(ns, {"metadata": {"name": "llama-worker-0"}, "spec": {
+        "containers": [{"name": "pytorch", "image": "registry.example/team/trainer:7"}]}})  # fmt: skip
+
+    def refused(*_: Any, **__: Any) -> str:
+        raise FatalError("S3 presign put: no credentials")
+
+    monkeypatch.setattr(store, "presign_put", refused)
+    step = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
+    assert step.done and step.status["phase"] == "Reported" and step.status["suspectRanks"] == [1]
+    assert step.status["sourceReport"].startswith(
+        "report.html without code: no upload URL could be made for the hand-over: S3 presign put"
+    ), step.status
+    assert len(_jobs(api_client, ns)) == 1  # the analyzer's only
+    assert "no upload URL could be made" in store.get(key.report_html).decode()

@@ -339,7 +339,7 @@ def _advance(
     now: datetime,
 ) -> Step:
     """One pass of :func:`advance_analysis` (raises what the adapters raise)."""
-    if view.status.analysis_step == source_step.STEP_SOURCE:  # the verdict is out: the code for the report
+    if view.status.analysis_step in source_step.STEPS:  # the verdict is out: the code for the report
         url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
         patch, over = source_step.advance(
             view, config=config, settings=settings, kube=kube, store=store, url=url, now=now

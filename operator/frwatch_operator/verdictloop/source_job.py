@@ -1,22 +1,29 @@
-"""The source step's batch/v1 Job: the code the branch names, copied from the training job's own image, and
-report.html rendered with it. Pure: builds dicts, sends nothing.
+"""The source step's two batch/v1 Jobs: the code the branch names, copied from the training job's own image
+in the training job's namespace, and report.html rendered with it in frwatch's. Pure: builds dicts, sends
+nothing.
 
-The training image holds the code (the frames name its files), so the Job's **init container** runs that
-image (read from the training job's pods, or its pod template, through the Kubernetes API: never from the
-store) with the image's Python and :mod:`.source_copier`'s text as its argument: no shell, ``cp`` or frwatch
-code has to be in the image. It copies only the files the verdict's frames name (:func:`copy_list`: at most
+**The copy Job** (:func:`copy_job`) runs in the training job's own namespace, owned by the Incident, so the
+tenant's image never runs where frwatch keeps its keys. Its **init container** runs the training image
+(read from the training job's pods, or its pod template, through the Kubernetes API: never from the store)
+with the image's Python and :mod:`.source_copier`'s text as its argument: no shell, ``cp`` or frwatch code
+has to be in the image. It copies only the files the verdict's frames name (:func:`copy_list`: at most
 :data:`MAX_FILES` absolute, normalised paths; each at most :data:`MAX_FILE_BYTES`, :data:`MAX_TOTAL_BYTES`
-in all, regular UTF-8 files reached through no link) into an ``emptyDir`` at :data:`SOURCE_DIR`. The
-init container gets no environment, no credentials, no service-account token, no service links; it runs
-as non-root on a read-only root filesystem with every capability dropped (as the chart's other pods) and
-small resources. Then the **analyzer container** (the analyzer Job's, with the ``emptyDir`` read-only)
-runs ``frwatch analyze`` on the same evidence with ``--source`` and writes ``report.html`` over the one
-without code. The verdict is not rewritten: verdict.json and report.txt stay the analyzer Job's.
+in all, regular UTF-8 files reached through no link) into an ``emptyDir`` at :data:`SOURCE_DIR`. Then the
+**hand-over container** (frwatch's image, :mod:`.source_handover`) packs that folder into one object and
+PUTs it to a presigned URL the operator minted for exactly one key (``source/files.json`` under the
+attempt's root), expiring a minute after the Job's ``activeDeadlineSeconds``. Neither container gets store
+keys, a service-account token (``automountServiceAccountToken: false``) or service links; the init
+container gets no environment at all; both run as non-root on a read-only root filesystem with every
+capability dropped, with resource limits; the Job is not retried (``backoffLimit: 0``). The URL is in the
+Job's spec, which the tenant can read: it lets whoever holds it write that one key until it expires, and
+nothing else; what is there is read as the tenant's (hostile) input.
 
-The Job runs where the analyzer Jobs run (``analyzer.namespace``): that is where the analyzer's S3 keys
-are, and no tenant may read them. The tenant's image thus runs there, without credentials; a private image
-needs its pull Secret there (``analyzer.imagePullSecrets``; the training pod's own pull Secrets are used
-when the job runs in that namespace).
+**The render Job** (:func:`render_job`) runs where the analyzer Jobs run (``analyzer.namespace``), with the
+analyzer's keys: its init container (frwatch's image) fetches the object and unpacks it, checked again
+and bounded, into an ``emptyDir``; the analyzer container (the analyzer Job's, the ``emptyDir`` read-only)
+runs ``frwatch analyze`` on the same evidence with ``--source`` and writes ``report.html`` over the one
+without code. The verdict is not rewritten: verdict.json and report.txt stay the analyzer Job's. No tenant
+image runs there.
 """
 
 from __future__ import annotations
@@ -31,11 +38,13 @@ from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, S3Settings
 from frwatch_operator.incident import IncidentIdentity
-from frwatch_operator.verdictloop import source_copier
+from frwatch_operator.verdictloop import source_copier, source_handover
 from frwatch_operator.verdictloop.analyzer_job import (
+    RUN_AS_USER,
     AnalyzerRun,
     analyzer_job,
     analyzer_job_ref,
+    analyzer_labels,
     fit_name,
 )
 
@@ -55,6 +64,15 @@ COPY_CONTAINER = "copy-source"
 COPY_TERMINATION_LOG = "/dev/termination-log"
 #: The copier's resources: it reads at most MAX_TOTAL_BYTES.
 COPY_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
+#: The copy Job's name: this prefix and the Incident's name, in the Incident's namespace.
+COPY_JOB_PREFIX = "frwatch-source-"
+#: The copy Job's container (frwatch's image) that hands the copy over through the presigned URL.
+HANDOVER_CONTAINER = "hand-over"
+#: The render Job's init container (frwatch's image) that fetches and unpacks the hand-over.
+FETCH_CONTAINER = "fetch-source"
+#: The hand-over's and the fetch's resources: they hold the bundle (at most about twice MAX_TOTAL_BYTES) and
+#: its decoded text at once (measured: 217 MiB peak unpacking 16 files of 2 MB of non-ASCII text).
+HANDOVER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
 
 
 @dataclass(frozen=True)
@@ -134,9 +152,19 @@ class TrainingImage:
 
 
 def source_job_ref(incident: IncidentIdentity, settings: AnalyzerSettings) -> tuple[str, str]:
-    """(namespace, name) of the incident's source Job: the analyzer Job's name plus ``-src``."""
+    """(namespace, name) of the incident's render Job: the analyzer Job's name plus ``-src``."""
     ns, name = analyzer_job_ref(incident, settings)
     return ns, fit_name(name[: 63 - len(SOURCE_SUFFIX)].rstrip("-.") + SOURCE_SUFFIX)
+
+
+def copy_job_ref(incident: IncidentIdentity) -> tuple[str, str]:
+    """(namespace, name) of the incident's copy Job: in the Incident's (the training job's) namespace."""
+    return incident.namespace, fit_name(COPY_JOB_PREFIX + incident.name)
+
+
+def bundle_url(evidence_url: str) -> str:
+    """``s3://`` URL of the hand-over object under the attempt's root."""
+    return RootUrl.parse(evidence_url).url(source_handover.BUNDLE_KEY)
 
 
 def copier_command(python: str, files: Iterable[str]) -> list[str]:
@@ -148,22 +176,107 @@ def copier_command(python: str, files: Iterable[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def source_job(
+def _restricted() -> dict[str, Any]:
+    """Every container's securityContext (Pod Security "restricted", a read-only root)."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def copy_job(
+    incident: IncidentIdentity,
+    *,
+    training: TrainingImage,
+    files: Iterable[str],
+    put_url: str,
+    image: str,
+    settings: AnalyzerSettings | None = None,
+    ttl_seconds_after_finished: int = 3600,
+) -> dict[str, Any]:
+    """The copy Job, in the Incident's namespace: the training image copies ``files`` into an ``emptyDir``,
+    frwatch's ``image`` (the agent's: it is pulled in training namespaces already, with the pull Secrets the
+    webhook gives training pods) hands them over to ``put_url`` (a presigned PUT of one key). No credentials
+    anywhere."""
+    settings = settings or AnalyzerSettings()
+    ns, name = copy_job_ref(incident)
+    labels = {**analyzer_labels(incident), c.LABEL_COMPONENT: "source-copy"}
+    copier = {
+        "name": COPY_CONTAINER,
+        "image": training.image,
+        "command": copier_command(settings.source_python, files),
+        "resources": copy.deepcopy(COPY_RESOURCES),
+        "terminationMessagePath": COPY_TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": _restricted(),
+        "volumeMounts": [{"name": "source", "mountPath": SOURCE_DIR}],
+    }
+    hand_over = {
+        "name": HANDOVER_CONTAINER,
+        "image": image,
+        "command": ["frwatch", "source", "hand-over", SOURCE_DIR, "--termination-log", COPY_TERMINATION_LOG],
+        "env": [{"name": source_handover.ENV_PUT_URL, "value": put_url}],
+        "resources": copy.deepcopy(HANDOVER_RESOURCES),
+        "terminationMessagePath": COPY_TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": _restricted(),
+        "volumeMounts": [{"name": "source", "mountPath": SOURCE_DIR, "readOnly": True}],
+    }
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "initContainers": [copier],
+        "containers": [hand_over],
+        "volumes": [{"name": "source", "emptyDir": {"sizeLimit": EMPTYDIR_LIMIT}}],
+    }
+    if training.pull_secrets:  # the training pod's own, in this namespace
+        pod["imagePullSecrets"] = [{"name": s} for s in training.pull_secrets]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": labels,
+            "annotations": {c.ANN_INCIDENT: incident.name, c.ANN_INCIDENT_UID: incident.uid},
+            "ownerReferences": [incident.owner_reference()],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": settings.source_deadline_seconds,
+            "ttlSecondsAfterFinished": ttl_seconds_after_finished,
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+def render_job(
     incident: IncidentIdentity,
     *,
     evidence_url: str,
     s3: S3Settings,
     run: AnalyzerRun,
-    training: TrainingImage,
-    files: Iterable[str],
+    copied: str = "",
     settings: AnalyzerSettings | None = None,
 ) -> dict[str, Any]:
-    """The source step's Job: the analyzer Job's pod plus the copier as its init container and the copy
-    mounted read-only at :data:`SOURCE_DIR`; its container writes report.html only."""
+    """The render Job: the analyzer Job's pod plus an init container that fetches and unpacks the hand-over
+    into an ``emptyDir`` mounted read-only at :data:`SOURCE_DIR`; its container writes report.html only.
+    ``copied``: what the copy said it copied (kept on the Job as ``frwatch.io/source-copied``)."""
     settings = settings or AnalyzerSettings()
     job = copy.deepcopy(analyzer_job(incident, evidence_url=evidence_url, s3=s3, run=run, settings=settings))
-    ns, name = source_job_ref(incident, settings)
+    _, name = source_job_ref(incident, settings)
     job["metadata"]["name"] = name
+    if copied:
+        job["metadata"]["annotations"][c.ANN_SOURCE_COPIED] = copied[:1024]
     for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
         labels[c.LABEL_COMPONENT] = "analyzer-source"
     pod = job["spec"]["template"]["spec"]
@@ -183,10 +296,14 @@ def source_job(
     ]
     pod["initContainers"] = [
         {
-            "name": COPY_CONTAINER,
-            "image": training.image,
-            "command": copier_command(settings.source_python, files),
-            "resources": copy.deepcopy(COPY_RESOURCES),
+            "name": FETCH_CONTAINER,
+            "image": run.image,
+            "command": [
+                *("frwatch", "source", "fetch", bundle_url(evidence_url), SOURCE_DIR),
+                *("--termination-log", COPY_TERMINATION_LOG),
+            ],
+            "env": copy.deepcopy(container["env"]),
+            "resources": copy.deepcopy(HANDOVER_RESOURCES),
             "terminationMessagePath": COPY_TERMINATION_LOG,
             "terminationMessagePolicy": "FallbackToLogsOnError",
             "securityContext": copy.deepcopy(container["securityContext"]),
@@ -194,9 +311,4 @@ def source_job(
         }
     ]
     pod["volumes"] = [*pod["volumes"], {"name": "source", "emptyDir": {"sizeLimit": EMPTYDIR_LIMIT}}]
-    secrets = list(settings.pull_secrets)
-    if ns == incident.namespace:  # the training pod's own pull Secrets live in this namespace
-        secrets += [s for s in training.pull_secrets if s not in secrets]
-    if secrets:
-        pod["imagePullSecrets"] = [{"name": s} for s in secrets]
     return job

@@ -1,17 +1,19 @@
 """The source step of the Analyzing phase (``analyzer.sourceFromImage``): after the verdict is on the job,
 the code the branch names is copied from the training image and report.html is rendered with it
-(:mod:`.source_job`). Recorded in the Incident's status as ``analysisStep: Source`` (``analyzerSourceJob``,
-then ``sourceReport``); the phase stays Analyzing while the Job runs, and turns Reported when it ends.
+(:mod:`.source_job`), in two Jobs: the copy Job in the training job's namespace (``analysisStep:
+SourceCopy``), then the render Job in ``analyzer.namespace`` (``analysisStep: Source``); ``analyzerSourceJob``
+names the one running. The phase stays Analyzing while they run, and turns Reported when the step ends.
 
 The verdict never depends on it: the annotations, Events, cordon policy and the Incident's verdict fields
 are written before the step starts (:func:`begin`), and whatever becomes of the step (no frames, no image,
-the Job refused, failed, overdue or gone) the phase ends Reported with ``sourceReport`` saying why the
+a Job refused, failed, overdue or gone) the phase ends Reported with ``sourceReport`` saying why the
 report has no code, and report.html is rendered again by the operator with that reason (:func:`finish`).
 
 Facts that drive the step come from the Kubernetes API: the image from the training pods (those of
 ``status.observed``, read by name) or the job's pod template, never from the store. The file names come
 from the verdict (evidence): they only choose what is copied, bounded and checked twice (:func:`.source_job.copy_list`,
-:mod:`.source_copier`), into a pod that holds no credentials.
+:mod:`.source_copier`), into a pod that holds no credentials; what comes back (the hand-over object, the
+copier's message) is the tenant's and is read as such (:mod:`.source_handover`).
 """
 
 from __future__ import annotations
@@ -38,11 +40,16 @@ from frwatch_operator.verdictloop.job_outcome import JobState
 from frwatch_operator.verdictloop.job_reading import read_job
 from frwatch_operator.verdictloop.job_report import one_line
 from frwatch_operator.verdictloop.ports import KubeActions, Obj
+from frwatch_operator.verdictloop.source_handover import BUNDLE_KEY
 from frwatch_operator.verdictloop.source_job import (
     COPY_CONTAINER,
+    FETCH_CONTAINER,
+    HANDOVER_CONTAINER,
     TrainingImage,
+    copy_job,
+    copy_job_ref,
     copy_list,
-    source_job,
+    render_job,
     source_job_ref,
     template_image,
     training_container,
@@ -51,8 +58,14 @@ from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, rea
 
 logger = logging.getLogger(__name__)
 
-#: ``status.analysisStep`` while the source Job runs (and after: the step that ran last).
+#: ``status.analysisStep`` while the copy Job runs in the training job's namespace.
+STEP_SOURCE_COPY = "SourceCopy"
+#: ``status.analysisStep`` while the render Job runs (and after: the step that ran last).
 STEP_SOURCE = "Source"
+#: The steps :func:`advance` drives.
+STEPS = (STEP_SOURCE_COPY, STEP_SOURCE)
+#: The presigned URL outlives the copy Job's deadline by this much (seconds): a slow start still hands over.
+URL_GRACE_SECONDS = 60
 #: Pods of ``status.observed`` read, at most, to find the training image.
 MAX_PODS_READ = 4
 #: Lead of ``sourceReport`` when the code is in report.html.
@@ -90,9 +103,10 @@ def begin(
     url: str,
     now: datetime,
 ) -> tuple[dict[str, Any], bool]:
-    """The status after the verdict was surfaced (``reported``: the Reported status): the source Job created
-    and the phase kept Analyzing (``True``: call :func:`advance` later), or, when there is nothing to copy
-    or nowhere to copy it from, Reported at once with the reason (``False``)."""
+    """The status after the verdict was surfaced (``reported``: the Reported status): the copy Job created in
+    the Incident's namespace with a presigned URL for the hand-over's one key, and the phase kept Analyzing
+    (``True``: call :func:`advance` later), or, when there is nothing to copy, nowhere to copy it from or no
+    URL, Reported at once with the reason (``False``)."""
     wanted = copy_list(files_read(verdict))
     why = ""
     image = None
@@ -109,36 +123,51 @@ def begin(
             why = f"no training image found (the attempt's pods are gone and the {view.spec.job_ref.kind} names none)"
     if image is None:
         return finish(view, verdict, reported, kube, store, url, now, why, ok=False), False
-    run = effective_run(config.analyzer, settings)
-    manifest = source_job(
-        view.identity, evidence_url=url, s3=config.s3, run=run, training=image, files=wanted.paths,
-        settings=config.analyzer,
-    )  # fmt: skip
+    root = RootUrl.parse(url)
+    expires = config.analyzer.source_deadline_seconds + URL_GRACE_SECONDS
     try:
-        job = kube.create_job(manifest)
-    except FatalError as exc:
-        why = f"the source Job was not created: {exc}"
+        put_url = store.presign_put(root.key(BUNDLE_KEY), expires, bucket=root.bucket)
+    except FrwatchError as exc:
+        why = f"no upload URL could be made for the hand-over: {exc}"
         return finish(view, verdict, reported, kube, store, url, now, why, ok=False), False
-    meta = job.get("metadata") or {}
+    manifest = copy_job(
+        view.identity, training=image, files=wanted.paths, put_url=put_url, image=config.agent.image,
+        settings=config.analyzer,
+        ttl_seconds_after_finished=config.analyzer.ttl_seconds_after_finished,
+    )  # fmt: skip
+    created = _create(view, manifest, kube)
+    if created:
+        return finish(view, verdict, reported, kube, store, url, now, created, ok=False), False
     name = str(manifest["metadata"]["name"])
-    owners = [ref.get("uid") for ref in meta.get("ownerReferences") or []]
-    if view.uid not in owners and (meta.get("annotations") or {}).get(c.ANN_INCIDENT_UID) != view.uid:  # an earlier Incident's, of the same name
-        kube.delete_job(str(manifest["metadata"]["namespace"]), name)
-        why = f"a Job {name} of an earlier Incident of the same name was in the way (deleted)"
-        return finish(view, verdict, reported, kube, store, url, now, why, ok=False), False
     said = (
         f"copying {len(wanted.paths)} source file{'s' if len(wanted.paths) != 1 else ''} the branch names from "
-        f"image {image.image} ({image.seen_in}) in Job {name}, then rendering report.html with the code"
+        f"image {image.image} ({image.seen_in}) in Job {view.namespace}/{name}, then rendering report.html with "
+        "the code"
     )
     _event(view, kube, now, "Normal", said, key="started")
     status = {
         **reported,
         "phase": IncidentPhase.ANALYZING.value,
-        "analysisStep": STEP_SOURCE,
+        "analysisStep": STEP_SOURCE_COPY,
         "analyzerSourceJob": name,
         "message": one_line(f"{reported.get('message', '')}; source step: {said}", 1024),
     }
     return status, True
+
+
+def _create(view: Incident, manifest: Mapping[str, Any], kube: KubeActions) -> str:
+    """Create one of the step's Jobs; "" when it is there and this Incident's, else why not."""
+    ns, name = str(manifest["metadata"]["namespace"]), str(manifest["metadata"]["name"])
+    try:
+        job = kube.create_job(manifest)
+    except FatalError as exc:
+        return f"the Job {ns}/{name} was not created: {exc}"
+    meta = job.get("metadata") or {}
+    owners = [ref.get("uid") for ref in meta.get("ownerReferences") or []]
+    if view.uid not in owners and (meta.get("annotations") or {}).get(c.ANN_INCIDENT_UID) != view.uid:  # an earlier Incident's, of the same name
+        kube.delete_job(ns, name)
+        return f"a Job {ns}/{name} of an earlier Incident of the same name was in the way (deleted)"
+    return ""
 
 
 def advance(
@@ -151,31 +180,70 @@ def advance(
     url: str,
     now: datetime,
 ) -> tuple[dict[str, Any], bool]:
-    """One look at the source Job: ``(patch, False)`` while it runs; ``(patch for Reported, True)`` when it
-    ended (or is gone, or overdue)."""
-    ns, name = source_job_ref(view.identity, config.analyzer)
-    ns, name = view.status.analyzer_namespace or ns, view.status.analyzer_source_job or name
+    """One look at the step's Job: ``(patch, False)`` while it runs (or when the copy ended and the render
+    Job was started); ``(patch for Reported, True)`` when the step ended (or a Job is gone, or overdue)."""
+    copying = view.status.analysis_step == STEP_SOURCE_COPY
+    if copying:
+        ns, name = copy_job_ref(view.identity)
+    else:
+        ns, name = source_job_ref(view.identity, config.analyzer)
+        ns = view.status.analyzer_namespace or ns
+    name = view.status.analyzer_source_job or name
+    what = "copy Job" if copying else "source Job"
     try:
         read = read_job(kube, ns, name, analyzer=config.analyzer, settings=settings, now=now)
     except FatalError as exc:  # forbidden, invalid: the step is given up, never the verdict
-        return finish(view, None, {}, kube, store, url, now, f"the source Job could not be read: {exc}", ok=False), True
+        return finish(view, None, {}, kube, store, url, now, f"the {what} could not be read: {exc}", ok=False), True
     if read is None:
-        why = f"the source Job {name} was gone when frwatch looked"
+        why = f"the {what} {ns}/{name} was gone when frwatch looked"
         return finish(view, None, {}, kube, store, url, now, why, ok=False), True
     outcome, pods = read.outcome, read.pods
-    copied = copy_summary(pods)
     if outcome.state is JobState.RUNNING:
-        waiting = copy_waiting(pods) or outcome.message.replace("analyzer Job", "source Job", 1)
+        waiting = copy_waiting(pods) or outcome.message.replace("analyzer Job", what, 1)
         message = one_line(f"{_verdict_line(view)}; source step: {waiting}", 1024)
         return ({"message": message} if message != view.status.message else {}), False
+    if outcome.state is JobState.SUCCEEDED and copying:
+        return _render(view, config, settings, kube, store, url, now, copy_summary(pods))
     if outcome.state is JobState.SUCCEEDED:
-        text = f"{WITH_CODE} ({copied or 'the copy said nothing'})"
-        return finish(view, None, {}, kube, store, url, now, text, ok=True), True
-    why = outcome.message.replace("analyzer Job", "source Job", 1)
-    failed_copy = copy_ending(pods)
-    if failed_copy:
-        why += f"; the copy from the training image: {failed_copy}"
+        copied = str(((read.job.get("metadata") or {}).get("annotations") or {}).get(c.ANN_SOURCE_COPIED) or "")
+        fetched = container_message(pods, FETCH_CONTAINER, init=True)
+        said = "; ".join(x for x in (copied, fetched) if x)
+        return finish(view, None, {}, kube, store, url, now, f"{WITH_CODE} ({said or 'the copy said nothing'})", ok=True), True
+    why = outcome.message.replace("analyzer Job", what, 1)
+    failed = copy_ending(pods) if copying else ""
+    if failed:
+        why += f"; the copy from the training image: {failed}"
+    elif copying:
+        handed = container_message(pods, HANDOVER_CONTAINER, init=False)
+        why += f"; the hand-over: {handed}" if handed else ""
+    else:
+        fetched = container_message(pods, FETCH_CONTAINER, init=True)
+        why += f"; the fetch of the copy: {fetched}" if fetched else ""
     return finish(view, None, {}, kube, store, url, now, why, ok=False), True
+
+
+def _render(
+    view: Incident,
+    config: Config,
+    settings: CaptureSettings | None,
+    kube: KubeActions,
+    store: S3Store,
+    url: str,
+    now: datetime,
+    copied: str,
+) -> tuple[dict[str, Any], bool]:
+    """The copy was handed over: start the render Job in frwatch's namespace (``False``: the step goes on),
+    or end the step saying why (``True``)."""
+    run = effective_run(config.analyzer, settings)
+    manifest = render_job(
+        view.identity, evidence_url=url, s3=config.s3, run=run, copied=copied, settings=config.analyzer
+    )
+    created = _create(view, manifest, kube)
+    if created:
+        return finish(view, None, {}, kube, store, url, now, created, ok=False), True
+    name = str(manifest["metadata"]["name"])
+    message = one_line(f"{_verdict_line(view)}; source step: {copied or 'copied'}; rendering report.html in Job {name}", 1024)
+    return {"analysisStep": STEP_SOURCE, "analyzerSourceJob": name, "message": message}, False
 
 
 def finish(
@@ -241,6 +309,17 @@ def _copy_status(pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
         if status.get("name") == COPY_CONTAINER:
             return status  # type: ignore[no-any-return]
     return {}
+
+
+def container_message(pods: Sequence[Mapping[str, Any]], name: str, *, init: bool) -> str:
+    """The termination message of container ``name`` in the newest pod, bounded; "" when none."""
+    newest = max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")), default=None)
+    key = "initContainerStatuses" if init else "containerStatuses"
+    for status in ((newest or {}).get("status") or {}).get(key) or []:
+        if status.get("name") == name:
+            term = (status.get("state") or {}).get("terminated") or {}
+            return one_line(str(term.get("message") or ""), 400)
+    return ""
 
 
 def copy_summary(pods: Sequence[Mapping[str, Any]]) -> str:

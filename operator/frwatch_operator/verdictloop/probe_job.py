@@ -31,6 +31,8 @@ RUNNING, FAILED, PASSED, INCONCLUSIVE = "Running", "Failed", "Passed", "Inconclu
 #: How long a finished probe Job is kept (seconds).
 TTL_SECONDS = 3600
 _DETAIL_MAX = 300
+#: Container end reasons that mean the probe never ran (its image or command is wrong, not the node).
+NEVER_RAN = frozenset({"StartError", "ContainerCannotRun", "CreateContainerError", "CreateContainerConfigError"})
 
 
 def probe_job_name(incident: IncidentIdentity, node: str) -> str:
@@ -116,14 +118,16 @@ def probe_result(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]
         return INCONCLUSIVE, "the probe Job was gone when frwatch looked"
     conditions = {x.get("type"): x for x in (job.get("status") or {}).get("conditions") or [] if x.get("status") == "True"}
     own = _own_pods(job, pods, node)
-    ended = [s["terminated"] for s in map(_probe_state, own) if s.get("terminated")]
-    ran = ended or [s for s in map(_probe_state, own) if s.get("running")]
+    ended = [s["terminated"] for s in map(_probe_state, own) if isinstance(s.get("terminated"), Mapping)]
+    ran = ended or [s for s in map(_probe_state, own) if "running" in s]
     if ended:
         term = ended[-1]
         code = term.get("exitCode")
         said = _words(term.get("message"))
         if code == 0:
             return PASSED, f"exit 0{': ' + said if said else ''}"
+        if term.get("reason") in NEVER_RAN:  # the runtime could not start the probe: nothing about the node
+            return INCONCLUSIVE, f"the probe could not start ({term['reason']}){': ' + said if said else ''}"[:_DETAIL_MAX]
         return FAILED, f"exit {code}{' [' + str(term['reason']) + ']' if term.get('reason') not in (None, 'Error') else ''}{': ' + said if said else ''}"[:_DETAIL_MAX]
     failed = conditions.get("Failed") or conditions.get("FailureTarget")
     if failed is not None:

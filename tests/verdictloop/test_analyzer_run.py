@@ -6,7 +6,6 @@ verdict surfacing on the PyTorchJob (annotations, Events, `kubectl describe`) an
 from __future__ import annotations
 
 import hashlib
-
 import json
 from pathlib import Path
 from typing import Any

@@ -174,9 +174,9 @@ def test_fabricated_dumps_on_a_pinned_node_nominate_and_do_not_cordon(probing: L
     ann = target.wait_verdict(name, timeout=150)
     assert ann[c.ANN_CATEGORY] == "gpu_hang" and ann.get(c.ANN_SUSPECT_NODES) == "node-b", ann
     incident = target.reported_incident(name)
+    assert not cordoned(target, "node-b")  # the plan ran before the Incident was Reported
     nominated = nomination(incident, "node-b")
     assert nominated["pinned"] is True and not nominated.get("corroborated") and not nominated.get("probeJob")
-    assert not cordoned(target, "node-b")
     said = wait_for(lambda: node_events(target, "node-b", "FrwatchNominated"), 30, "the nomination Event")
     assert "pinned by the tenant" in said[0], said
     assert target.node("node-b")["metadata"]["annotations"][c.ANN_NOMINATED_BY].endswith(incident["metadata"]["name"])
@@ -192,9 +192,9 @@ def test_a_failing_probe_cordons_a_passing_probe_does_not(probing: LocalCluster)
     node = ann[c.ANN_SUSPECT_NODES]
     assert node == target.culprit_node(healthy)
     incident = target.reported_incident(healthy, timeout=120)
+    assert not cordoned(target, node)
     passed = nomination(incident, node)
     assert passed["probe"] == "Passed" and not passed.get("corroborated"), passed
-    assert not cordoned(target, node)
     assert any("Passed" in m for m in node_events(target, node, "FrwatchProbed"))
 
     for each in NODES:  # now every node's GPU is broken: only a probe on the node can tell
@@ -218,9 +218,10 @@ def test_two_namespaces_nominating_one_node_corroborate(two_tenants: LocalCluste
     pool = {"nodeSelector": {"pool": "x"}}
     one = submit(first, [*GPU_HANG, "--culprit", "0"], master=pool)
     assert first.wait_verdict(one, timeout=150).get(c.ANN_SUSPECT_NODES) == "node-c"
-    nominated = nomination(first.reported_incident(one), "node-c")
+    reported = first.reported_incident(one)
+    assert not cordoned(first, "node-c")  # one namespace's jobs never corroborate
+    nominated = nomination(reported, "node-c")
     assert nominated["namespaces"] == 1 and not nominated.get("corroborated") and not nominated["pinned"], nominated
-    assert not cordoned(first, "node-c")
 
     two = submit(second, [*GPU_HANG, "--culprit", "0"], master=pool)
     assert second.wait_verdict(two, timeout=150).get(c.ANN_SUSPECT_NODES) == "node-c"

@@ -55,7 +55,7 @@ from frwatch_operator.resources import (
 )
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
-from frwatch_operator.verdictloop import corroborating, source_step
+from frwatch_operator.verdictloop import corroborating, probe_step, source_step
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
@@ -68,7 +68,6 @@ from frwatch_operator.verdictloop.job_report import (
     failed_status,
     job_annotations,
     one_line,
-    remediated_condition,
     reported_status,
     verdict_events,
     with_condition,
@@ -532,45 +531,15 @@ def _remediation_observed(
 def _advance_probes(
     view: Incident, config: Config, kube: KubeActions, store: S3Store, settings: CaptureSettings | None, now: datetime
 ) -> Step:
-    """Probes run on nominated nodes: look again later; all ended: the cordon plan on the bound verdict, then
-    Reported (or the source step)."""
-    nominations, over = corroborating.read_probes(view, config, kube, now)
-    if not over:
-        patch = {"nominations": [n.wire() for n in nominations]}
-        return Step(patch if patch["nominations"] != [n.wire() for n in view.status.nominations] else {},
-                    done=False, retry_after=POLL_SECONDS)  # fmt: skip
-    url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
-    training = _training_job(view, kube)
-    job_ref = _job_involved(view, training) if training is not None else None
-    remediated: Condition | None
-    try:
-        verdict = check_verdict(read_verdict(store, url, view.status.verdict_digest), view.status.observed)
-    except VerdictUnavailable as exc:
-        verdict = None
-        summary = f"no node touched: the verdict could not be read again after the probes: {exc}"
-        remediated = remediated_condition("cordon", summary, cordoned=False, now=now)
-    if verdict is not None:
-        acted = corroborating.after_probes(
-            view, verdict.verdict, verdict.job_nodes, nominations, config=config, settings=settings, kube=kube,
-            evidence=RootUrl.parse(url).report_url, now=now, job_ref=job_ref,
-        )  # fmt: skip
-        remediated = acted.condition
-    conditions = list(view.status.conditions)
-    if remediated is not None:
-        conditions = [x for x in conditions if x.type != remediated.type] + [remediated]
-    status: dict[str, Any] = {
-        "phase": IncidentPhase.REPORTED.value, "analysisStep": "", "nominations": [n.wire() for n in nominations],
-        "conditions": [x.wire() for x in conditions],
-        "message": one_line(f"{view.status.verdict.short if view.status.verdict else view.status.category}; "
-                            f"{remediated.message if remediated else ''}", 1024),
-    }  # fmt: skip
-    if config.analyzer.source_from_image and training is not None and verdict is not None:
-        status, more = source_step.begin(
-            view, training, verdict.verdict, status, config=config, settings=settings, kube=kube, store=store,
-            url=url, now=now,
-        )  # fmt: skip
-        return Step(status, done=not more, retry_after=POLL_SECONDS if more else None)
-    return Step(status, done=True)
+    """Probes run on nominated nodes (:mod:`.probe_step`): look again later, or Reported (or the source step)."""
+    def training_of() -> tuple[Obj | None, dict[str, str] | None]:
+        training = _training_job(view, kube)
+        return training, (_job_involved(view, training) if training is not None else None)
+
+    patch, done = probe_step.advance(
+        view, config=config, kube=kube, store=store, settings=settings, now=now, training_of=training_of
+    )
+    return Step(patch, done=done, retry_after=None if done else POLL_SECONDS)
 
 
 def _manifest_changed(view: Incident, store: S3Store, url: str) -> list[str]:

@@ -536,10 +536,11 @@ def _advance_probes(
         training = _training_job(view, kube)
         return training, (_job_involved(view, training) if training is not None else None)
 
-    patch, done = probe_step.advance(
+    patch, done, acted = probe_step.advance(
         view, config=config, kube=kube, store=store, settings=settings, now=now, training_of=training_of
     )
-    return Step(patch, done=done, retry_after=None if done else POLL_SECONDS)
+    observed = _remediation_observed(Observed(), acted[0], acted[1], config, settings) if acted else Observed()
+    return Step(patch, done=done, retry_after=None if done else POLL_SECONDS, observed=observed)
 
 
 def _manifest_changed(view: Incident, store: S3Store, url: str) -> list[str]:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from frwatch_analyzers.layout import RootUrl
+from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.config import Config
 from frwatch_operator.incident import Incident, evidence_url
 from frwatch_operator.resources import CaptureSettings, Condition, IncidentPhase
@@ -36,17 +37,19 @@ def advance(
     settings: CaptureSettings | None,
     now: datetime,
     training_of: Callable[[], tuple[Obj | None, dict[str, str] | None]],
-) -> tuple[dict[str, Any], bool]:
-    """One look at the probes: ``(patch, False)`` while one runs (or the source step began after them);
-    ``(patch for Reported, True)`` once the cordon plan ran. ``training_of``: the training job and its
-    involvedObject reference (None: gone), read only once the probes are over."""
+) -> tuple[dict[str, Any], bool, tuple[corroborating.Acted, Verdict] | None]:
+    """One look at the probes: ``(patch, False, ...)`` while one runs (or the source step began after them);
+    ``(patch for Reported, True, ...)`` once the cordon plan ran, with what it did and on which verdict (for
+    the metrics). ``training_of``: the training job and its involvedObject reference (None: gone), read only
+    once the probes are over."""
     nominations, over = corroborating.read_probes(view, config, kube, now)
     if not over:
         wired = [n.wire() for n in nominations]
-        return ({"nominations": wired} if wired != [n.wire() for n in view.status.nominations] else {}), False
+        return ({"nominations": wired} if wired != [n.wire() for n in view.status.nominations] else {}), False, None
     url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
     training, job_ref = training_of()
     remediated: Condition | None
+    acted: tuple[corroborating.Acted, Verdict] | None = None
     try:
         checked = check_verdict(read_verdict(store, url, view.status.verdict_digest or None), view.status.observed)
     except VerdictUnavailable as exc:
@@ -55,11 +58,11 @@ def advance(
         summary = f"no node touched: the verdict could not be read again after the probes: {exc}"
         remediated = remediated_condition(mode, summary, cordoned=False, now=now)
     if checked is not None:
-        acted = corroborating.after_probes(
+        done = corroborating.after_probes(
             view, checked.verdict, checked.job_nodes, nominations, config=config, settings=settings, kube=kube,
             evidence=RootUrl.parse(url).report_url, now=now, job_ref=job_ref,
         )  # fmt: skip
-        remediated = acted.condition
+        remediated, acted = done.condition, (done, checked.verdict)
     conditions = list(view.status.conditions)
     if remediated is not None:
         conditions = [x for x in conditions if x.type != remediated.type] + [remediated]
@@ -74,5 +77,5 @@ def advance(
             view, training, checked.verdict, status, config=config, settings=settings, kube=kube, store=store,
             url=url, now=now,
         )  # fmt: skip
-        return status, not more
-    return status, True
+        return status, not more, acted
+    return status, True, acted

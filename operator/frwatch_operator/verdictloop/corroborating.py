@@ -106,7 +106,8 @@ def act_on_verdict(
                    "termination message carries no digest), so nothing it says is acted on")  # fmt: skip
         return Acted(condition=remediated_condition(rules.mode.value, summary, cordoned=False, now=now))
     suspects = list(dict.fromkeys(n for n in verdict.suspect_nodes if n)) if verdict.hardware_class else []
-    nominations = _nominate(view, suspects[:NOMINATIONS_MAX], training, config, kube, now) if suspects else []
+    annotate = rules.mode is Mode.CORDON  # frwatch may patch nodes only where it may cordon them (the chart's RBAC)
+    nominations = _nominate(view, suspects[:NOMINATIONS_MAX], training, config, kube, now, annotate) if suspects else []
     skip = uncorroborated(nominations)
     to_probe = [n for n in nominations if not n.pinned and not n.corroborated]
     may_probe = (
@@ -143,8 +144,9 @@ def _remediate(
 
 
 def _nominate(
-    view: Incident, suspects: Sequence[str], training: Obj | None, config: Config, kube: KubeActions, now: datetime
-) -> list[NodeNomination]:
+    view: Incident, suspects: Sequence[str], training: Obj | None, config: Config, kube: KubeActions, now: datetime,
+    annotate: bool,
+) -> list[NodeNomination]:  # fmt: skip
     observed = view.status.observed
     pinned = job_pins(training) | {p.node for p in (observed.pods if observed else []) if p.pinned and p.node}
     counted = [n for n in suspects if n not in pinned]
@@ -161,7 +163,7 @@ def _nominate(
         nomination = NodeNomination(
             node=node, pinned=node in pinned, namespaces=count, signal=signal[:300], corroborated=corroborated[:300]
         )
-        _tell_nominated(view, nomination, kube, now)
+        _tell_nominated(view, nomination, kube, now, annotate)
         out.append(nomination)
     return out
 
@@ -206,9 +208,9 @@ def _health_signal(node: str, kube: KubeActions) -> str:
     return causes[0].message if causes else ""
 
 
-def _tell_nominated(view: Incident, n: NodeNomination, kube: KubeActions, now: datetime) -> None:
-    """The Event on the node and its ``frwatch.io/nominated-by`` annotation (best effort: telling never holds
-    the verdict back)."""
+def _tell_nominated(view: Incident, n: NodeNomination, kube: KubeActions, now: datetime, annotate: bool) -> None:
+    """The Event on the node and (``annotate``) its ``frwatch.io/nominated-by`` annotation (best effort:
+    telling never holds the verdict back)."""
     how = ("pinned by the tenant: not evidence against it" if n.pinned
            else f"corroborated by {n.corroborated}" if n.corroborated
            else "not corroborated (yet): never cordoned on the job's own evidence")  # fmt: skip
@@ -219,7 +221,8 @@ def _tell_nominated(view: Incident, n: NodeNomination, kube: KubeActions, now: d
             return
         about = {"apiVersion": "v1", "kind": "Node", "name": n.node, "uid": str((body.get("metadata") or {}).get("uid", ""))}
         kube.create_event(event_object(spec, about=about, incident_uid=view.uid, now=now))
-        kube.patch_node(n.node, {"metadata": {"annotations": {c.ANN_NOMINATED_BY: view.key}}})
+        if annotate:
+            kube.patch_node(n.node, {"metadata": {"annotations": {c.ANN_NOMINATED_BY: view.key}}})
     except FrwatchError as exc:
         logger.warning("node %s: nomination not told: %s", n.node, exc)
 

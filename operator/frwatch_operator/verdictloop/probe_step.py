@@ -57,7 +57,11 @@ def advance(
         mode = effective_rules(config.remediation, settings).mode.value
         summary = f"no node touched: the verdict could not be read again after the probes: {exc}"
         remediated = remediated_condition(mode, summary, cordoned=False, now=now)
-    if checked is not None:
+    if checked is not None and job_ref is None:  # as when the job goes while it is analysed: no node touched
+        mode = effective_rules(config.remediation, settings).mode.value
+        summary = f"the {view.spec.job_ref.kind} was deleted while its nodes were probed: no node touched"
+        remediated = remediated_condition(mode, summary, cordoned=False, now=now)
+    elif checked is not None:
         done = corroborating.after_probes(
             view, checked.verdict, checked.job_nodes, nominations, config=config, settings=settings, kube=kube,
             evidence=RootUrl.parse(url).report_url, now=now, job_ref=job_ref,

@@ -33,6 +33,7 @@ from .report import render
 from .safe_text import printable
 from .sources import S3Config, SourceError, s3_client
 from .verdict import Status, Verdict
+from .verdict_binding import termination_line
 
 EXIT_OK, EXIT_FAILED_ON, EXIT_NO_VERDICT, EXIT_NOT_WRITTEN = 0, 1, 2, 3
 
@@ -186,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.html:
             _write(args.html, _html(verdict, args.source), s3, "text/html; charset=utf-8")
         if args.termination_log:
-            Path(args.termination_log).write_text(
-                printable(f"{verdict.status.value}/{verdict.category.value}: {verdict.headline}")[:3500]
-            )
+            summary = printable(f"{verdict.status.value}/{verdict.category.value}: {verdict.headline}")[:3400]
+            # with --out: the digest of the bytes written first, binding the stored verdict to this run
+            line = termination_line(as_json.encode(), summary) if args.out else summary
+            Path(args.termination_log).write_text(line)
     except (OSError, SourceError) as exc:
         print(
             f"frwatch analyze: the verdict was made but could not be written: {printable(str(exc))}",

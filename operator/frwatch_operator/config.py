@@ -498,6 +498,43 @@ class RemediationSettings(_Section):
         description="ConfigMap holding the circuit breaker's state, so a restarted operator keeps it. "
         "A person resets a tripped breaker by setting its data.status to CLOSED.",
     )
+    action: Literal["cordon", "nvsentinel", "none"] = Field(
+        default="cordon",
+        description="What a corroborated suspect node gets: cordon (frwatch sets spec.unschedulable), nvsentinel "
+        "(a MaintenanceRequest for NVIDIA NVSentinel to act on; RBAC: create maintenancerequests."
+        "nvsentinel.dgxc.nvidia.com), none (nominated and corroborated, told, nothing else).",
+    )
+    probe_image: str = Field(
+        default="",
+        description="Image of the health check frwatch runs on a nominated node (e.g. an image with dcgmi); "
+        "empty: no probe (only the node's health agents and other namespaces corroborate).",
+    )
+    probe_command: list[str] = Field(
+        default_factory=list,
+        description='The probe\'s command (JSON list, e.g. ["dcgmi", "diag", "-r", "1"]): exit 0 says healthy, '
+        "any other exit says the node is sick (that corroborates the nomination).",
+    )
+    probe_resources: ComputeResources = Field(
+        default=ComputeResources(),
+        description='The probe container\'s resources (JSON, e.g. {"limits": {"nvidia.com/gpu": "8"}}).',
+    )
+    probe_deadline_seconds: int = Field(
+        default=300, ge=10, description="activeDeadlineSeconds of a probe Job; a probe still running then failed."
+    )
+    corroborating_namespaces: int = Field(
+        default=2,
+        ge=2,
+        description="Namespaces whose jobs must nominate the same node within nomination_window_seconds for "
+        "that to corroborate it (one tenant's jobs never do).",
+    )
+    nomination_window_seconds: int = Field(
+        default=86_400, ge=60, description="How long a nomination is remembered for fleet corroboration (seconds)."
+    )
+    nominations_configmap: str = Field(
+        default="frwatch-node-nominations",
+        description="ConfigMap (in breaker_namespace) holding the fleet's nominations: node, namespace, "
+        "incident, when.",
+    )
 
 
 class AgentSettings(_Section):

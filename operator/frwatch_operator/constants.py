@@ -44,6 +44,11 @@ LABEL_NODE_OPT_OUT: Final = PREFIX + "remediation"
 REMEDIATION_DISABLED: Final = "disabled"
 #: The value of ANN_CORDONED_BY on a node frwatch cordoned (a person's cordon carries no such annotation).
 CORDONED_BY_FRWATCH: Final = "frwatch"
+#: On a node a verdict nominated (a suspect no evidence of frwatch's own corroborates yet): the last
+#: incident (namespace/name) that nominated it; for operators to see, never acted on by frwatch.
+ANN_NOMINATED_BY: Final = PREFIX + "nominated-by"
+#: On a probe Job: the node it checks.
+ANN_PROBE_NODE: Final = PREFIX + "probe-node"
 
 # --- the analyzer batch/v1 Job (verdictloop) -------------------------------------------------------------
 #: Label on the analyzer Job and its pods: the Incident's name (hashed when longer than a label value may be).

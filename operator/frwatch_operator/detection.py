@@ -21,6 +21,7 @@ from typing import Any
 from frwatch_analyzers.manifest import ContainerEnd
 from frwatch_operator import constants as c
 from frwatch_operator.incident_naming import valid_attempt
+from frwatch_operator.placement import pinned_by_pod
 
 #: Exit codes above this are "killed by signal (code - 128)" (the shell's and the kubelet's convention).
 SIGNAL_EXIT_BASE = 128
@@ -114,6 +115,8 @@ class PodFacts:
     created: str = ""
     #: Each training container's current instance (for its log: ``frwatch_operator.container_logs``).
     runs: tuple[ContainerRun, ...] = ()
+    #: The pod's own spec chose its node (hostname selector or affinity): ``frwatch_operator.placement``.
+    pinned: bool = False
 
     @property
     def settled(self) -> bool:
@@ -277,6 +280,7 @@ def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: boo
         finished_at=tuple(finished),
         created=str(meta.get("creationTimestamp") or "")[:40],
         runs=tuple(runs),
+        pinned=pinned_by_pod(pod),
     )
 
 

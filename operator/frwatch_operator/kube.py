@@ -463,6 +463,19 @@ class Kube:
             ),
         )
 
+    def create_maintenance_request(self, body: Mapping[str, Any]) -> Obj:
+        """Create NVSentinel's MaintenanceRequest (cluster-scoped); one of that name already there is returned."""
+        group, version = str(body["apiVersion"]).split("/", 1)
+        name = str(body["metadata"]["name"])
+        try:
+            return _required(
+                f"create MaintenanceRequest {name}",
+                lambda: _json(self.custom.create_cluster_custom_object(
+                    group, version, "maintenancerequests", dict(body), _preload_content=False)),
+            )  # fmt: skip
+        except ConflictError:
+            return dict(body)
+
     # --- the breaker's ConfigMap ------------------------------------------------------------------
     def read_configmap(self, namespace: str, name: str) -> Obj | None:
         return _optional(

@@ -70,6 +70,10 @@ class Reason(StrEnum):
     NODE_WOULD_CORDON = "FrwatchWouldCordon"  #: dry-run: the node frwatch would have cordoned
     NODE_CORDON_SKIPPED = "FrwatchCordonSkipped"  #: a suspect node left alone, and why
     NODE_CORDON_FAILED = "FrwatchCordonFailed"  #: the cordon was refused by the API (changed, forbidden)
+    #: a verdict names the node as a suspect: nominated, with what corroborates it or that nothing does (node)
+    NODE_NOMINATED = "FrwatchNominated"
+    #: a probe Job frwatch ran on a nominated node ended: passed, failed (corroborates) or inconclusive (node)
+    NODE_PROBED = "FrwatchProbed"
     #: No cordon: the circuit breaker's ConfigMap cannot be read or stored (its namespace missing, RBAC);
     #: what a person must create or grant (job, Incident; also the Remediated condition's reason).
     BREAKER_UNAVAILABLE = "BreakerStateUnavailable"

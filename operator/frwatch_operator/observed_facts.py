@@ -77,7 +77,8 @@ def _pod(facts: PodFacts, record: StoredPodRecord | None) -> ObservedPod:
         for e in facts.ended[:8]
     ]  # fmt: skip
     return ObservedPod(
-        name=facts.name, node=facts.node, ranks=ranges_text(ranks), exits=exits, deleted=facts.deleted
+        name=facts.name, node=facts.node, ranks=ranges_text(ranks), exits=exits, deleted=facts.deleted,
+        pinned=facts.pinned,
     )
 
 
@@ -93,6 +94,8 @@ def observe(
         old = by_name.get(facts.name)
         if old is not None and old.node and not new.node:
             new = new.model_copy(update={"node": old.node})
+        if old is not None and old.pinned and not new.pinned:  # once pinned, always (a restart knows no spec)
+            new = new.model_copy(update={"pinned": True})
         by_name[facts.name] = new
     names = sorted(by_name)
     kept = [by_name[n] for n in names[:OBSERVED_PODS_MAX]]

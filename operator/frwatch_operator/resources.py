@@ -319,6 +319,9 @@ class ConditionReason(StrEnum):
     VERDICT_MISSING = "VerdictMissing"  #: False: the analyzer ended without a verdict in the store
     VERDICT_MALFORMED = "VerdictMalformed"  #: False: the stored verdict does not parse
     VERDICT_TOO_LARGE = "VerdictTooLarge"  #: False: the stored verdict is past the size this operator reads
+    #: False: the stored verdict is not the one the analyzer Job wrote (its digest, in the Job's termination
+    #: message, does not match the bytes in the store: replaced after the analyzer wrote it)
+    VERDICT_NOT_BOUND = "VerdictNotBound"
     # Remediated: what the cordon policy did
     REMEDIATION_OFF = "RemediationOff"  #: remediation is off
     DRY_RUN = "DryRun"  #: dry-run: the plan is recorded, no node touched
@@ -385,6 +388,11 @@ class ObservedPod(_Wire):
         default_factory=list, max_length=8, description="How its training containers ended (first 8)."
     )
     deleted: bool = Field(default=False, description="The pod was deleted before collection ended.")
+    pinned: bool = Field(
+        default=False,
+        description="The pod's own spec chose its node (a kubernetes.io/hostname nodeSelector, or required node "
+        "affinity on the hostname or metadata.name): the tenant's choice is no evidence against that node.",
+    )
 
 
 class IncidentObserved(_Wire):
@@ -399,6 +407,40 @@ class IncidentObserved(_Wire):
         description="Every node that ran one of the attempt's pods: the only nodes frwatch may cordon for it.",
     )
     truncated: bool = Field(default=False, description="More pods were seen than the list holds.")
+
+
+#: Nodes one Incident nominates, at most.
+NOMINATIONS_MAX = 16
+
+
+class NodeNomination(_Wire):
+    """A node the verdict names as a suspect: nominated. Only evidence no tenant can write corroborates it (a
+    probe frwatch ran there failing, the node's own health agents, or jobs of several namespaces naming it);
+    without it the node is recorded here, annotated and told in an Event, never cordoned."""
+
+    node: str = Field(max_length=NAME_MAX, description="The nominated node.")
+    pinned: bool = Field(
+        default=False,
+        description="A pod of the attempt was pinned to it by the tenant (spec.nodeName in the job's templates, "
+        "a hostname selector or affinity): not evidence against it; never probed, counted or cordoned for it.",
+    )
+    namespaces: int = Field(
+        default=0, ge=0, description="Namespaces whose jobs nominated the node within the window (this one included)."
+    )
+    signal: str = Field(
+        default="", max_length=300,
+        description="What the node's own health agents say (a condition or an Event in namespace default); empty: nothing.",
+    )  # fmt: skip
+    probe_job: str = Field(default="", max_length=NAME_MAX, description="The probe Job frwatch ran on the node.")
+    probe: str = Field(
+        default="", max_length=16,
+        description="The probe's result: Running, Failed (the node is sick: corroborates), Passed, Inconclusive "
+        "(it never ran, or was gone); empty: no probe.",
+    )  # fmt: skip
+    probe_detail: str = Field(default="", max_length=300, description="The probe's own words (its termination message).")
+    corroborated: str = Field(
+        default="", max_length=300, description="What corroborates the nomination; empty: nominated only (never cordoned)."
+    )
 
 
 #: Longest ``status.suspects`` (the Suspects column of ``kubectl get incidents``).
@@ -528,6 +570,16 @@ class IncidentStatus(_Wire):
     api_refusals: ApiRefusals | None = Field(
         default=None, description="Set while the API refuses the verdict loop's calls (see ApiRefusals)."
     )
+    verdict_digest: str = Field(
+        default="",
+        max_length=64,
+        description="sha256 of the verdict.json the analyzer Job wrote (from its termination message): the verdict "
+        "acted on is the one with these bytes; empty: none bound (nothing is cordoned).",
+    )
+    nominations: list[NodeNomination] = Field(
+        default_factory=list, max_length=NOMINATIONS_MAX,
+        description="The suspect nodes nominated, and what corroborates each (only a corroborated node is cordoned).",
+    )  # fmt: skip
     settings: CaptureSettings | None = Field(
         default=None,
         description="The job's effective capture settings, fixed when the incident opened: the collection "

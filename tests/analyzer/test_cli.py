@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.verdict import Verdict
+from frwatch_analyzers.verdict_binding import digest_in
 from frwatch_dev.dumps import World, world
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +53,11 @@ def test_json_is_the_verdict_model_and_out_file_matches(tmp_path: Path) -> None:
     v = Verdict.model_validate_json(out.stdout)
     assert v.culprit_ranks == [3]
     assert Verdict.model_validate_json(out_file.read_text()) == v
-    assert term.read_text().startswith("problem/missing_rank: rank 3 never enqueued")
+    # the termination message binds the stored verdict to this run: the digest of the bytes written, first
+    lead, _, summary = term.read_text().partition(" ")
+    assert lead == f"verdict-sha256:{hashlib.sha256(out_file.read_bytes()).hexdigest()}"
+    assert digest_in(term.read_text()) == hashlib.sha256(out_file.read_bytes()).hexdigest()
+    assert summary.startswith("problem/missing_rank: rank 3 never enqueued")
 
 
 def test_no_verdict_exits_2_with_the_reason(tmp_path: Path) -> None:

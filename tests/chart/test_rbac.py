@@ -96,7 +96,7 @@ _GROUP_OF_API = {"core": "", "batch": "batch", "admission": "admissionregistrati
                  "coordination": "coordination.k8s.io"}  # fmt: skip
 
 
-def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS) -> list[AuditEntry]:
+def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS, *, nvsentinel: bool = False) -> list[AuditEntry]:
     """Every ``<x>.core|batch|custom|admission|coordination.<method>(...)`` call in the operator's modules, as RBAC sees
     it (the modules of ``OPERATOR_TLS_ONLY`` only when ``tls_mode`` is ``operator``; a call on the training job
     once per enabled kind, a Trainer runtime's only with TrainJob)."""
@@ -130,6 +130,10 @@ def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS) -> list[AuditEn
                     group, resource = c.GROUP, c.INCIDENT_PLURAL
                 elif "POLICY_PLURAL" in text:
                     group, resource = c.GROUP, c.POLICY_PLURAL
+                elif "maintenancerequests" in text:  # the hand-off to NVSentinel (corroboration.action nvsentinel)
+                    if nvsentinel:
+                        calls.append(call(verb, "nvsentinel.dgxc.nvidia.com", "maintenancerequests"))
+                    continue
                 elif "TRAINING_RUNTIME_PLURAL" in text:  # a TrainJob's runtime (kube.Kube.runtime_exists)
                     if "TrainJob" not in kinds:
                         continue
@@ -146,9 +150,13 @@ def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS) -> list[AuditEn
                 kind = m["kind"]
                 resource = _PLURAL.get(kind, kind + "s")
             name = "" if verb in ("list", "create") else "x"
-            if resource == "configmaps":  # the breaker's ConfigMap, in the release namespace
-                namespace = NAMESPACE
-                name = "" if verb == "create" else config.remediation.breaker_configmap
+            if resource == "configmaps":  # the breaker's and the fleet's nominations, in the release namespace
+                if verb == "create":
+                    calls.append(call(verb, group, resource, NAMESPACE))
+                    continue
+                for cm in (config.remediation.breaker_configmap, config.remediation.nominations_configmap):
+                    calls.append(call(verb, group, resource, NAMESPACE, cm, sub))
+                continue
             if resource == "secrets":  # only the operator's own, in the release namespace
                 assert path.name == OWN_SECRETS, f"{path.name}: a Secret call outside {OWN_SECRETS}; teach this test"
                 owned = [config.agent.key_secret]
@@ -168,10 +176,12 @@ def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS) -> list[AuditEn
     return calls
 
 
-def operator_calls(tls_mode: str = "helm", *, namespaced: bool = False, kinds: str = ALL_KINDS) -> list[AuditEntry]:
+def operator_calls(
+    tls_mode: str = "helm", *, namespaced: bool = False, kinds: str = ALL_KINDS, nvsentinel: bool = False
+) -> list[AuditEntry]:
     """The analyzer Job runs in the release namespace with the chart: never owned by an Incident there (an
     owner cannot live in another namespace), so no update on incidents/finalizers is needed."""
-    calls = kopf_calls(namespaced=namespaced, kinds=kinds) + client_calls(tls_mode, kinds)
+    calls = kopf_calls(namespaced=namespaced, kinds=kinds) + client_calls(tls_mode, kinds, nvsentinel=nvsentinel)
     assert any(e.resource == "incidents" and e.verb == "create" for e in calls), "derivation found no calls"
     return calls
 
@@ -193,7 +203,8 @@ def _coverage(values: dict[str, Any]) -> Coverage:
     tls_mode = values.get("webhook", {}).get("tls", {}).get("mode", "helm")
     namespaced = bool(values.get("operator", {}).get("namespaces"))
     kinds = ",".join(values.get("operator", {}).get("jobKinds", c.JOB_KINDS))
-    calls = operator_calls(tls_mode, namespaced=namespaced, kinds=kinds)
+    nvsentinel = values.get("corroboration", {}).get("action") == "nvsentinel"
+    calls = operator_calls(tls_mode, namespaced=namespaced, kinds=kinds, nvsentinel=nvsentinel)
     if values.get("analyzer", {}).get("sourceFromImage"):
         calls += source_step_calls()
     return check(calls, grants_for(render(values), SA, NAMESPACE))
@@ -212,6 +223,16 @@ def test_the_source_step_may_run_jobs_in_training_namespaces_only_when_it_is_on(
 def test_rbac_with_cordoning_on_is_exactly_what_the_code_calls() -> None:
     coverage = _coverage({"remediation": {"enabled": True, "dryRun": False}})
     assert coverage.exact, coverage.explain()
+
+
+def test_the_nvsentinel_hand_off_may_create_maintenance_requests_and_nothing_more() -> None:
+    """corroboration.action nvsentinel (cordoning on): create on NVSentinel's cluster-scoped MaintenanceRequests,
+    exactly; with the default action no grant on them at all."""
+    coverage = _coverage({"remediation": {"enabled": True, "dryRun": False}, "corroboration": {"action": "nvsentinel"}})
+    assert coverage.exact, coverage.explain()
+    rules = [r for d in render({"remediation": {"enabled": True, "dryRun": False}}) if d.get("kind") == "ClusterRole"
+             for r in d.get("rules") or []]  # fmt: skip
+    assert not any("nvsentinel.dgxc.nvidia.com" in r.get("apiGroups", []) for r in rules)
 
 
 def test_default_rbac_cannot_cordon_and_allows_everything_else() -> None:

@@ -24,6 +24,7 @@ import pytest
 from e2e_helpers import LIVE_ENV, NO_PYTHON, Target
 
 from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
+from frwatch_dev.standin_probe import PROBE_ENV
 
 NODES = ("node-a", "node-b", "node-c", "node-d")
 NAMESPACE = "e2e"
@@ -69,9 +70,9 @@ def cordoning_target() -> Iterator[Target]:
         yield Target(Path(real), os.environ.get("FRWATCH_E2E_NAMESPACE", "frwatch-e2e"),
                      image=os.environ.get("FRWATCH_E2E_IMAGE", "ghcr.io/frwatch/frwatch:0.1.0"), local=None)  # fmt: skip
         return
-    yield from _local(
+    yield from _local(  # the stand-in probe corroborates a nomination on a node a test broke (break_node)
         {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_REMEDIATION_ENABLED": "true",
-         "FRWATCH_REMEDIATION_DRY_RUN": "false"}
+         "FRWATCH_REMEDIATION_DRY_RUN": "false", **PROBE_ENV}
     )  # fmt: skip
 
 

@@ -109,5 +109,6 @@ def test_03_a_hardware_finding_plans_a_cordon_in_dry_run(target: Target) -> None
     assert ann[c.ANN_CATEGORY] == "gpu_hang", ann
     node = target.culprit_node(name)
     plan = wait_for(lambda: target.events(name, "Remediation"), 20, "the remediation plan")
-    assert plan == [f"dry-run: would cordon {node}"], plan
+    # the dumps only nominate the node: without a probe, its health agents or a second namespace, no cordon
+    assert len(plan) == 1 and plan[0].startswith(f"dry-run: no cordon; skip {node} (nominated only"), plan
     assert not target.node(node)["spec"].get("unschedulable")

@@ -122,7 +122,8 @@ def test_gpu_hang_names_the_node_of_the_culprits_pod(jobs: KindJobs) -> None:
     [incident] = jobs.reported_incidents(name, 1)
     assert incident["status"]["suspectNodes"] == [node]
     plan = wait_for(lambda: jobs.events(name, "Remediation"), 20, "the remediation plan")
-    assert plan == [f"dry-run: would cordon {node}"], plan
+    # the dumps only nominate the node: without a probe, its health agents or a second namespace, no cordon
+    assert len(plan) == 1 and plan[0].startswith(f"dry-run: no cordon; skip {node} (nominated only"), plan
     assert not jobs.target.node(node)["spec"].get("unschedulable")
 
 

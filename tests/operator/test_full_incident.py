@@ -40,7 +40,7 @@ from frwatch_operator.s3store import S3Store
 sys.path.insert(0, str(ROOT / "tests" / "chart"))
 sys.path.insert(0, str(ROOT / "tests" / "verdictloop"))
 from chart_helpers import render
-from vl_builders import finish_job
+from vl_builders import finish_job, node_agent_says
 from vl_jobrun import run_container
 
 WORLD = 4
@@ -180,6 +180,8 @@ def run(
         analyzer = op_api.sanitize_for_serialization(batch.read_namespaced_job(name, where))
         ran = run_container(analyzer, core, workdir)
         assert ran.returncode == 0, ran.stderr
+        # the dumps only nominate the hung rank's node; its own health agent's Xid Event corroborates it
+        node_agent_says(core, nodes[HUNG_RANK])
         finish_job(batch, core, analyzer, condition="Complete", termination_message=ran.termination_message)
         incident = cluster.incident(phase="Reported", timeout=20)
         node = op_api.sanitize_for_serialization(core.read_node(nodes[HUNG_RANK]))

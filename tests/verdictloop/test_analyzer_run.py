@@ -5,6 +5,7 @@ verdict surfacing on the PyTorchJob (annotations, Events, `kubectl describe`) an
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,9 @@ def test_real_dumps_to_verdict_on_the_job(
     assert "rank" in report and "1" in report
     page = store.get(key.report_html).decode()  # the HTML report beside it: culprit, its pod and node
     assert 'class="side culprit"' in page and "node-1" in page and "<script" not in page
-    assert run.termination_message.startswith(f"{stored.status.value}/{stored.category.value}: ")
+    # the digest of the verdict it wrote, then its summary: the operator acts only on a verdict with these bytes
+    assert run.termination_message.startswith(f"verdict-sha256:{hashlib.sha256(store.get(key.verdict)).hexdigest()} ")
+    assert f" {stored.status.value}/{stored.category.value}: " in run.termination_message
     assert json.loads(run.stdout)["headline"] == stored.headline
 
     # --- what the Job controller and the kubelet record; the operator's next pass -------------------------------
@@ -214,10 +217,18 @@ def test_a_gpu_hang_cordons_its_node(
 
     finish_job(client.BatchV1Api(api_client), core, analyzer, condition="Complete",
                termination_message=run.termination_message)  # fmt: skip
+    # the dumps only nominate the node; its own health agent (an Xid Event in namespace default) corroborates
+    core.create_namespaced_event("default", {
+        "metadata": {"name": f"{nodes[4]}.xid"}, "type": "Warning", "reason": "XidError",
+        "message": "Xid 79: GPU has fallen off the bus", "count": 1,
+        "involvedObject": {"kind": "Node", "name": nodes[4], "apiVersion": "v1"}, "source": {"component": "dcgm-exporter"},
+    })  # fmt: skip
     body = get_incident(custom, ns, meta["name"])
     step = advance_analysis(body, config=config, kube=kube, store=store, settings=settings(config))
     status = write_status(custom, body, step.status)["status"]
     assert status["phase"] == "Reported" and status["category"] == "gpu_hang"
+    [nominated] = status["nominations"]
+    assert nominated["node"] == nodes[4] and "Xid 79" in nominated["corroborated"], nominated
     remediated = next(x for x in status["conditions"] if x["type"] == "Remediated")
     assert (remediated["status"], remediated["reason"]) == ("True", "Cordoned"), remediated
 

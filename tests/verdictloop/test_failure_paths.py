@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client
 from vl_builders import (
     analyzing,
+    bound,
     create_incident,
     create_node,
     create_pytorchjob,
@@ -19,6 +20,7 @@ from vl_builders import (
     finish_job,
     get_incident,
     hardware_verdict,
+    node_agent_says,
     set_observed,
     settings,
     write_status,
@@ -208,14 +210,10 @@ def test_hardware_verdict_through_the_loop(case: Case, custom: Any, core: Any, k
     for n in nodes:
         create_node(core, n)
     set_observed(custom, case.incident, nodes)
-    case.store.put(case.key.verdict, hardware_verdict(nodes[3]).model_dump_json().encode())
-    finish_job(
-        client.BatchV1Api(api_client),
-        core,
-        case.analyzer,
-        condition="Complete",
-        termination_message="problem/gpu_hang: ...",
-    )
+    data = hardware_verdict(nodes[3]).model_dump_json().encode()
+    case.store.put(case.key.verdict, data)
+    finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete", termination_message=bound(data))
+    node_agent_says(core, nodes[3])  # corroborated: the node's own health agent reports it
     cfg = case.config.model_copy(
         update={
             "remediation": case.config.remediation.model_copy(update={"enabled": True, "dry_run": dry_run})
@@ -245,8 +243,10 @@ def test_a_pass_repeated_after_a_crash_before_the_status_write_changes_nothing(
     for n in nodes:
         create_node(core, n)
     set_observed(custom, case.incident, nodes)
-    case.store.put(case.key.verdict, hardware_verdict(nodes[0], ranks=[0]).model_dump_json().encode())
-    finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete")
+    data = hardware_verdict(nodes[0], ranks=[0]).model_dump_json().encode()
+    case.store.put(case.key.verdict, data)
+    finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete", termination_message=bound(data))
+    node_agent_says(core, nodes[0])
     cfg = case.config.model_copy(
         update={"remediation": case.config.remediation.model_copy(update={"enabled": True, "dry_run": False})}
     )
@@ -264,9 +264,8 @@ def test_a_pass_repeated_after_a_crash_before_the_status_write_changes_nothing(
         sorted((e.reason, e.message) for e in events_about(core, case.ns, "llama")) == events
     )  # no duplicates
     assert core.read_namespaced_config_map("breaker", case.ns).data == breaker  # counted once
-    assert [r for r, _ in ((e.reason, e.message) for e in events_about(core, "default", nodes[0]))] == [
-        "FrwatchCordoned"
-    ]
+    said = sorted(e.reason for e in events_about(core, "default", nodes[0]) if e.reason.startswith("Frwatch"))
+    assert said == ["FrwatchCordoned", "FrwatchNominated"]  # each once
 
 
 def test_breaker_namespace_missing_is_one_visible_bounded_failure(
@@ -278,8 +277,10 @@ def test_breaker_namespace_missing_is_one_visible_bounded_failure(
     for n in nodes:
         create_node(core, n)
     set_observed(custom, case.incident, nodes)
-    case.store.put(case.key.verdict, hardware_verdict(nodes[2], ranks=[2]).model_dump_json().encode())
-    finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete")
+    data = hardware_verdict(nodes[2], ranks=[2]).model_dump_json().encode()
+    case.store.put(case.key.verdict, data)
+    finish_job(client.BatchV1Api(api_client), core, case.analyzer, condition="Complete", termination_message=bound(data))
+    node_agent_says(core, nodes[2])
     missing = f"gone-{case.ns[-6:]}"
     cfg = case.config.model_copy(update={"remediation": case.config.remediation.model_copy(
         update={"enabled": True, "dry_run": False, "breaker_namespace": missing})})  # fmt: skip
@@ -294,7 +295,9 @@ def test_breaker_namespace_missing_is_one_visible_bounded_failure(
     assert len(warnings) == 1 and warnings[0].type == "Warning"
     assert f"the namespace {missing} of its ConfigMap {missing}/breaker does not exist" in warnings[0].message
     assert "BreakerStateUnavailable" in kubectl("describe", "pytorchjob", "llama", "-n", case.ns).stdout
-    assert events_about(core, "default", nodes[2]) == []  # nothing happened to the node
+    # nothing happened to the node: the health agent's Event and frwatch's nomination are all it has
+    assert sorted(e.reason for e in events_about(core, "default", nodes[2])) == ["FrwatchNominated", "XidError"]
+    assert not (core.read_node(nodes[2]).spec and core.read_node(nodes[2]).spec.unschedulable)
     again, _ = advance(case, custom, kube, config=cfg)  # the next timer pass: nothing left to do
     assert again.done and again.status == {}
     assert len([e for e in events_about(core, case.ns, "llama") if e.reason == "BreakerStateUnavailable"]) == 1

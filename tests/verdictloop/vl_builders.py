@@ -9,6 +9,7 @@ from typing import Any
 from kubernetes import client
 
 from frwatch_analyzers.verdict import Category, Status, Verdict
+from frwatch_analyzers.verdict_binding import termination_line
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
 from frwatch_operator.optin import defaults
@@ -154,6 +155,21 @@ def hardware_verdict(
         suspect_nodes=list(nodes),
         next_steps=["run dcgmi diag -r 3 on the suspect node", "check the node's XID errors in dmesg"],
     )
+
+
+def bound(verdict_json: bytes, summary: str = "problem/gpu_hang: ...") -> str:
+    """The analyzer's termination message for the verdict bytes it wrote (their digest binds them to the Job)."""
+    return termination_line(verdict_json, summary)
+
+
+def node_agent_says(core: client.CoreV1Api, node: str, message: str = "Xid 79: GPU has fallen off the bus") -> None:
+    """The node's own health agent reports a hardware fault: an Event about the node in namespace default
+    (what corroborates a nomination, where no tenant writes)."""
+    core.create_namespaced_event("default", {
+        "metadata": {"name": f"{node}.xid"}, "type": "Warning", "reason": "XidError", "message": message,
+        "count": 1, "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+        "source": {"component": "dcgm-exporter"},
+    })  # fmt: skip
 
 
 def settings(config: Config, **changes: Any) -> CaptureSettings:

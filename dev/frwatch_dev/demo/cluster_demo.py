@@ -20,6 +20,7 @@ from frwatch_dev.demo.job_kinds import DEFAULT_KIND, KINDS, DemoKind
 from frwatch_dev.localcluster.client import Api, ns_path
 from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 from frwatch_dev.localcluster.kubectl import KubectlNotFound, kubectl_path
+from frwatch_dev.standin_probe import PROBE_ENV
 from frwatch_dev.workloads import GPU_HANG, WORKLOAD
 from frwatch_operator import constants as c
 
@@ -95,7 +96,7 @@ async def _remediation_events(url: str) -> list[dict[str, Any]]:
     return [e for e in events if e.get("reason") == "Remediation" and e["involvedObject"].get("name") == JOB]
 
 
-def _wait_for_remediation(cluster: LocalCluster, progress: Progress, timeout: float = 15.0) -> None:
+def _wait_for_remediation(cluster: LocalCluster, progress: Progress, timeout: float = 60.0) -> None:
     """The remediation step follows the verdict: wait for its Event (a plan, a cordon, or "off")."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -180,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario == "hardware":
         operator_env["FRWATCH_REMEDIATION_ENABLED"] = "true"
         operator_env["FRWATCH_REMEDIATION_DRY_RUN"] = "false" if args.cordon else "true"
+        operator_env.update(PROBE_ENV)  # the dumps only nominate the node: frwatch's probe must find it sick
     print(f"  starting the local cluster (API emulator, SeaweedFS, nodes {', '.join(scenario.nodes)}, "
           "Trainer v2, JobSet and training-operator controllers, frwatch operator) ...", flush=True)  # fmt: skip
     cluster = LocalCluster(nodes=scenario.nodes, operator_env=operator_env, keep_workdir=args.keep_logs)
@@ -190,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         print(f"  operator metrics (Prometheus): {cluster.metrics_url}", flush=True)
+        if args.scenario == "hardware":
+            for node in scenario.nodes:  # stand-in hardware: the probe frwatch runs on the suspect fails
+                cluster.break_node(node)
+            print("  stand-in hardware: every node's GPU is broken (only a probe on the node sees it)", flush=True)
         print(
             f"  kubectl apply: {kind.kind} {JOB} (annotation {c.ANN_CAPTURE}={c.CAPTURE_ENABLED})", flush=True
         )

@@ -480,6 +480,13 @@ class LocalCluster:
 
     # -- for users and tests -------------------------------------------------------------------------
 
+    def break_node(self, node: str, fault: str = "Xid 79: GPU has fallen off the bus") -> None:
+        """A stand-in hardware fault on ``node``: containers started there from now on see it, and the stand-in
+        probe (``frwatch_dev.standin_probe``) fails on it. Nothing in the API changes (no condition, no Event):
+        only a health check that runs on the node finds it, as with a real broken GPU."""
+        assert self.kubelet is not None
+        self.kubelet.faults[node] = fault
+
     def kubectl(
         self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 30
     ) -> subprocess.CompletedProcess[str]:

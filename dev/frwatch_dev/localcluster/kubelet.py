@@ -70,6 +70,8 @@ HOST_IP = "127.0.0.1"
 _POD_IPS = 250 * 250
 #: images whose entrypoint the kubelet knows (the repository, without tag): the frwatch image runs `frwatch`
 DEFAULT_ENTRYPOINTS: Mapping[str, Sequence[str]] = {"ghcr.io/frwatch/frwatch": ("frwatch",)}
+#: What a container started on a node with a stand-in hardware fault sees (``Kubelet.faults``).
+FAULT_ENV = "FRWATCH_DEV_NODE_FAULT"
 #: every pod's network is the host's loopback: gloo must use it
 DEFAULT_NODE_ENV: Mapping[str, str] = {"GLOO_SOCKET_IFNAME": "lo"}
 
@@ -229,6 +231,10 @@ class Kubelet:
             [self.bin_dir, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         )
         self.runs: dict[tuple[str, str], PodRun] = {}
+        #: Stand-in hardware faults: node -> what is broken there (``break_node``). Every container started on
+        #: such a node sees it in ``FRWATCH_DEV_NODE_FAULT``, as a real health check sees a broken GPU; the
+        #: stand-in probe (``frwatch_dev.standin_probe``) fails on it.
+        self.faults: dict[str, str] = {}
         # Each kubelet starts its pod IPs at a random place of its node's 62,500 (127.<10+i>.0.1-127.<10+i>.249.250):
         # local clusters run side by side on one machine (the tests, the demo, a developer's), and pods of two
         # clusters numbered from the same start bound the same IP and port (an agent died on "address already
@@ -549,6 +555,7 @@ class Kubelet:
             env = {
                 "PATH": self.path_env, "HOSTNAME": run.name, "HOME": str(run.dir / "home"),
                 "TMPDIR": str(run.dir / "tmp"), "LANG": "C.UTF-8", **self.node_env,
+                **({FAULT_ENV: self.faults[run.node]} if run.node in self.faults else {}),
             }  # fmt: skip
             env.update({k: poddns.resolve(podspec.rewrite_path(v, mounts), run.pod) for k, v in env_pod.items()})
             argv = podspec.argv_for(

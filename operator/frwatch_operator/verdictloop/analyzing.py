@@ -39,6 +39,7 @@ from frwatch_analyzers.htmlreport import render_html
 from frwatch_analyzers.layout import MANIFEST, REPORT, REPORT_HTML, VERDICT, RootUrl
 from frwatch_analyzers.report import render
 from frwatch_analyzers.verdict import Verdict
+from frwatch_analyzers.verdict_binding import digest_of
 from frwatch_operator import constants as c
 from frwatch_operator.config import Config
 from frwatch_operator.errors import ApiRefusedError, FatalError, FrwatchError, RetryableError
@@ -54,9 +55,8 @@ from frwatch_operator.resources import (
 )
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
-from frwatch_operator.verdictloop import source_step
+from frwatch_operator.verdictloop import corroborating, probe_step, source_step
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
-from frwatch_operator.verdictloop.cordoning import remediate
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.exit_verdict import exit_verdict
@@ -339,6 +339,8 @@ def _advance(
     now: datetime,
 ) -> Step:
     """One pass of :func:`advance_analysis` (raises what the adapters raise)."""
+    if view.status.analysis_step == corroborating.STEP_PROBE:  # the verdict is out: probes on nominated nodes
+        return _advance_probes(view, config, kube, store, settings, now)
     if view.status.analysis_step in source_step.STEPS:  # the verdict is out: the code for the report
         url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
         patch, over = source_step.advance(
@@ -384,15 +386,22 @@ def _advance(
             step = _fail(view, _training_job(view, kube), kube, outcome.reason, outcome.message, now, first)
             return replace(step, observed=ended)
     training = _training_job(view, kube)
+    # the verdict acted on is the one the analyzer Job wrote: the digest in its termination message
+    digest = read.outcome.verdict_digest if read is not None else None
     try:
-        verdict = read_verdict(store, url)
+        verdict = read_verdict(store, url, digest)
     except VerdictUnavailable as exc:
         message = str(exc) if not note else f"{note}, and {exc}"
         reason = ConditionReason.ANALYZER_JOB_GONE if read is None else exc.reason
         return replace(_fail(view, training, kube, reason, message, now, first), observed=ended)
-    step = _report(view, training, verdict, config, kube, store, settings, url, note, now)
+    if digest is None:
+        unbound = "the verdict is not bound to an analyzer Job (no digest in its termination message): no node touched"
+        note = f"{note}; {unbound}" if note else unbound
+    step = _report(view, training, verdict, config, kube, store, settings, url, note, now, digest=digest or "")
     observed = replace(step.observed, analyzer_job=ended.analyzer_job)
     status, done = {**first, **step.status}, step.done
+    if not done:  # probes run on nominated nodes first: the source step begins after them
+        return Step(status, done=False, retry_after=POLL_SECONDS, observed=observed)
     if config.analyzer.source_from_image and training is not None:  # the verdict is out: now the code
         status, more = source_step.begin(
             view, training, verdict, status, config=config, settings=settings, kube=kube, store=store, url=url,
@@ -417,15 +426,19 @@ def _report_exits(
     """Store the exits' verdict and its report where the analyzer would have (the report URL then works as
     for any verdict), and report it."""
     url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
+    verdict_bytes = verdict.model_dump_json(indent=1).encode()
     for name, data, kind in (
-        (VERDICT, verdict.model_dump_json(indent=1).encode(), "application/json"),
+        (VERDICT, verdict_bytes, "application/json"),
         (REPORT, render(verdict).encode(), "text/plain; charset=utf-8"),
         (REPORT_HTML, render_html(verdict).encode(), "text/html; charset=utf-8"),
     ):
         root = RootUrl.parse(url)
         store.put(root.key(name), data, bucket=root.bucket, content_type=kind)
     note = "no analyzer Job: no rank dumped and every rank's pod failed"
-    return _report(view, _training_job(view, kube), verdict, config, kube, store, settings, url, note, now)
+    return _report(
+        view, _training_job(view, kube), verdict, config, kube, store, settings, url, note, now,
+        digest=digest_of(verdict_bytes),  # the operator's own verdict: bound to what it wrote
+    )  # fmt: skip
 
 
 def _report(
@@ -439,7 +452,11 @@ def _report(
     url: str,
     note: str,
     now: datetime,
+    *,
+    digest: str,
 ) -> Step:
+    """Surface the verdict; nominate its suspects and run the cordon plan (or begin probes: then not done).
+    ``digest``: the sha256 the verdict is bound to ("": none, then no node is touched)."""
     report = RootUrl.parse(url).report_url
     checked = check_verdict(verdict, view.status.observed)
     issues = list(checked.issues) + _manifest_changed(view, store, url)
@@ -479,29 +496,51 @@ def _report(
         category=verdict.category.value, hardware_class=verdict.hardware_class,
         seconds_since_detection=(now - detected).total_seconds() if detected is not None else 0.0,
     )  # fmt: skip
+    acted = corroborating.Acted()
     if job_ref is not None:
-        rules = effective_rules(config.remediation, settings)
-        result = remediate(
-            verdict=verdict,
-            incident=view.identity,
-            job_nodes=checked.job_nodes,
-            rules=rules,
-            settings=config.remediation,
-            kube=kube,
-            evidence=report,
-            now=now,
-            job_object=job_ref,
-        )
-        remediated = result.condition
-        observed = replace(
-            observed, cordoned=len(result.cordoned), would_cordon=len(result.dry_run_cordons),
-            skipped=tuple(result.skipped(verdict, rules)), breaker_tripped=result.breaker_tripped,
+        acted = corroborating.act_on_verdict(
+            view=view, verdict=verdict, job_nodes=checked.job_nodes, training=training, bound=bool(digest),
+            config=config, settings=settings, kube=kube, evidence=report, now=now, job_ref=job_ref,
         )  # fmt: skip
+        remediated = acted.condition
+        observed = _remediation_observed(observed, acted, verdict, config, settings)
     status = reported_status(
         verdict, report=report, now=now, conditions=conditions, note=note, remediation=remediated,
         observed=seen, namespace=ns,
     )  # fmt: skip
+    status = {**status, "verdictDigest": digest, "nominations": [n.wire() for n in acted.nominations]}
+    if acted.probing:  # the verdict is out; the cordon plan waits for the probes
+        status = {**status, "phase": IncidentPhase.ANALYZING.value, **corroborating.probe_status(acted.nominations)}
+        return Step(status, done=False, retry_after=POLL_SECONDS, observed=observed)
     return Step(status, done=True, observed=observed)
+
+
+def _remediation_observed(
+    observed: Observed, acted: corroborating.Acted, verdict: Verdict, config: Config, settings: CaptureSettings | None
+) -> Observed:
+    result = acted.result
+    if result is None:
+        return observed
+    return replace(
+        observed, cordoned=len(result.cordoned), would_cordon=len(result.dry_run_cordons),
+        skipped=tuple(result.skipped(verdict, effective_rules(config.remediation, settings))),
+        breaker_tripped=result.breaker_tripped,
+    )  # fmt: skip
+
+
+def _advance_probes(
+    view: Incident, config: Config, kube: KubeActions, store: S3Store, settings: CaptureSettings | None, now: datetime
+) -> Step:
+    """Probes run on nominated nodes (:mod:`.probe_step`): look again later, or Reported (or the source step)."""
+    def training_of() -> tuple[Obj | None, dict[str, str] | None]:
+        training = _training_job(view, kube)
+        return training, (_job_involved(view, training) if training is not None else None)
+
+    patch, done, acted = probe_step.advance(
+        view, config=config, kube=kube, store=store, settings=settings, now=now, training_of=training_of
+    )
+    observed = _remediation_observed(Observed(), acted[0], acted[1], config, settings) if acted else Observed()
+    return Step(patch, done=done, retry_after=None if done else POLL_SECONDS, observed=observed)
 
 
 def _manifest_changed(view: Incident, store: S3Store, url: str) -> list[str]:

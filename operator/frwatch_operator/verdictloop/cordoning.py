@@ -33,6 +33,7 @@ from frwatch_operator.verdictloop import breaker as brk
 from frwatch_operator.verdictloop.events import event_object
 from frwatch_operator.verdictloop.job_report import one_line, remediated_condition
 from frwatch_operator.verdictloop.node_confirmation import EVENTS_CHECKED, claimed_sick, unconfirmed
+from frwatch_operator.verdictloop.nvsentinel import maintenance_request, request_name
 from frwatch_operator.verdictloop.ports import KubeActions
 from frwatch_operator.verdictloop.remediation import (
     Action,
@@ -97,10 +98,14 @@ def remediate(
     evidence: str,
     now: datetime,
     job_object: Mapping[str, str] | None,
+    uncorroborated: Mapping[str, tuple[SkipReason, str]] | None = None,
 ) -> RemediationResult:
     """Plan and carry out (or, in dry-run, only show) the cordons for one verdict.
 
-    ``job_object``: the training job's involvedObject reference (the plan's Event goes there too).
+    ``job_object``: the training job's involvedObject reference (the plan's Event goes there too);
+    ``uncorroborated``: the suspect nodes that are only nominated (:mod:`.corroborating`): never touched.
+    With ``settings.action`` ``nvsentinel`` a node the plan cordons gets NVSentinel's MaintenanceRequest
+    instead of frwatch's cordon (:mod:`.nvsentinel`).
     """
     incident_ref = incident.reference()
     stop = gate(verdict, job_nodes, rules)
@@ -109,10 +114,12 @@ def remediate(
         result = RemediationResult(plan)
     else:
         try:
-            result = _plan_and_cordon(verdict, incident, job_nodes, rules, settings, kube, evidence, now)
+            result = _plan_and_cordon(
+                verdict, incident, job_nodes, rules, settings, kube, evidence, now, uncorroborated or {}
+            )
         except BreakerUnavailable as exc:
             return _without_breaker(verdict, incident, rules, str(exc), kube, now, job_object)
-        _node_events(result, incident, kube, now)
+        _node_events(result, incident, kube, now, settings.action == "nvsentinel")
     cordoned = bool(result.cordoned) or (result.plan.mode is Mode.CORDON and bool(result.plan.kept))
     condition = remediated_condition(result.plan.mode.value, result.summary, cordoned=cordoned, now=now)
     spec = Notice("Warning" if cordoned else "Normal", Reason.REMEDIATION, one_line(result.summary, 1024))
@@ -133,6 +140,7 @@ def _plan_and_cordon(
     kube: KubeActions,
     evidence: str,
     now: datetime,
+    uncorroborated: Mapping[str, tuple[SkipReason, str]],
 ) -> RemediationResult:
     ns, cm_name = settings.breaker_namespace, settings.breaker_configmap
     for attempt in range(_PLAN_ATTEMPTS):
@@ -155,6 +163,7 @@ def _plan_and_cordon(
             rules=rules,
             now=now,
             unconfirmed=_unconfirmed(verdict, bodies, kube),
+            uncorroborated=uncorroborated,
         )
         if plan.mode is Mode.CORDON and plan.breaker_changed:
             try:
@@ -177,9 +186,14 @@ def _plan_and_cordon(
             assert view is not None  # the plan cordons only nodes it saw
             decision = next(d for d in plan.decisions if d.node == name)
             try:
-                kube.patch_node(
-                    name, cordon_patch(view, incident=incident.key, reason=decision.reason, evidence=evidence)
-                )
+                if settings.action == "nvsentinel":  # NVSentinel cordons (and drains) under its own rules
+                    kube.create_maintenance_request(
+                        maintenance_request(node=name, incident=incident.key, reason=decision.reason, evidence=evidence)
+                    )
+                else:
+                    kube.patch_node(
+                        name, cordon_patch(view, incident=incident.key, reason=decision.reason, evidence=evidence)
+                    )
                 cordoned.append(name)
             except ConflictError:
                 failed[name] = "the node changed since it was read (a person acted?): left as it is"
@@ -249,7 +263,7 @@ def _view(node: Mapping[str, object] | None) -> NodeView | None:
 
 
 def _node_events(
-    result: RemediationResult, incident: IncidentIdentity, kube: KubeActions, now: datetime
+    result: RemediationResult, incident: IncidentIdentity, kube: KubeActions, now: datetime, handed_off: bool
 ) -> None:
     for d in result.plan.decisions:
         view = result.nodes.get(d.node)
@@ -260,6 +274,12 @@ def _node_events(
             spec = Notice(
                 "Warning", Reason.NODE_CORDON_FAILED,
                 f"frwatch did not cordon this node for incident {incident.key}: {result.failed[d.node]}", d.node,
+            )  # fmt: skip
+        elif d.action is Action.CORDON and result.plan.mode is Mode.CORDON and handed_off:
+            spec = Notice(
+                "Warning", Reason.NODE_CORDONED,
+                f"Handed to NVSentinel by frwatch for incident {incident.key} (MaintenanceRequest "
+                f"{request_name(incident.key, d.node)}): {d.reason}", d.node,
             )  # fmt: skip
         elif d.action is Action.CORDON and result.plan.mode is Mode.CORDON:
             spec = Notice(

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from frwatch_analyzers.verdict_binding import digest_in
 from frwatch_operator import constants as c
 from frwatch_operator.resources import ConditionReason
 from frwatch_operator.times import parse_rfc3339
@@ -41,6 +42,9 @@ class JobOutcome:
     message: str = ""
     #: The analyzer's termination message (its one-line summary on success).
     summary: str = ""
+    #: The sha256 of the verdict.json the analyzer wrote, from the termination message of a pod this Job
+    #: owns (the Job's uid in the pod's controller reference): None when there is none to bind the verdict to.
+    verdict_digest: str | None = None
 
 
 def _true_condition(job: Mapping[str, Any], *types: str) -> Mapping[str, Any] | None:
@@ -61,6 +65,14 @@ def _newest(pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     if not pods:
         return None
     return max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")))
+
+
+def _owned_by(pod: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
+    """Whether the Job is the pod's controller (its uid in the pod's controller reference): a pod that only
+    carries the Job's name label (anyone who may create pods there can set one) is not the Job's."""
+    uid = (job.get("metadata") or {}).get("uid")
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(r.get("uid") == uid and r.get("controller") and r.get("kind") == "Job" for r in refs)
 
 
 def _terminated(pod: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -116,11 +128,15 @@ def job_outcome(
     newest = _newest(pods)
     done = _true_condition(job, "Complete", "SuccessCriteriaMet")
     if done is not None:
+        owned = _newest([p for p in pods if _owned_by(p, job)])
+        owned_term = _terminated(owned)
+        digest = digest_in(str(owned_term.get("message") or "")) if owned_term.get("exitCode") == 0 else None
         return JobOutcome(
             JobState.SUCCEEDED,
             "Completed",
             f"analyzer Job {name} completed",
             " ".join(str(_terminated(newest).get("message") or "").split()),
+            digest,
         )
     failed = _true_condition(job, "Failed", "FailureTarget")
     if failed is not None:

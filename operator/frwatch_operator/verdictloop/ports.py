@@ -62,7 +62,11 @@ class KubeActions(Protocol):
         """Merge-patch a node; a resourceVersion in the patch makes it conditional (409 if changed)."""
         ...
 
-    # the breaker's ConfigMap
+    def create_maintenance_request(self, body: Mapping[str, Any]) -> Obj:
+        """Create NVSentinel's cluster-scoped MaintenanceRequest (one of that name already there is fine)."""
+        ...
+
+    # the breaker's ConfigMap (and the fleet's nominations)
     def read_configmap(self, namespace: str, name: str) -> Obj | None: ...
 
     def write_configmap(

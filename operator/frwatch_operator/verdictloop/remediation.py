@@ -70,6 +70,11 @@ class SkipReason(StrEnum):
     #: conditions and Events as the API shows them now do not say so (DESIGN: facts that drive an action
     #: come from the Kubernetes API)
     NOT_CONFIRMED = "not_confirmed"
+    #: the node is only nominated: what accuses it is the tenant's (dumps, logs, exits), and nothing the
+    #: tenant cannot write (a failing probe, the node's own health agents, other namespaces' jobs) agrees
+    NOT_CORROBORATED = "not_corroborated"
+    #: the tenant pinned a pod of the attempt to the node: its evidence says nothing against that node
+    PINNED = "pinned"
 
 
 @dataclass(frozen=True)
@@ -189,13 +194,16 @@ def plan_cordons(
     rules: Rules,
     now: datetime,
     unconfirmed: Mapping[str, str] | None = None,
+    uncorroborated: Mapping[str, tuple[SkipReason, str]] | None = None,
 ) -> CordonPlan:
     """Decide, for each suspect node of ``verdict``, cordon or skip (with the reason).
 
     ``incident`` is ``namespace/name``; ``job_nodes`` the nodes the job attempt ran on (the manifest);
     ``nodes`` the suspect nodes' objects (None: no such node); ``cluster_nodes`` how many nodes the
     cluster has (the breaker's denominator); ``unconfirmed`` the suspect nodes whose sickness the verdict
-    read from a node record and the API does not show now, each with what the record claimed.
+    read from a node record and the API does not show now, each with what the record claimed;
+    ``uncorroborated`` the nominated nodes nothing the tenant cannot write corroborates (or that the tenant
+    pinned), each with its code and sentence (:mod:`.corroborating` decides it; such a node is never cordoned).
     """
     mode = rules.mode
     stop = gate(verdict, job_nodes, rules)
@@ -231,6 +239,8 @@ def plan_cordons(
             )
         elif view.cordoned_for == incident:
             decisions.append(NodeDecision(name, Action.KEEP, "already cordoned by frwatch for this incident"))
+        elif uncorroborated and name in uncorroborated:
+            skip(*uncorroborated[name])
         elif unconfirmed and name in unconfirmed:
             skip(
                 SkipReason.NOT_CONFIRMED,

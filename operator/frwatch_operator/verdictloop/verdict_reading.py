@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from frwatch_analyzers.layout import VERDICT, RootUrl
 from frwatch_analyzers.verdict import SCHEMA_VERSION, Verdict
+from frwatch_analyzers.verdict_binding import digest_of
 from frwatch_operator.errors import FatalError, NotFoundError
 from frwatch_operator.resources import ConditionReason
 from frwatch_operator.s3store import S3Store
@@ -50,8 +51,10 @@ def parse_verdict(data: bytes, url: str) -> Verdict:
     return verdict
 
 
-def read_verdict(store: S3Store, evidence_url: str) -> Verdict:
-    """The verdict of an attempt. RetryableError when the store does not answer."""
+def read_verdict(store: S3Store, evidence_url: str, digest: str | None = None) -> Verdict:
+    """The verdict of an attempt. RetryableError when the store does not answer. ``digest``: the sha256 the
+    analyzer Job's termination message gives for the bytes it wrote; stored bytes of another digest are
+    refused (``VerdictNotBound``): whoever replaced them, the operator acts only on the analyzer's verdict."""
     root = RootUrl.parse(evidence_url)
     url, bucket, key = root.verdict_url, root.bucket, root.key(VERDICT)
     size = store.size(key, bucket=bucket)
@@ -72,5 +75,12 @@ def read_verdict(store: S3Store, evidence_url: str) -> Verdict:
     if data is None:  # replaced by a larger object since the HEAD
         raise VerdictUnavailable(
             ConditionReason.VERDICT_TOO_LARGE, f"{url} grew past the {MAX_VERDICT_BYTES} bytes this operator reads while it was read"
+        )
+    if digest is not None and digest_of(data) != digest:
+        raise VerdictUnavailable(
+            ConditionReason.VERDICT_NOT_BOUND,
+            f"{url} is not the verdict the analyzer Job wrote (sha256 {digest_of(data)[:12]}..., the Job's "
+            f"termination message says {digest[:12]}...): it was replaced in the store after the analyzer wrote it; "
+            "frwatch acts on nothing it says. Check who holds write access to this prefix (docs/store-keys.md)",
         )
     return parse_verdict(data, url)

@@ -178,6 +178,13 @@ class FlightRecorderSettings(_Section):
     )
     dump_on_timeout: bool = Field(default=True, description="Set TORCH_NCCL_DUMP_ON_TIMEOUT=1.")
     volume_size_limit: str = Field(default="2Gi", description="sizeLimit of the dump emptyDir.")
+    torch_version: str = Field(
+        default="2.9",
+        description="The torch version assumed for a job that does not say (annotation frwatch.io/torch-version) "
+        "and whose image does not name it: from 2.9 the Flight Recorder variables are set under their new names "
+        "only, before 2.9 under the old ones only (what that torch reads without a warning); 'any': both "
+        "(frwatch_operator.torch_env_names).",
+    )
 
     @property
     def path_prefix(self) -> str:

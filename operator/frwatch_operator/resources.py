@@ -209,6 +209,11 @@ class CaptureSettings(_Wire):
     live_policy: LivePolicyName = Field(
         default=LivePolicyName.REPORT, description="What a live finding does (before the job's own annotation)."
     )
+    torch_version: str = Field(
+        default="",
+        description="The torch version the job declared (annotation frwatch.io/torch-version); empty: its image "
+        "or the operator's default decides which Flight Recorder variable names are set.",
+    )
 
 
 # --- Incident -------------------------------------------------------------------------------------------

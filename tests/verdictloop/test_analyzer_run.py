@@ -103,7 +103,7 @@ def test_real_dumps_to_verdict_on_the_job(
     run = run_container(analyzer, core, tmp_path)
     assert run.returncode == 0, run.stderr
     assert no_kubernetes_credentials(run)
-    assert run.env["AWS_ACCESS_KEY_ID"] == s3.access_key and run.env["AWS_ENDPOINT_URL"] == s3.endpoint
+    assert run.env["AWS_ACCESS_KEY_ID"] == s3.access_key and run.env["AWS_ENDPOINT_URL_S3"] == s3.endpoint
     stored = Verdict.model_validate_json(store.get(key.verdict))
     assert stored.culprit_ranks == [1] and stored.culprit_nodes == ["node-1"], stored.headline
     assert stored.suspect_nodes == []  # a desync is software: the node is where rank 1 ran, not a suspect

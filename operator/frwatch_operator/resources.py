@@ -510,7 +510,8 @@ class IncidentStatus(_Wire):
         max_length=SUSPECTS_MAX,
         description="suspectRanks and suspectNodes in a few words for `kubectl get incidents` (the Suspects "
         "column), e.g. 'rank 1 on node-b', 'ranks 0-3 on node-a,node-b', '40 ranks on 12 nodes'; at most "
-        "64 characters; empty: nobody named.",
+        "64 characters; empty: nobody named, or a software finding (no node is suspect; the Culprits column, "
+        "verdict.culprits, names its ranks).",
     )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
     report_html_url: str = Field(default="", description="s3:// URL of report.html (the HTML report).")

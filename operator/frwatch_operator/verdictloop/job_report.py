@@ -196,18 +196,12 @@ def verdict_events(
 
 
 def culprits_line(verdict: Verdict, observed: IncidentObserved | None = None, limit: int = SUSPECTS_MAX) -> str:
-    """The Incident's ``status.suspects``: suspect ranks and nodes for a hardware-class verdict ("rank 1 on
-    node-b"); for a software one the culprits and where they ran ("rank 1 ran on node-b"), in words that fit."""
+    """The Incident's ``status.suspects`` (the Suspects column): suspect ranks and nodes for a hardware-class
+    verdict ("rank 1 on node-b"); empty for a software one, whose culprits are no node's fault (the Culprits
+    column, ``status.verdict.culprits``, names them; ``status.verdict.ranOn`` says where they ran)."""
     if verdict.hardware_class:
         return suspects_line(verdict.culprit_ranks, verdict.suspect_nodes, limit)
-    said = words(verdict, observed)
-    if said.where and len(said.where) <= limit:
-        return said.where
-    if said.culprits and said.ran_on:
-        counted = f"{said.culprits} ran on {len(said.ran_on)} node{'s' if len(said.ran_on) > 1 else ''}"
-        if len(counted) <= limit:
-            return counted
-    return suspects_line(verdict.culprit_ranks, [], limit)
+    return ""
 
 
 def verdict_summary(

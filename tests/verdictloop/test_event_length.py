@@ -29,7 +29,7 @@ def test_every_verdict_event_is_under_300_characters_and_a_cut_one_says_where_th
     assert events["Diagnosed"].endswith(f"Full report: {REPORT} (Incident llama-0b4c-0)")  # the link is never cut
     status = IncidentStatus.model_validate(
         reported_status(cpu_stuck(next_steps=steps), report=REPORT, now=NOW, conditions=[], observed=FOUR,
-                        namespace="team-a")  # fmt: skip
+                        namespace="team-a")
     )
     assert status.verdict is not None  # whole (on one line each), where the Event points
     assert status.verdict.next_steps == [" ".join(s.split()) for s in steps]

@@ -234,11 +234,17 @@ def incident_crd() -> Schema:
             "description": "What the culprits did, in words (e.g. 'CPU-stuck', 'crashed (exit 1, Error)').",
         },
         {
+            "name": "Culprits",
+            "type": "string",
+            "jsonPath": ".status.verdict.culprits",
+            "description": "The culprit ranks and what they did (e.g. 'rank 1 (CPU-stuck)').",
+        },
+        {
             "name": "Suspects",
             "type": "string",
             "jsonPath": ".status.suspects",
-            "description": "Culprit ranks in a few words: with their suspect nodes for a hardware-class verdict "
-            "('rank 1 on node-b'), else where they ran ('rank 1 ran on node node-b').",
+            "description": "Suspect nodes of a hardware-class verdict with their ranks ('rank 1 on node-b'); empty "
+            "for a software finding (no node is suspect: status.verdict.ranOn says where the culprits ran).",
         },
         # no Nodes column over .status.suspectNodes: a printer column shows one scalar (an array prints raw,
         # and a CRD's jsonPath must stay simple), and Suspects already names the nodes ('rank 1 on node-b')

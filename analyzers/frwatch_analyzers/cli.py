@@ -31,7 +31,7 @@ from .limits import (
 )
 from .report import render
 from .safe_text import printable
-from .sources import S3Config, SourceError, s3_client
+from .sources import S3Config, SourceError, s3_client, store_error_text
 from .verdict import Status, Verdict
 from .verdict_binding import termination_line
 
@@ -229,7 +229,7 @@ def _write(target: str, data: bytes, s3: S3Config, content_type: str = "") -> No
             extra = {"ContentType": content_type} if content_type else {}
             s3_client(s3).put_object(Bucket=bucket, Key=key, Body=data, **extra)
         except (ValueError, BotoCoreError, ClientError) as exc:
-            raise SourceError(f"{target}: {exc}") from exc
+            raise SourceError(f"{target}: {store_error_text(exc)}") from exc
         return
     Path(target).write_bytes(data)
 

@@ -33,7 +33,17 @@ from .isolation import Budget, Lost
 from .layout import SUMMARIES_DIR, split_s3_url
 from .limits import FILE_SECONDS_PER_MB, MIB, Limits
 from .safe_text import printable
-from .sources import DumpRef, Inputs, S3Config, SourceError, TooLarge, discover, read_bytes, s3_client
+from .sources import (
+    DumpRef,
+    Inputs,
+    S3Config,
+    SourceError,
+    TooLarge,
+    discover,
+    read_bytes,
+    s3_client,
+    store_error_text,
+)  # fmt: skip
 from .summarize import Summarizer
 from .summary_writer import Made, summary_of
 
@@ -167,7 +177,7 @@ def _put(inputs: Inputs, location: str, data: bytes, client: Any) -> None:
         try:
             client.put_object(Bucket=inputs.bucket, Key=location, Body=data, ContentType="application/json")
         except (BotoCoreError, ClientError) as exc:
-            raise SourceError(f"s3://{inputs.bucket}/{location}: cannot write the summary: {exc}") from exc
+            raise SourceError(f"s3://{inputs.bucket}/{location}: cannot write the summary: {store_error_text(exc)}") from exc
         return
     target = Path(location)
     try:

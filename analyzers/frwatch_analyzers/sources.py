@@ -245,6 +245,24 @@ def _over(size: int, limit: int) -> str:
     return f"{size} bytes is over the limit of {limit} bytes"
 
 
+#: What to set when boto3 found no credentials at all ("Unable to locate credentials").
+NO_CREDENTIALS_HINT = (
+    "no store credentials found: boto3 looked for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a web identity "
+    "(AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE: IRSA), container credentials (EKS Pod Identity), a profile "
+    "and the instance metadata. Set one: by hand, export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; in a "
+    "cluster (the analyzer Job), the chart's analyzer.credentialsSecret (a Secret in analyzer.namespace), or "
+    "storeAccess.mode=identity with storeAccess.analyzerServiceAccountAnnotations (docs/install.md, "
+    '"Store credentials")'
+)
+
+
+def store_error_text(exc: BaseException) -> str:
+    """A botocore error as a person can act on it: a missing-credentials error names what to set."""
+    from botocore.exceptions import NoCredentialsError
+
+    return NO_CREDENTIALS_HINT if isinstance(exc, NoCredentialsError) else str(exc)
+
+
 def s3_client(s3: S3Config) -> Any:
     import boto3
     from botocore.config import Config
@@ -281,7 +299,7 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
                 break
             objects.append(obj)
     except (BotoCoreError, ClientError) as exc:
-        raise SourceError(f"{url}: cannot list the dumps: {exc}") from exc
+        raise SourceError(f"{url}: cannot list the dumps: {store_error_text(exc)}") from exc
     manifest = None
     ranks_prefix = f"{base}{RANKS_DIR}/"
     has_layout = any(k.startswith(ranks_prefix) for k, _, _ in objects)

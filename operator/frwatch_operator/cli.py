@@ -6,7 +6,9 @@ operator's dependencies.
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import re
 import sys
 
 #: subcommand -> (module with a ``main(argv) -> int``, one-line help)
@@ -64,8 +66,39 @@ def missing_extra(exc: ModuleNotFoundError) -> tuple[str, str] | None:
     return None
 
 
+def version() -> str:
+    """The installed distribution's version (``pyproject.toml``), or "unknown" outside an install."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("frwatch")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+_ROLE = re.compile(r":(?:func|mod|class|data|meth|attr):`~?([^`]+)`")
+
+
+def plain(doc: str) -> str:
+    """A module docstring as a terminal shows it: reStructuredText roles and literal quotes removed."""
+    return _ROLE.sub(r"\1", doc).replace("``", "").replace("::\n", ":\n").strip()
+
+
+def parser_for(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """A subcommand's parser whose ``--help`` is its module's docstring in plain text (no markup)."""
+    text = plain(doc or "")
+    first, _, rest = text.partition("\n\n")
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=" ".join(first.split()),
+        epilog=rest or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def _usage() -> str:
-    lines = ["usage: frwatch SUBCOMMAND [ARGS...]", "", "subcommands:"]
+    lines = ["usage: frwatch SUBCOMMAND [ARGS...]   (frwatch --version)", "", "subcommands:"]
     lines += [f"  {name:<10} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
     return "\n".join(lines)
 
@@ -74,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in {"-h", "--help", "help"}:
         print(_usage())
+        return 0
+    if args[0] in {"--version", "-V", "version"}:
+        print(f"frwatch {version()}")
         return 0
     name, rest = args[0], args[1:]
     if name not in SUBCOMMANDS:

@@ -59,7 +59,8 @@ class S3Settings(_Section):
     credentials_secret: str = Field(
         default="frwatch-s3",
         description="Secret (keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) the webhook maps into the "
-        "agent's env, in the job's namespace; an optional ref: absent, boto3's default chain applies.",
+        "agent's env, in the job's namespace; an optional ref: absent, boto3's default chain applies. Empty: "
+        "no Secret is referenced (keyless: the pod's ServiceAccount identity).",
     )
     connect_timeout_seconds: float = Field(
         default=2.0, gt=0, description="Seconds; short so an outage is seen fast."
@@ -178,6 +179,13 @@ class FlightRecorderSettings(_Section):
     )
     dump_on_timeout: bool = Field(default=True, description="Set TORCH_NCCL_DUMP_ON_TIMEOUT=1.")
     volume_size_limit: str = Field(default="2Gi", description="sizeLimit of the dump emptyDir.")
+    torch_version: str = Field(
+        default="2.9",
+        description="The torch version assumed for a job that does not say (annotation frwatch.io/torch-version) "
+        "and whose image does not name it: from 2.9 the Flight Recorder variables are set under their new names "
+        "only, before 2.9 under the old ones only (what that torch reads without a warning); 'any': both "
+        "(frwatch_operator.torch_env_names).",
+    )
 
     @property
     def path_prefix(self) -> str:
@@ -404,6 +412,12 @@ class AnalyzerSettings(_Section):
         description="Secret in that namespace with the analyzer's S3 keys (AWS_ACCESS_KEY_ID, "
         "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json, report.txt, "
         "report.html and summaries/ (the fan-out's map pods; docs/install.md shows the policy); empty: s3.credentials_secret.",
+    )
+    service_account: str = Field(
+        default="",
+        description="ServiceAccount the analyzer Jobs' pods run under (in ``namespace``; it must exist there): "
+        "keyless store access (IRSA, EKS Pod Identity, GKE Workload Identity) comes from it. Empty: the "
+        "namespace's default. No API token is mounted either way.",
     )
     allow_policy_image: bool = Field(
         default=False,

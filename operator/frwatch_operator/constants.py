@@ -70,6 +70,8 @@ ANALYZER_CONTAINER: Final = "analyzer"
 ANALYZER_TERMINATION_LOG: Final = "/dev/termination-log"
 #: The S3 variables the analyzer reads (its CLI and boto3); credentials come from a Secret's keys of these names.
 ENV_AWS_ENDPOINT_URL: Final = "AWS_ENDPOINT_URL"
+#: S3's own endpoint (boto3 >= 1.28): unlike AWS_ENDPOINT_URL it leaves STS (web identity) at AWS
+ENV_AWS_ENDPOINT_URL_S3: Final = "AWS_ENDPOINT_URL_S3"
 ENV_AWS_REGION: Final = "AWS_REGION"
 ENV_AWS_ACCESS_KEY_ID: Final = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_ACCESS_KEY: Final = "AWS_SECRET_ACCESS_KEY"
@@ -185,6 +187,9 @@ LIVE_DISABLED: Final = "disabled"
 #: On a job: what a live finding does (report, dumpAndAnalyze, abort); wins over its CapturePolicy's and the
 #: operator's default (frwatch_operator.live_policy).
 ANN_LIVE_POLICY: Final = PREFIX + "live-policy"
+#: On a job: the torch version its containers run ("2.5", "2.13"; "any"), so the webhook sets the Flight Recorder
+#: variables under the names that torch reads without a warning (frwatch_operator.torch_env_names)
+ANN_TORCH_VERSION: Final = PREFIX + "torch-version"
 #: Set on a job live watch suspended (policy abort): the Incident whose verdict stopped it.
 ANN_LIVE_ABORTED: Final = PREFIX + "live-aborted"
 

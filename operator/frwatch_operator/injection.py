@@ -2,8 +2,9 @@
 
 What :func:`inject` adds to a pod of an opted-in job:
 
-* to every regular container (the training containers): the Flight Recorder variables under their new
-  and old names (buffer size, dump path prefix, NCCL dump-on-timeout, the on-demand pipe prefix), never
+* to every regular container (the training containers): the Flight Recorder variables (buffer size, dump
+  path prefix, NCCL dump-on-timeout, the on-demand pipe prefix) under the names its torch reads without a
+  warning (:func:`_torch_names`: new names from torch 2.9, old ones before; ``torch_env_names``), never
   overriding a value the user set (when the user set one name of a pair, the other gets the user's
   value); the pod identity through the downward API; the shared dump volume at ``fr.dump_dir``; NCCL's
   debug file into that volume where the user set no NCCL logging of their own (:func:`nccl_env`);
@@ -38,6 +39,7 @@ from frwatch_operator import constants as c
 from frwatch_operator.config import Config
 from frwatch_operator.resources import CaptureSettings
 from frwatch_operator.sidecar import JobContext, agent_container, identity_env, is_ours
+from frwatch_operator.torch_env_names import pick, torch_names
 
 INJECTED_VALUE = "v1"  #: value of frwatch.io/injected (the injection's format version)
 #: Seconds of terminationGracePeriodSeconds beyond the agent's drain budget (its own start-up of the drain
@@ -99,7 +101,8 @@ def _user_env(env: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
 
 
 def _fr_pairs(settings: CaptureSettings, config: Config) -> list[tuple[tuple[str, ...], str]]:
-    """(names that mean the same thing, default value) for the training containers."""
+    """(names that mean the same thing, default value) for the training containers; which of a renamed pair
+    are set is :func:`_torch_names`'s choice."""
     prefix = config.fr.path_prefix
     pairs: list[tuple[tuple[str, ...], str]] = [
         ((c.ENV_FR_BUFFER_SIZE, c.ENV_FR_BUFFER_SIZE_OLD), str(settings.buffer_size)),
@@ -109,6 +112,13 @@ def _fr_pairs(settings: CaptureSettings, config: Config) -> list[tuple[tuple[str
     if config.fr.dump_on_timeout:
         pairs.append(((c.ENV_NCCL_DUMP_ON_TIMEOUT,), "1"))
     return pairs
+
+
+def _torch_names(names: tuple[str, ...], settings: CaptureSettings, config: Config, image: str) -> tuple[str, ...]:
+    """Of ``names`` (a renamed pair: new, old), the ones this container's torch reads without a warning
+    (the job's declared torch version, its image's, the operator's default: frwatch_operator.torch_env_names)."""
+    which = torch_names(settings.torch_version, image, config.fr.torch_version)
+    return pick(names, which)
 
 
 def _warnings_for(container: str, user: Mapping[str, str | None], config: Config) -> list[str]:
@@ -223,7 +233,8 @@ def inject(
         for names, default in pairs:
             set_names = [n for n in names if n in user]
             value = next((user[n] for n in set_names if user[n] is not None), default)
-            new_env += [{"name": n, "value": value} for n in names if n not in user]
+            image = str(container.get("image") or "")
+            new_env += [{"name": n, "value": value} for n in _torch_names(names, settings, config, image) if n not in user]
         new_env += [e for e in identity_env() if e["name"] not in user]
         new_env += nccl_env(user, bool(container.get("envFrom")), config)
         mounts = container.get("volumeMounts")

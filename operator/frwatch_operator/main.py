@@ -26,12 +26,12 @@ releases the Lease.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 
 from frwatch_operator import constants as c
+from frwatch_operator.cli import parser_for
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
 from frwatch_operator.leader_election import Alone, LeaderElector, LeaseApi
@@ -153,7 +153,7 @@ def elector_of(config: Config, kube: LeaseApi) -> LeaderElector | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="frwatch operator", description=(__doc__ or "").split("\n")[0])
+    parser = parser_for("frwatch operator", __doc__)
     parser.parse_args(argv)
     try:
         config = load_config(os.environ)

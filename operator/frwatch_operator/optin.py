@@ -105,6 +105,12 @@ def apply_policy(base: CaptureSettings, spec: CapturePolicySpec) -> CaptureSetti
     )
 
 
+def _declared_torch(settings: CaptureSettings, annotations: Mapping[str, str]) -> CaptureSettings:
+    """The job's own ``frwatch.io/torch-version`` (which Flight Recorder variable names its torch reads)."""
+    declared = annotations.get(c.ANN_TORCH_VERSION, "").strip()[:32]
+    return settings.model_copy(update={"torch_version": declared}) if declared else settings
+
+
 def _first_error(exc: ValidationError) -> str:
     errs = exc.errors()
     where = ".".join(str(p) for p in errs[0]["loc"]) or "spec"
@@ -166,11 +172,12 @@ def resolve(job: Mapping[str, Any], policies: Iterable[Mapping[str, Any]], confi
             why += f" (and {c.ANN_CAPTURE}={c.CAPTURE_ENABLED!r})"
         if others:
             why += f"; also selected by {', '.join(others)} (ignored: the oldest policy wins)"
-        return CaptureDecision(
-            OptIn.ENABLED, why, apply_policy(defaults(config), spec), policy=name, ignored_policies=others
-        )
+        settings = _declared_torch(apply_policy(defaults(config), spec), annotations)
+        return CaptureDecision(OptIn.ENABLED, why, settings, policy=name, ignored_policies=others)
     if raw_value is not None:
         return CaptureDecision(
-            OptIn.ENABLED, f"{c.ANN_CAPTURE}={c.CAPTURE_ENABLED!r} on the job", defaults(config)
+            OptIn.ENABLED,
+            f"{c.ANN_CAPTURE}={c.CAPTURE_ENABLED!r} on the job",
+            _declared_torch(defaults(config), annotations),
         )
     return CaptureDecision(OptIn.DISABLED, "no annotation and no CapturePolicy selects the job")

@@ -209,6 +209,11 @@ class CaptureSettings(_Wire):
     live_policy: LivePolicyName = Field(
         default=LivePolicyName.REPORT, description="What a live finding does (before the job's own annotation)."
     )
+    torch_version: str = Field(
+        default="",
+        description="The torch version the job declared (annotation frwatch.io/torch-version); empty: its image "
+        "or the operator's default decides which Flight Recorder variable names are set.",
+    )
 
 
 # --- Incident -------------------------------------------------------------------------------------------
@@ -549,7 +554,8 @@ class IncidentStatus(_Wire):
         max_length=SUSPECTS_MAX,
         description="suspectRanks and suspectNodes in a few words for `kubectl get incidents` (the Suspects "
         "column), e.g. 'rank 1 on node-b', 'ranks 0-3 on node-a,node-b', '40 ranks on 12 nodes'; at most "
-        "64 characters; empty: nobody named.",
+        "64 characters; empty: nobody named, or a software finding (no node is suspect; the Culprits column, "
+        "verdict.culprits, names its ranks).",
     )
     report_url: str = Field(default="", description="s3:// URL of report.txt.")
     report_html_url: str = Field(default="", description="s3:// URL of report.html (the HTML report).")

@@ -47,6 +47,16 @@ _NETWORK = (
 )
 
 
+#: What to set when boto3 found no credentials at all (botocore's "Unable to locate credentials").
+NO_CREDENTIALS = (
+    "no store credentials found (boto3 looked for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a web identity "
+    "AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE, container credentials and the instance metadata). Set one: the "
+    "operator: the chart's s3.existingSecret, or storeAccess.mode=identity with an identity on its "
+    "ServiceAccount (storeAccess.operatorServiceAccountAnnotations); an agent: the Secret named by "
+    "s3.agentCredentialsSecret in the job's namespace, or an identity on the training pods' ServiceAccount "
+    '(docs/install.md, "Store credentials")'
+)
+
 #: Part size of a multipart upload, and the size from which a file is sent in parts (S3's minimum part is 5 MiB).
 UPLOAD_PART_BYTES = 8 * 1024 * 1024
 #: Parts sent at once (threads of the transfer).
@@ -116,9 +126,7 @@ class S3Store:
                 ) from exc
             raise RetryableError(msg + "; will retry", delay=2.0) from exc
         except botocore.exceptions.NoCredentialsError as exc:
-            raise FatalError(
-                f"S3 {what}: no credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
-            ) from exc
+            raise FatalError(f"S3 {what}: {NO_CREDENTIALS}") from exc
         except botocore.exceptions.BotoCoreError as exc:
             raise RetryableError(f"S3 {what}: {exc}", delay=2.0) from exc
 

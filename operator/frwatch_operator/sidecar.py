@@ -90,15 +90,16 @@ def agent_container(
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in literal.items()]
     env += identity_env()
     env.append({"name": c.ENV_AGENT_CONTROL_ADDR, **downward("status.podIP")})
-    env += [
-        {
-            "name": var,
-            "valueFrom": {
-                "secretKeyRef": {"name": config.s3.credentials_secret, "key": var, "optional": True}
-            },
-        }
-        for var in (c.ENV_AWS_ACCESS_KEY_ID, c.ENV_AWS_SECRET_ACCESS_KEY)
-    ]
+    if config.s3.credentials_secret:  # empty: keyless, the pod's ServiceAccount identity (boto3's chain)
+        env += [
+            {
+                "name": var,
+                "valueFrom": {
+                    "secretKeyRef": {"name": config.s3.credentials_secret, "key": var, "optional": True}
+                },
+            }
+            for var in (c.ENV_AWS_ACCESS_KEY_ID, c.ENV_AWS_SECRET_ACCESS_KEY)
+        ]
     return {
         "name": c.AGENT_CONTAINER,
         "image": config.agent.image,

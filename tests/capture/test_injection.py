@@ -33,14 +33,15 @@ def injected(p):
     return out, result.warnings
 
 
-def test_every_training_container_gets_fr_variables_under_both_names():
+def test_every_training_container_gets_fr_variables_under_the_names_current_torch_reads():
     out, warnings = injected(pod(containers=2))
     assert warnings == []
     prefix = f"{c.DUMP_MOUNT_PATH}/{c.DUMP_FILE_PREFIX}"
     for cont in out["spec"]["containers"]:
         env = env_of(cont)
-        assert env[c.ENV_FR_BUFFER_SIZE] == env[c.ENV_FR_BUFFER_SIZE_OLD] == "2000"
-        assert env[c.ENV_FR_DUMP_TEMP_FILE] == env[c.ENV_FR_DUMP_TEMP_FILE_OLD] == prefix
+        # the default assumes torch >= 2.9: the new names only (the old ones print a deprecation warning there)
+        assert env[c.ENV_FR_BUFFER_SIZE] == "2000" and c.ENV_FR_BUFFER_SIZE_OLD not in env
+        assert env[c.ENV_FR_DUMP_TEMP_FILE] == prefix and c.ENV_FR_DUMP_TEMP_FILE_OLD not in env
         assert env[c.ENV_NCCL_PIPE_FILE] == prefix
         assert env[c.ENV_NCCL_DUMP_ON_TIMEOUT] == "1"
         assert env[c.ENV_NODE_NAME] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
@@ -65,12 +66,61 @@ def test_agent_is_a_native_sidecar_with_volume_identity_and_store():
     assert out["metadata"]["annotations"][c.ANN_INJECTED]
 
 
+@pytest.mark.parametrize(
+    ("declared", "image", "new", "old"),
+    [
+        ("2.5", "registry/trainer:v1", False, True),  # the job says torch 2.5: old names (all it reads)
+        ("2.13.0+cu128", "registry/trainer:v1", True, False),
+        ("any", "registry/trainer:v1", True, True),
+        ("", "pytorch/pytorch:2.4.1-cuda12.1-cudnn9-runtime", False, True),  # the official image's tag
+        ("", "mirror.corp:5000/pytorch/pytorch:2.10.0-cuda13.0-cudnn9-devel", True, False),
+        ("2.13", "pytorch/pytorch:2.4.1-cuda12.1-cudnn9-runtime", True, False),  # the job's word first
+        ("", "registry/trainer:2.4", True, False),  # another image's tag says nothing: the default (2.9)
+    ],
+)
+def test_the_renamed_variables_follow_the_jobs_torch(declared: str, image: str, new: bool, old: bool) -> None:
+    p = pod()
+    p["spec"]["containers"][0]["image"] = image
+    settings = SETTINGS.model_copy(update={"torch_version": declared})
+    out = jsonpatch.apply_patch(copy.deepcopy(p), inject(p, settings, CFG, JOB).ops)
+    env = env_of(out["spec"]["containers"][0])
+    for name_new, name_old in ((c.ENV_FR_BUFFER_SIZE, c.ENV_FR_BUFFER_SIZE_OLD),
+                               (c.ENV_FR_DUMP_TEMP_FILE, c.ENV_FR_DUMP_TEMP_FILE_OLD)):  # fmt: skip
+        assert (name_new in env, name_old in env) == (new, old), (declared, image, sorted(env))
+    assert env[c.ENV_NCCL_DUMP_ON_TIMEOUT] == "1"  # not renamed: always set
+
+
+def test_the_operators_default_torch_version_decides_for_a_job_that_says_nothing() -> None:
+    cfg = Config.model_validate({"fr": {"torch_version": "2.6"}})
+    out = jsonpatch.apply_patch(copy.deepcopy(pod()), inject(pod(), defaults(cfg), cfg, JOB).ops)
+    env = env_of(out["spec"]["containers"][0])
+    assert c.ENV_FR_BUFFER_SIZE_OLD in env and c.ENV_FR_BUFFER_SIZE not in env
+
+
+def test_the_jobs_torch_version_annotation_reaches_the_settings() -> None:
+    from frwatch_operator.optin import resolve
+
+    job = {"metadata": {"name": "j", "namespace": "team",
+                        "annotations": {c.ANN_CAPTURE: c.CAPTURE_ENABLED, c.ANN_TORCH_VERSION: " 2.5 "}}}  # fmt: skip
+    decision = resolve(job, [], CFG)
+    assert decision.settings is not None and decision.settings.torch_version == "2.5"
+
+
+def test_a_users_old_name_gives_the_new_name_its_value() -> None:
+    out, _ = injected(pod(env=[{"name": c.ENV_FR_BUFFER_SIZE_OLD, "value": "5000"}]))
+    env = env_of(out["spec"]["containers"][0])
+    assert env[c.ENV_FR_BUFFER_SIZE] == "5000"  # torch reads the new name first: never 2000 over the user's 5000
+
+
 def test_user_values_are_kept_and_mirrored_to_the_other_name():
     user = [
         {"name": c.ENV_FR_BUFFER_SIZE_OLD, "value": "5000"},
         {"name": c.ENV_NCCL_DUMP_ON_TIMEOUT, "value": "1"},
     ]
-    out, warnings = injected(pod(env=user))
+    p = pod(env=user)
+    settings = SETTINGS.model_copy(update={"torch_version": "any"})
+    result = inject(p, settings, CFG, JOB)
+    out, warnings = jsonpatch.apply_patch(copy.deepcopy(p), result.ops), result.warnings
     env = env_of(out["spec"]["containers"][0])
     assert env[c.ENV_FR_BUFFER_SIZE_OLD] == "5000" and env[c.ENV_FR_BUFFER_SIZE] == "5000"
     names = [e["name"] for e in out["spec"]["containers"][0]["env"]]

@@ -40,6 +40,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "live shards, no leader election": {"liveWatch": {"shards": 2}, "operator": {"leaderElection": {"enabled": False}}},
     "remediation on": {"remediation": {"enabled": True, "dryRun": False, "maxNodesPerIncident": 1}},
     "no metrics": {"metrics": {"enabled": False}},
+    "keyless store access (IRSA)": {
+        "storeAccess": {
+            "mode": "identity",
+            "operatorServiceAccountAnnotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/frwatch"},
+            "analyzerServiceAccountAnnotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/analyzer"},
+        },
+        "flightRecorder": {"torchVersion": "2.5"},
+    },
     "s3 secret, digest, custom everything": {
         "image": {"repository": "registry.example/frwatch", "digest": "sha256:" + "a" * 64},
         "imagePullSecrets": [{"name": "regcred"}],

@@ -124,7 +124,7 @@ def test_crd_names_printer_columns_and_subresources() -> None:
     version = inc["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
     cols = [col["name"] for col in version["additionalPrinterColumns"] if not col.get("priority")]
-    assert cols == ["Job", "Phase", "Category", "Kind", "Suspects", "Age"]
+    assert cols == ["Job", "Phase", "Category", "Kind", "Culprits", "Suspects", "Age"]
     by_name = {col["name"]: col for col in version["additionalPrinterColumns"]}
     # the verdict in words outlives the Events: its kind by default, its short line with -o wide
     assert by_name["Kind"]["jsonPath"] == ".status.verdict.kindText"

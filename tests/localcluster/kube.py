@@ -96,7 +96,7 @@ def pytorchjob(
                     "containers": [
                         {
                             "name": "pytorch",
-                            "image": "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+                            "image": "docker.io/pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
                             "command": command,
                         }
                     ]

@@ -88,3 +88,30 @@ def test_down_refuses_to_guess_between_several() -> None:
     chosen, why = choose_cluster(states, None, "/elsewhere/kubeconfig")
     assert chosen is None and "2 local clusters are up, say which with --workdir" in why
     assert choose_cluster(states, "/w/three", None) == (None, "no local cluster is up with workdir /w/three")
+
+
+def test_up_in_the_background_returns_once_up_and_prints_how_to_read_the_store(tmp_path: Path) -> None:
+    import re
+
+    import boto3
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    workdir = tmp_path / "bg"
+    up = subprocess.run(
+        [sys.executable, "-m", "frwatch_dev.localcluster.cluster", "up", "--background", "--no-operator",
+         "--workdir", str(workdir)],
+        capture_output=True, text=True, env=_env(tmp), timeout=240,
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "running in the background" in up.stdout and "export KUBECONFIG=" in up.stdout, up.stdout
+        found = re.search(r"AWS_ACCESS_KEY_ID=(\S+) AWS_SECRET_ACCESS_KEY=(\S+) AWS_ENDPOINT_URL_S3=(\S+)", up.stdout)
+        assert found, up.stdout
+        key, secret, endpoint = found.groups()
+        s3 = boto3.session.Session().client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                                            aws_access_key_id=key, aws_secret_access_key=secret)  # fmt: skip
+        assert "frwatch" in {b["Name"] for b in s3.list_buckets()["Buckets"]}  # the printed keys open the store
+    finally:
+        down = _down(tmp, "--workdir", str(workdir), kubeconfig=None)
+    assert down.returncode == 0, down.stderr

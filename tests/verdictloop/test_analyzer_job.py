@@ -96,7 +96,8 @@ def test_the_job_as_created(opened: Any, k8s_namespace: str, kube: Any, api_clie
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     # S3: endpoint and region as values, credentials only as references to the Secret
     env = {e["name"]: e for e in container["env"]}
-    assert env["AWS_ENDPOINT_URL"]["value"] == "http://seaweedfs.storage:8333"
+    assert env["AWS_ENDPOINT_URL_S3"]["value"] == "http://seaweedfs.storage:8333"
+    assert "AWS_ENDPOINT_URL" not in env  # the global one would send STS (web identity) to the S3 endpoint
     assert env["AWS_REGION"]["value"] == "eu-west-1"
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert env[key] == {

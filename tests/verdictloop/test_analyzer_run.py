@@ -104,7 +104,7 @@ def test_real_dumps_to_verdict_on_the_job(
     run = run_container(analyzer, core, tmp_path)
     assert run.returncode == 0, run.stderr
     assert no_kubernetes_credentials(run)
-    assert run.env["AWS_ACCESS_KEY_ID"] == s3.access_key and run.env["AWS_ENDPOINT_URL"] == s3.endpoint
+    assert run.env["AWS_ACCESS_KEY_ID"] == s3.access_key and run.env["AWS_ENDPOINT_URL_S3"] == s3.endpoint
     stored = Verdict.model_validate_json(store.get(key.verdict))
     assert stored.culprit_ranks == [1] and stored.culprit_nodes == ["node-1"], stored.headline
     assert stored.suspect_nodes == []  # a desync is software: the node is where rank 1 ran, not a suspect
@@ -126,7 +126,7 @@ def test_real_dumps_to_verdict_on_the_job(
     written = write_status(custom, body, done.status)["status"]
     assert written["phase"] == "Reported"
     assert written["suspectRanks"] == [1] and written["suspectNodes"] == []  # software: no suspect node
-    assert written["suspects"] == "rank 1 ran on node node-1"
+    assert written["suspects"] == ""  # software: the Suspects column names no node
     assert written["verdict"]["ranOn"] == "rank 1 ran on node node-1" and written["verdict"]["nextSteps"]
     assert written["reportUrl"] == f"{url}/report.txt"
     assert written["reportHtmlUrl"] == f"{url}/report.html"
@@ -159,7 +159,7 @@ def test_real_dumps_to_verdict_on_the_job(
     table = kubectl("get", "incidents", "-n", ns, "-o", "wide").stdout
     print(table)
     header, row = table.splitlines()[:2]
-    assert header.split()[:6] == ["NAME", "JOB", "PHASE", "CATEGORY", "KIND", "SUSPECTS"]
+    assert header.split()[:7] == ["NAME", "JOB", "PHASE", "CATEGORY", "KIND", "CULPRITS", "SUSPECTS"]
     assert row.split()[:4] == [incident["metadata"]["name"], "llama", "Reported", stored.category.value]
 
     def column(name: str) -> str:  # the columns hold spaces: cut the row where the header's names start
@@ -168,7 +168,8 @@ def test_real_dumps_to_verdict_on_the_job(
         return row[start:end].strip()
 
     assert column("KIND") == written["verdict"]["kindText"]
-    assert column("SUSPECTS") == "rank 1 ran on node node-1"  # words, not the JSON of a list ([1])
+    assert column("CULPRITS") == written["verdict"]["culprits"] and column("CULPRITS").startswith("rank 1")
+    assert column("SUSPECTS") == ""  # a software finding: no node is suspect
     assert written["verdict"]["short"] in row  # -o wide: the verdict's short line
 
     # a second pass (a restarted operator) changes nothing

@@ -76,7 +76,7 @@ def test_a_software_verdict_names_no_suspect_node_but_where_the_culprit_ran() ->
     status = IncidentStatus.model_validate(
         reported_status(v, report="s3://b/r", now=NOW, conditions=[], observed=FOUR, namespace="team")
     )
-    assert status.suspect_nodes == [] and status.suspects == "rank 1 ran on node node-b"
+    assert status.suspect_nodes == [] and status.suspects == ""  # the Suspects column: no node for software
     assert status.verdict is not None
     assert (status.verdict.short, status.verdict.kind, status.verdict.kind_text) == (
         v.short, "cpu_stuck", "CPU-stuck"

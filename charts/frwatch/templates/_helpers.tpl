@@ -137,6 +137,11 @@ app.kubernetes.io/part-of: frwatch
 {{- end -}}
 
 {{/* Where the analyzer Jobs run: analyzer.namespace, else the release namespace. */}}
+{{/* storeAccess.mode=identity: the analyzer Jobs' own ServiceAccount (in analyzer.namespace). */}}
+{{- define "frwatch.analyzerServiceAccountName" -}}
+{{- printf "%s-analyzer" (include "frwatch.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "frwatch.analyzerNamespace" -}}
 {{- default .Release.Namespace .Values.analyzer.namespace -}}
 {{- end -}}

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from frwatch_dev.demo.job_kinds import DEFAULT_KIND, KINDS, DemoKind
@@ -66,11 +69,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--kind", default=DEFAULT_KIND, choices=sorted(KINDS), help="the job's kind (default: %(default)s)"
     )
     p.add_argument("--keep-logs", action="store_true", help="keep the cluster's logs (default: only when it fails)")
+    p.add_argument("--keep-cluster", action="store_true",
+                   help="leave the cluster up after the verdict (Ctrl-C stops it): kubectl and the report stay readable")  # fmt: skip
     p.add_argument(
         "--cordon",
         action="store_true",
         help="hardware scenario: really cordon the suspect node (default: remediation on, dry-run: the plan only)",
     )
+
+
+def _hold(cluster: LocalCluster, kind: DemoKind) -> None:
+    """--keep-cluster: say how to reach the cluster and read the report from its store, then wait for Ctrl-C."""
+    assert cluster.store is not None
+    path = "{.metadata.annotations." + c.ANN_REPORT.replace(".", "\\.") + "}"
+    report = cluster.kubectl("get", kind.resource, JOB, "-o", f"jsonpath={path}", check=False).stdout.strip()
+    folder = report.rsplit("/", 1)[0] if report.startswith("s3://") else f"s3://{cluster.store.bucket}/..."
+    print("\n  the cluster stays up until Ctrl-C. In another shell:")
+    print(f"    export KUBECONFIG={cluster.kubeconfig} PATH={Path(sys.executable).parent}:$PATH")
+    print(f"    kubectl describe {kind.resource} {JOB}")
+    print(f"    AWS_ACCESS_KEY_ID={cluster.store.access_key} AWS_SECRET_ACCESS_KEY={cluster.store.secret_key} "
+          f"AWS_ENDPOINT_URL_S3={cluster.store.endpoint} AWS_REGION={cluster.store.region} frwatch analyze {folder}",
+          flush=True)  # fmt: skip
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print()
 
 
 def job_body(kind: DemoKind, scenario: DemoScenario) -> dict[str, Any]:
@@ -219,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
         if args.scenario == "hardware":
             print("$ kubectl get nodes\n")
             print(cluster.kubectl("get", "nodes", check=False).stdout)
+        if getattr(args, "keep_cluster", False):
+            _hold(cluster, kind)
         print("  tearing the local cluster down ...", flush=True)
         cluster.keep_workdir = cluster.keep_workdir or not verdict  # a failed run keeps its logs to read
     elapsed = time.monotonic() - started

@@ -26,8 +26,8 @@ def main(argv: list[str]) -> int:
         f"--local: {', '.join(s.value for s in Scenario)} (default: %(default)s)",
     )
     p.add_argument(
-        "--kind", default=DEFAULT_KIND, choices=sorted(KINDS),
-        help="cluster: the job's kind (default: %(default)s, Kubeflow Trainer v2)",
+        "--kind", default=None, choices=sorted(KINDS),
+        help=f"cluster: the job's kind (default: {DEFAULT_KIND}, Kubeflow Trainer v2)",
     )  # fmt: skip
     p.add_argument(
         "--cordon", action="store_true", help="hardware scenario: really cordon (default: dry-run)"
@@ -38,11 +38,17 @@ def main(argv: list[str]) -> int:
     p.add_argument("--world-size", type=int, default=4, help="--local: rank processes (default: %(default)s)")
     p.add_argument("--keep", type=Path, help="--local: keep the dumps in this folder")
     p.add_argument("--keep-logs", action="store_true", help="cluster: keep the logs (default: only when it fails)")
+    p.add_argument("--keep-cluster", action="store_true",
+                   help="cluster: leave it up after the verdict (Ctrl-C stops it), to run kubectl and read the report")  # fmt: skip
     args = p.parse_args(argv)
     if args.local:
+        if args.kind is not None:
+            p.error("--kind needs a cluster: --local runs the ranks as local processes, with no job object "
+                    "(drop --local to run the job as a TrainJob, JobSet or PyTorchJob)")  # fmt: skip
         if args.scenario not in {s.value for s in Scenario}:
             p.error(f"--local --scenario must be one of {', '.join(s.value for s in Scenario)}")
         return local.run(args)
     if args.scenario not in cluster_demo.SCENARIOS:
         p.error(f"--scenario must be one of {', '.join(sorted(cluster_demo.SCENARIOS))} (or use --local)")
+    args.kind = args.kind or DEFAULT_KIND
     return cluster_demo.run(args)

@@ -60,6 +60,7 @@ import yaml
 from frwatch_dev.localcluster.admission import install_webhook_admission
 from frwatch_dev.localcluster.apiserver import ApiServerHandle, start_apiserver
 from frwatch_dev.localcluster.client import Api, ApiStatusError, ns_path
+from frwatch_dev.localcluster.identity import IdentityWebhook, install_identity_webhook
 from frwatch_dev.localcluster.jobcontroller import JobController
 from frwatch_dev.localcluster.jobset_controller import JobSetController, install_jobset_webhook
 from frwatch_dev.localcluster.kubectl import kubectl_path
@@ -153,10 +154,16 @@ class LocalCluster:
         namespaces: Sequence[str] = ("default",),
         keep_workdir: bool = False,
         operator_replicas: int = 1,
+        store_keys: bool = True,
+        store_identities: Sequence[dict[str, object]] = (),
+        identity_roles: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """``operator_env``: extra ``FRWATCH_*`` settings for the operator (e.g. remediation);
         ``namespaces``: prepared at start (``prepare_namespace``); ``keep_workdir``: leave logs behind;
-        ``operator_replicas``: more than 1 runs that many operators with leader election (``replicas.py``)."""
+        ``operator_replicas``: more than 1 runs that many operators with leader election (``replicas.py``).
+        Keyless store access: ``store_keys=False`` puts the store's keys in no Secret and not in the operator's
+        env; ``store_identities`` are more SeaweedFS identities, and ``identity_roles`` (role ARN -> env) turns
+        on the pod identity stand-in (``identity.py``)."""
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="frwatch-localcluster-"))
         self.logs_dir = self.workdir / "logs"
@@ -166,6 +173,10 @@ class LocalCluster:
         self.operator_env = dict(operator_env or {})
         self.namespaces = list(namespaces)
         self.keep_workdir = keep_workdir
+        self.store_keys = store_keys
+        self.store_identities = tuple(store_identities)
+        self.identity_roles = dict(identity_roles or {})
+        self.identity: IdentityWebhook | None = None
         self.webhook_port = free_port()
         #: the operator's /healthz and /metrics, on loopback free ports (two clusters side by side never collide)
         self.health_port = free_port()
@@ -210,7 +221,10 @@ class LocalCluster:
             install_webhook_admission(self.apiserver, service_urls=self.webhook_service)
             install_pod_security(self.apiserver)  # after the webhooks, as the real plugin judges the result
             install_jobset_webhook(self.apiserver)
-            self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log")
+            if self.identity_roles:
+                self.identity = install_identity_webhook(self.apiserver, self.identity_roles)
+            self.store = ObjectStore(self.workdir / "seaweedfs", log_path=self.logs_dir / "seaweedfs.log",
+                                     identities=self.store_identities)  # fmt: skip
             self.store.start()
             self._loop = _LoopThread()
             self._loop.call(self._install_crds())
@@ -303,6 +317,8 @@ class LocalCluster:
                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
                 )
                 assert self.store is not None
+                if not self.store_keys:
+                    return
                 for name, data in (
                     (
                         S3_SECRET,
@@ -322,9 +338,10 @@ class LocalCluster:
     def frwatch_env(self) -> dict[str, str]:
         """The operator's configuration (``FRWATCH_*``, ``AWS_*``, ``KUBECONFIG``) for this cluster."""
         assert self.store is not None
+        store = {k: v for k, v in self.store.env().items() if self.store_keys or not k.startswith("AWS_")}
         return {
             "KUBECONFIG": str(self.kubeconfig),
-            **self.store.env(),
+            **store,
             "FRWATCH_S3_CREDENTIALS_SECRET": S3_SECRET,
             "FRWATCH_REMEDIATION_BREAKER_NAMESPACE": OPERATOR_NAMESPACE,
             "FRWATCH_AGENT_KEY_NAMESPACE": OPERATOR_NAMESPACE,
@@ -393,7 +410,15 @@ class LocalCluster:
         self.register_webhook(f"{url}/inject")
         return url
 
-    def _start_operator(self) -> None:
+    def launch_operator(self, operator_env: Mapping[str, str], *, register_webhook: bool = True) -> None:
+        """Start the operator now, in a cluster made with ``start_operator=False`` (e.g. once a chart rendered
+        for this cluster's store is applied), with ``operator_env`` over the local settings.
+        ``register_webhook=False``: the caller applies its own MutatingWebhookConfiguration (a chart's), whose
+        ``clientConfig.service`` the emulator routes to this operator."""
+        self.operator_env = dict(operator_env)
+        self._start_operator(register_webhook=register_webhook)
+
+    def _start_operator(self, *, register_webhook: bool = True) -> None:
         if not operator_available():
             self.operator_status = (
                 "skipped: `frwatch operator` does not exist yet (no module frwatch_operator.main); "
@@ -420,11 +445,13 @@ class LocalCluster:
         from frwatch_operator.webhook import HANDLER_ID
 
         self.replicas.start()
+        self.operator_status = f"running (pid {proc.pid})"
+        threading.Thread(target=self._supervise_operator, name="operator-supervisor", daemon=True).start()
+        if not register_webhook:
+            return
         service = {"namespace": OPERATOR_NAMESPACE, "name": "frwatch-webhook", "port": 443, "path": f"/{HANDLER_ID}"}
         self.register_webhook(f"http://127.0.0.1:{self.webhook_port}/{HANDLER_ID}",
                               service=service if self.replicas.replicas else None)  # fmt: skip
-        self.operator_status = f"running (pid {proc.pid})"
-        threading.Thread(target=self._supervise_operator, name="operator-supervisor", daemon=True).start()
 
     def _webhook_endpoints(self) -> list[tuple[subprocess.Popen[bytes] | None, int]]:
         return [(self.operator, self.webhook_port), *((r.proc, r.webhook_port) for r in self.replicas.replicas)]

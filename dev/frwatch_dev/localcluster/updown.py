@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -26,7 +27,36 @@ from frwatch_dev.localcluster.cluster import DEFAULT_NODES, LocalCluster
 STATE_DIR = Path(tempfile.gettempdir()) / "frwatch-localcluster"
 
 
+def _background(args: argparse.Namespace) -> int:
+    """Start ``up`` as a detached process (its output in ``<workdir>/up.log``), print what it printed once the
+    cluster is up, and return; ``down`` stops it."""
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="frwatch-localcluster-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    log_path = workdir / "up.log"
+    argv = [sys.executable, "-m", "frwatch_dev.localcluster.cluster", "up", "--workdir", str(workdir),
+            "--nodes", args.nodes, *(["--no-operator"] if args.no_operator else [])]  # fmt: skip
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        text = log_path.read_text(errors="replace")
+        if "  stop: " in text:
+            summary = text[text.index("frwatch local cluster up"):]
+            print(summary.rstrip())
+            print(f"  running in the background (pid {proc.pid}, output in {log_path})")
+            return 0
+        if proc.poll() is not None:
+            print(f"the local cluster did not start (exit {proc.returncode}):\n{text[-3000:]}", file=sys.stderr)
+            return 1
+        time.sleep(0.5)
+    print(f"the local cluster was not up within 180 s; see {log_path} (pid {proc.pid})", file=sys.stderr)
+    return 1
+
+
 def _up(args: argparse.Namespace) -> int:
+    if args.background:
+        return _background(args)
     workdir = Path(args.workdir) if args.workdir else None
     cluster = LocalCluster(
         workdir,
@@ -49,6 +79,12 @@ def _up(args: argparse.Namespace) -> int:
     print(f"  operator: {cluster.operator_status}")
     print(f"  operator metrics: {cluster.metrics_url}")
     print(f"  logs: {cluster.logs_dir}")
+    if cluster.store is not None:
+        print(f"  S3 store: {cluster.store.endpoint}, bucket {cluster.store.bucket}; read a report (the folder of a "
+              "job's frwatch.io/report annotation) with:")  # fmt: skip
+        print(f"    AWS_ACCESS_KEY_ID={cluster.store.access_key} AWS_SECRET_ACCESS_KEY={cluster.store.secret_key} "
+              f"AWS_ENDPOINT_URL_S3={cluster.store.endpoint} AWS_REGION={cluster.store.region} "
+              f"frwatch analyze s3://{cluster.store.bucket}/frwatch/NAMESPACE/JOB/UID/ATTEMPT")  # fmt: skip
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
     print(
         "  stop: Ctrl-C, or `python -m frwatch_dev.localcluster.cluster down` "
@@ -141,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m frwatch_dev.localcluster.cluster", description="Start or stop a local cluster."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start the local cluster in the foreground (Ctrl-C stops it)")
+    up = sub.add_parser("up", help="start the local cluster in the foreground (Ctrl-C stops it; --background)")
+    up.add_argument("--background", action="store_true",
+                    help="start it detached and return once it is up (`down` stops it)")  # fmt: skip
     up.add_argument("--workdir", help="folder for state and logs (default: a new temporary folder, kept)")
     up.add_argument("--nodes", default=",".join(DEFAULT_NODES), help="comma-separated node names")
     up.add_argument("--no-operator", action="store_true", help="do not start `frwatch operator`")

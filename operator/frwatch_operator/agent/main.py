@@ -20,7 +20,6 @@ on disk; the log names them), 2 on a configuration error.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import ctypes
@@ -47,6 +46,7 @@ from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, pa
 from frwatch_operator.agent.livebootstrap import install as install_live_bootstrap
 from frwatch_operator.agent.nccl_files import NcclFiles
 from frwatch_operator.agent.uploader import Uploader
+from frwatch_operator.cli import parser_for
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.logsetup import setup_logging
@@ -268,7 +268,7 @@ class Agent:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="frwatch agent", description=__doc__.split("\n")[0])
+    parser = parser_for("frwatch agent", __doc__)
     parser.parse_args(argv)
     try:
         config = load_config(os.environ)

@@ -119,18 +119,17 @@ def analyzer_command(evidence_url: str) -> list[str]:
 
 def analyzer_env(s3: S3Settings, secret: str = "") -> list[dict[str, Any]]:
     """The S3 endpoint and region as values, the credentials as optional references to the analyzer's
-    Secret (``secret``; empty: ``s3.credentials_secret``)."""
+    Secret (``secret``; empty: ``s3.credentials_secret``; both empty: none, the pod's ServiceAccount identity).
+
+    The endpoint is S3's own (``AWS_ENDPOINT_URL_S3``), never the global ``AWS_ENDPOINT_URL``: boto3 sends
+    every service there, STS included, so a web identity (IRSA) would ask the S3 endpoint for its role."""
     env: list[dict[str, Any]] = []
     if s3.endpoint_url:
-        env.append({"name": c.ENV_AWS_ENDPOINT_URL, "value": s3.endpoint_url})
+        env.append({"name": c.ENV_AWS_ENDPOINT_URL_S3, "value": s3.endpoint_url})
     env.append({"name": c.ENV_AWS_REGION, "value": s3.region})
-    for key in (c.ENV_AWS_ACCESS_KEY_ID, c.ENV_AWS_SECRET_ACCESS_KEY):
-        env.append(
-            {
-                "name": key,
-                "valueFrom": {"secretKeyRef": {"name": secret or s3.credentials_secret, "key": key, "optional": True}},
-            }
-        )
+    name = secret or s3.credentials_secret
+    for key in (c.ENV_AWS_ACCESS_KEY_ID, c.ENV_AWS_SECRET_ACCESS_KEY) if name else ():
+        env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key, "optional": True}}})
     return env
 
 
@@ -197,6 +196,7 @@ def analyzer_job(
                 "metadata": {"labels": labels},
                 "spec": {
                     "restartPolicy": "Never",
+                    **({"serviceAccountName": settings.service_account} if settings.service_account else {}),
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "securityContext": {

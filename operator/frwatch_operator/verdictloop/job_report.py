@@ -33,8 +33,9 @@ from frwatch_operator.verdictloop.verdict_words import words
 
 #: Longer comma lists are cut (with "+N more") to keep the job's annotations far below the 256 KiB limit.
 LIST_MAX = 16 * 1024
-#: core/v1 Event messages: kept at most this long (events.k8s.io caps a note at 1 KiB).
-EVENT_MESSAGE_MAX = 1024
+#: The verdict's Event messages: at most this long, so `kubectl describe` shows each on a line or two; a longer
+#: text is cut and says where the whole of it is (the Incident's status.verdict, which keeps it).
+EVENT_MESSAGE_MAX = 300
 #: A culprit_detail longer than this is a sentence that repeats the headline: left out of the Suspects Event.
 DETAIL_MAX = 80
 
@@ -47,6 +48,16 @@ STATUS_LIST_MAX = 256
 def one_line(text: str, limit: int) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def event_text(text: str, incident: str, field: str, limit: int = EVENT_MESSAGE_MAX) -> str:
+    """``text`` on one line, at most ``limit`` characters; cut, it ends by naming where the whole text is kept
+    (``field`` of the Incident's status)."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    more = f" … (in full: kubectl get incident {incident} -o jsonpath='{{.status.{field}}}')"
+    return flat[: max(0, limit - len(more))].rstrip() + more
 
 
 def comma_list(items: Sequence[object], limit: int = LIST_MAX) -> str:
@@ -155,7 +166,7 @@ def verdict_events(
         Notice(
             kind,
             Reason.DIAGNOSED,
-            one_line(f"{what}{head} [{tags}]. Full report: {report} (Incident {incident})", EVENT_MESSAGE_MAX),
+            _diagnosed(f"{what}{head}", f" [{tags}]. Full report: {report} (Incident {incident})", incident),
         )
     ]
     missing = f"; no dump from {_ranks_text(verdict.missing_dumps)}" if verdict.missing_dumps else ""
@@ -173,7 +184,7 @@ def verdict_events(
         )
         events.append(
             Notice(
-                "Warning", Reason.SUSPECTS, one_line(f"Suspects: {who} {where}{missing}", EVENT_MESSAGE_MAX)
+                "Warning", Reason.SUSPECTS, event_text(f"Suspects: {who} {where}{missing}", incident, "suspectNodes")
             )
         )
     elif verdict.culprit_ranks:
@@ -183,31 +194,35 @@ def verdict_events(
             Notice(
                 "Warning",
                 Reason.CULPRITS,
-                one_line(f"Culprits: {who}{where}. A software finding: no node is suspect{missing}", EVENT_MESSAGE_MAX),
+                event_text(f"Culprits: {who}{where}. A software finding: no node is suspect{missing}", incident,
+                           "verdict.ranOn"),
             )
         )
     if said.next_steps:
         steps = " ".join(f"{i}) {one_line(s, 300)}" for i, s in enumerate(said.next_steps, 1))
         fits = f" ({said.kind_text})" if said.kind_text else ""
         events.append(
-            Notice("Normal", Reason.NEXT_STEPS, one_line(f"Next steps{fits}: {steps}", EVENT_MESSAGE_MAX))
+            Notice("Normal", Reason.NEXT_STEPS, event_text(f"Next steps{fits}: {steps}", incident, "verdict.nextSteps"))
         )
     return events
 
 
+def _diagnosed(head: str, tail: str, incident: str) -> str:
+    """The Diagnosed Event: the headline, cut first, then its tags, the report's URL and the Incident."""
+    room = EVENT_MESSAGE_MAX - len(tail)
+    if room < 40:  # an absurdly long report URL: the headline keeps its room, the tail is cut instead
+        return event_text(head + tail, incident, "verdict.headline")
+    flat = " ".join(head.split())
+    return (flat if len(flat) <= room else flat[: room - 1] + "…") + tail
+
+
 def culprits_line(verdict: Verdict, observed: IncidentObserved | None = None, limit: int = SUSPECTS_MAX) -> str:
-    """The Incident's ``status.suspects``: suspect ranks and nodes for a hardware-class verdict ("rank 1 on
-    node-b"); for a software one the culprits and where they ran ("rank 1 ran on node-b"), in words that fit."""
+    """The Incident's ``status.suspects`` (the Suspects column): suspect ranks and nodes for a hardware-class
+    verdict ("rank 1 on node-b"); empty for a software one, whose culprits are no node's fault (the Culprits
+    column, ``status.verdict.culprits``, names them; ``status.verdict.ranOn`` says where they ran)."""
     if verdict.hardware_class:
         return suspects_line(verdict.culprit_ranks, verdict.suspect_nodes, limit)
-    said = words(verdict, observed)
-    if said.where and len(said.where) <= limit:
-        return said.where
-    if said.culprits and said.ran_on:
-        counted = f"{said.culprits} ran on {len(said.ran_on)} node{'s' if len(said.ran_on) > 1 else ''}"
-        if len(counted) <= limit:
-            return counted
-    return suspects_line(verdict.culprit_ranks, [], limit)
+    return ""
 
 
 def verdict_summary(

@@ -180,10 +180,11 @@ class FlightRecorderSettings(_Section):
     dump_on_timeout: bool = Field(default=True, description="Set TORCH_NCCL_DUMP_ON_TIMEOUT=1.")
     volume_size_limit: str = Field(default="2Gi", description="sizeLimit of the dump emptyDir.")
     torch_version: str = Field(
-        default="2.9",
+        default="any",
         description="The torch version assumed for a job that does not say (annotation frwatch.io/torch-version) "
         "and whose image does not name it: from 2.9 the Flight Recorder variables are set under their new names "
-        "only, before 2.9 under the old ones only (what that torch reads without a warning); 'any': both "
+        "only, before 2.9 under the old ones only (what that torch reads without a warning); 'any' (the "
+        "default): both, so no torch loses its dumps, at the price of one deprecation warning a rank from 2.9 on "
         "(frwatch_operator.torch_env_names).",
     )
 

@@ -12,12 +12,13 @@ the job's torch, which frwatch decides in this order:
 
 1. the job says it: annotation ``frwatch.io/torch-version`` (``"2.5"``, ``"2.13.0"``; ``"any"``: both names);
 2. the container's image says it: the official ``pytorch/pytorch:<version>-...`` tags carry torch's version;
-3. the operator's default ``fr.torch_version`` (chart ``flightRecorder.torchVersion``, ``"2.9"``: current
-   torch, new names only; ``"any"``: both names, which works on every torch and warns from 2.9 on).
+3. the operator's default ``fr.torch_version`` (chart ``flightRecorder.torchVersion``, default ``"any"``: both
+   names, which every torch reads, and torch from 2.9 on warns once a rank; ``"2.9"``: new names only).
 
 From 2.9: the new names only (no warning). Before 2.9: the old names only (every torch reads them; none
-before 2.9 warns). A job on torch older than 2.9 in a cluster whose default is 2.9 must say so (1), or its
-dumps are written where torch's default puts them, outside the shared volume, and never collected.
+before 2.9 warns). The default is both names because the two ways of being wrong differ: a warning in the
+log, or (new names only on a torch older than 2.9) dumps written where torch's default puts them, outside the
+shared volume, and never collected. A cluster whose every job runs torch 2.9 or later sets the default to 2.9.
 """
 
 from __future__ import annotations

@@ -33,15 +33,16 @@ def injected(p):
     return out, result.warnings
 
 
-def test_every_training_container_gets_fr_variables_under_the_names_current_torch_reads():
+def test_every_training_container_gets_fr_variables_under_every_name_when_its_torch_is_unknown():
     out, warnings = injected(pod(containers=2))
     assert warnings == []
     prefix = f"{c.DUMP_MOUNT_PATH}/{c.DUMP_FILE_PREFIX}"
     for cont in out["spec"]["containers"]:
         env = env_of(cont)
-        # the default assumes torch >= 2.9: the new names only (the old ones print a deprecation warning there)
-        assert env[c.ENV_FR_BUFFER_SIZE] == "2000" and c.ENV_FR_BUFFER_SIZE_OLD not in env
-        assert env[c.ENV_FR_DUMP_TEMP_FILE] == prefix and c.ENV_FR_DUMP_TEMP_FILE_OLD not in env
+        # the default ("any"): both names, so a torch older than 2.9 (old names only) still writes its dumps
+        # into the shared volume; a job that names its torch gets one set (tests/capture/test_torch_warnings.py)
+        assert env[c.ENV_FR_BUFFER_SIZE] == "2000" and env[c.ENV_FR_BUFFER_SIZE_OLD] == "2000"
+        assert env[c.ENV_FR_DUMP_TEMP_FILE] == prefix and env[c.ENV_FR_DUMP_TEMP_FILE_OLD] == prefix
         assert env[c.ENV_NCCL_PIPE_FILE] == prefix
         assert env[c.ENV_NCCL_DUMP_ON_TIMEOUT] == "1"
         assert env[c.ENV_NODE_NAME] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
@@ -75,7 +76,7 @@ def test_agent_is_a_native_sidecar_with_volume_identity_and_store():
         ("", "pytorch/pytorch:2.4.1-cuda12.1-cudnn9-runtime", False, True),  # the official image's tag
         ("", "mirror.corp:5000/pytorch/pytorch:2.10.0-cuda13.0-cudnn9-devel", True, False),
         ("2.13", "pytorch/pytorch:2.4.1-cuda12.1-cudnn9-runtime", True, False),  # the job's word first
-        ("", "registry/trainer:2.4", True, False),  # another image's tag says nothing: the default (2.9)
+        ("", "registry/trainer:2.4", True, True),  # another image's tag says nothing: the default (any: both)
     ],
 )
 def test_the_renamed_variables_follow_the_jobs_torch(declared: str, image: str, new: bool, old: bool) -> None:

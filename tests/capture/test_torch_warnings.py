@@ -1,9 +1,10 @@
 """Issue 26: a captured rank's log does not start with torch's deprecation warning.
 
 A real torch (2.13) gloo rank runs with the Flight Recorder variables the webhook injects into its container
-(the literal values of the patched pod). With the default (the job's torch assumed >= 2.9) the rank prints no
-"is deprecated" line; a job that says it runs torch 2.5 gets the old names, which torch 2.13 warns about:
-the check that the first run's silence means something.
+(the literal values of the patched pod). A job that says it runs torch 2.13 (or whose image names it) gets the
+new names and the rank prints no "is deprecated" line; a job that says it runs torch 2.5 gets the old names,
+which torch 2.13 warns about: the check that the first run's silence means something. A job that says nothing
+gets both names (the chart's default "any": no torch loses its dumps for a name it does not read).
 """
 
 from __future__ import annotations
@@ -57,9 +58,15 @@ def run_rank(env: dict[str, str]) -> str:
 
 
 def test_the_injected_names_print_no_deprecation_warning_on_current_torch(tmp_path: Path) -> None:
-    env = injected_env("", tmp_path)
+    env = injected_env("2.13", tmp_path)
     assert c.ENV_FR_BUFFER_SIZE in env and c.ENV_FR_BUFFER_SIZE_OLD not in env
     assert "is deprecated" not in run_rank(env)
+
+
+def test_a_job_whose_torch_is_unknown_gets_both_names(tmp_path: Path) -> None:
+    env = injected_env("", tmp_path)
+    assert {c.ENV_FR_BUFFER_SIZE, c.ENV_FR_BUFFER_SIZE_OLD} <= env.keys()
+    assert {c.ENV_FR_DUMP_TEMP_FILE, c.ENV_FR_DUMP_TEMP_FILE_OLD} <= env.keys()
 
 
 def test_the_old_names_for_an_old_torch_are_what_current_torch_warns_about(tmp_path: Path) -> None:

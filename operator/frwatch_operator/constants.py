@@ -32,6 +32,14 @@ ANN_INCIDENT_ATTEMPT: Final = PREFIX + "incident-attempt"
 # --- on pods ---------------------------------------------------------------------------------------------
 #: Set by the webhook on a pod it injected: the injection is then a no-op on a second pass.
 ANN_INJECTED: Final = PREFIX + "injected"
+#: Set by the webhook on a pod it injected: ``<key id>.<random>``, the identity the pod's agent token is made
+#: of (``frwatch_operator.agentkeys``). Every ``frwatch.io/*`` annotation a pod arrives with is stripped first.
+ANN_AGENT_ID: Final = PREFIX + "agent-id"
+#: A container of the pod's own named like the agent (``frwatch-agent``) is renamed to this (suffixed
+#: ``-2``, ``-3``... if taken): it runs, but it is not the agent and holds no token.
+LOOKALIKE_CONTAINER: Final = "frwatch-agent-lookalike"
+#: The prefix of every environment variable frwatch sets; the webhook removes those a pod arrives with.
+ENV_PREFIX: Final = "FRWATCH_"
 
 # --- on nodes --------------------------------------------------------------------------------------------
 ANN_CORDONED_BY: Final = PREFIX + "cordoned-by"

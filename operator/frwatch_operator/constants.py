@@ -161,7 +161,7 @@ ANN_NOT_CAPTURED: Final = PREFIX + "not-captured"
 ANN_ATTEMPT_STARTED: Final = PREFIX + "attempt-started"
 #: On JobSet (Trainer v2) pods: the JobSet restart count, used as the attempt when present.
 LABEL_JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
-#: Name of the agent's control port (authenticated with ``Authorization: Bearer <token>``).
+#: Name of the agent's control port (calls signed with the pod's agent token: ``frwatch_operator.agentauth``).
 AGENT_CONTROL_PORT_NAME: Final = "frwatch-ctl"
 DUMP_VOLUME: Final = "frwatch-dumps"
 DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"

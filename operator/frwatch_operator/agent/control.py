@@ -176,9 +176,10 @@ def make_app(
     async def post_dump(request: web.Request) -> web.Response:
         check_auth(request)
         wanted: set[int] | None = None
-        if request.can_read_body:
+        raw = await request.read()  # read whole by the middleware (at most MAX_BODY_BYTES): cached
+        if raw:
             try:
-                wanted = parse_ranks(await request.text())
+                wanted = parse_ranks(raw.decode())
             except (BadRequest, UnicodeDecodeError) as exc:
                 raise web.HTTPBadRequest(text=f'body must be {{"ranks": [int, ...]}}: {exc}\n') from exc
         pipes = pipe_ranks(dump_dir, file_prefix)
@@ -198,9 +199,10 @@ def make_app(
         if live_dump is None:
             raise web.HTTPNotFound(text="live watch is off for this pod\n")
         wanted: set[int] | None = None
-        if request.can_read_body:
+        raw = await request.read()  # read whole by the middleware (at most MAX_BODY_BYTES): cached
+        if raw:
             try:
-                wanted = parse_ranks(await request.text())
+                wanted = parse_ranks(raw.decode())
             except (BadRequest, UnicodeDecodeError) as exc:
                 raise web.HTTPBadRequest(text=f'body must be {{"ranks": [int, ...]}}: {exc}\n') from exc
         # each rank's answer takes up to seconds: off the event loop (/healthz and /live keep answering)

@@ -32,7 +32,8 @@ completed rather than duplicated. Malformed pods raise :class:`InjectionError`; 
 inject raises :class:`NotInjected` with the reason: one past the size budget (:data:`MAX_CONTAINERS`,
 :data:`MAX_LIST_ITEMS`: the webhook must answer within the API server's timeout, and a real training pod
 is far smaller), or one with a container of its own named ``frwatch-agent`` (a second container of that
-name would make the API server refuse the pod). Callers admit both as they are, with a warning.
+name would make the API server refuse the pod; the webhook renames such a container first, so only a
+direct caller meets this). Callers admit both as they are, with a warning.
 """
 
 from __future__ import annotations

@@ -174,8 +174,8 @@ class Mutation:
     ops: list[dict[str, Any]]
     warnings: list[str]
     note: AdmissionNote | None
-    #: For the metrics: ``injected`` (the pod changed), ``untouched`` (not opted in, opted out, already
-    #: injected, unknown job) or ``error`` (admitted as is because injecting failed).
+    #: For the metrics: ``injected`` (the pod changed; a pod arriving injected is injected anew),
+    #: ``untouched`` (not opted in, opted out, unknown job) or ``error`` (admitted as is because injecting failed).
     outcome: str = "untouched"
 
 

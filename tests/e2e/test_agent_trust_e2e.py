@@ -203,6 +203,8 @@ def good_job(target: Target, jobs: list[str]) -> tuple[int, float]:
                          env={"PYTHONPATH": ""})  # the webhook appends the live bootstrap to a literal one
     jobs.append(name)
     latency = verdict_latency(target, name)
+    pods = target.pods(name)  # admitted with capture (on main, under attack, they were not)
+    assert pods and all(c.AGENT_CONTAINER in [x["name"] for x in p["spec"].get("initContainers") or []] for p in pods)
     return live_rounds(target, name), latency
 
 

@@ -9,7 +9,7 @@ answering each pod's n-th request with a realistic summary made by the agent's o
 (``live_summary.summarize_live``) from a gloo-style ``fr_trace_json`` answer whose ranks have all enqueued
 ``100 + n`` collectives (a healthy job that moves on every round; 16 entries a group kept, ~2 KB a rank).
 The pods are split into jobs of ``--pods-per-job`` pods; every round runs, as ``handlers/live.py`` does, each
-job in turn: ``pull_all`` (at most ``--workers`` agents at once, with a bearer token) then that job's
+job in turn: ``pull_all`` (at most ``--workers`` agents at once, each call signed and its answer proven: ``agentauth``) then that job's
 ``LiveJudge.judge``. Not simulated: the per-job pod list the real round reads from the API server (one list
 call a job) and Incident/Event writes (only on a finding; there is none here).
 
@@ -60,12 +60,16 @@ def serve(socks: list[socket.socket], ranks_per_pod: int, pods_per_job: int, rea
     """The simulated agents (run in a child process)."""
     from aiohttp import web
 
+    from frwatch_operator.agentauth import PROOF_HEADER, CallChecker, answer_proof
+
+    checker = CallChecker(TOKEN)
     count: dict[int, int] = {}
     cache: dict[tuple[int, int], dict[str, object]] = {}  # (progress, job world) -> rank-0 summary
     index = {s.getsockname()[1]: i for i, s in enumerate(socks)}
 
     async def live(request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        nonce = checker.check(request.headers.get("Authorization", ""), "GET", request.raw_path, b"")
+        if nonce is None:
             return web.Response(status=401)
         pod = index[request.transport.get_extra_info("sockname")[1]]  # type: ignore[union-attr]
         n = count[pod] = count.get(pod, -1) + 1
@@ -76,7 +80,8 @@ def serve(socks: list[socket.socket], ranks_per_pod: int, pods_per_job: int, rea
         first = (pod % pods_per_job) * ranks_per_pod
         ranks = [dict(cache[key], rank=first + i) for i in range(ranks_per_pod)]
         body = json.dumps({"schema": "frwatch.live/v1", "pod": f"pod-{pod}", "ranks": ranks})
-        return web.Response(text=body, content_type="application/json")
+        return web.Response(text=body, content_type="application/json",
+                            headers={PROOF_HEADER: answer_proof(TOKEN, nonce, 200)})  # fmt: skip
 
     async def main() -> None:
         app = web.Application()
@@ -125,9 +130,9 @@ def main() -> int:
         s.close()  # the child keeps its copies
     if not ready.wait(120):
         raise SystemExit("the simulated agents did not start")
-    jobs: list[dict[str, tuple[str, int]]] = []
+    jobs: list[dict[str, tuple[str, int, str | None]]] = []
     for first in range(0, ns.pods, ns.pods_per_job):
-        jobs.append({f"pod-{p}": ("127.0.0.1", ports[p]) for p in range(first, min(first + ns.pods_per_job, ns.pods))})
+        jobs.append({f"pod-{p}": ("127.0.0.1", ports[p], TOKEN) for p in range(first, min(first + ns.pods_per_job, ns.pods))})
     # (a shard's last job may be cut: a full one elsewhere; the same pod count, judged the same way)
     world = ns.pods_per_job * ns.ranks_per_pod
     judges = [LiveJudge(range(world), stall_after_s=60.0) for _ in jobs]
@@ -142,7 +147,7 @@ def main() -> int:
             failed = findings = read = 0
             judged = 0.0
             for agents, judge in zip(jobs, judges, strict=True):
-                pulled = pull_all(agents, [TOKEN], ns.timeout, workers=ns.workers)
+                pulled = pull_all(agents, ns.timeout, workers=ns.workers)
                 j0 = time.process_time()  # the pool's threads are done: this is the judge's alone
                 result = judge.judge(pulled, time.time())
                 judged += time.process_time() - j0
@@ -159,7 +164,7 @@ def main() -> int:
             print(f"round {r + 1}: wall {wall:.2f} s, operator CPU {cpu:.2f} s (judging {judged:.2f} s), "
                   f"{read} ranks read", flush=True)  # fmt: skip
         # the answer's size, out of the timed rounds: one more pull of the first job
-        first = pull_all(jobs[0], [TOKEN], ns.timeout, workers=ns.workers)
+        first = pull_all(jobs[0], ns.timeout, workers=ns.workers)
         sizes = [len(a.model_dump_json(by_alias=True)) for a in first.values() if isinstance(a, LivePod)]
     finally:
         server.kill()

@@ -2,15 +2,19 @@
 
 The operator keeps a small ring of random keys in one Secret of its own namespace
 (``agent.key_namespace``/``agent.key_secret``, created and rotated by ``agentkeys_kube``). The webhook
-gives each injected agent the token of its pod's namespace and job, made with the ring's signing key::
+gives each pod it injects an agent id of its own, ``frwatch.io/agent-id: "<key id>.<24 random hex>"``
+(any such annotation the pod arrived with is stripped first: ``injection.strip_lookalikes``), and gives
+that pod's agent, and only it, the pod's token, made with the ring's signing key::
 
-    token = "<key id>.<hex HMAC-SHA256(key, JSON ["frwatch-agent-token/v1", namespace, job])>"
+    token = "<key id>.<hex HMAC-SHA256(key, JSON ["frwatch-agent-token/v2", namespace, job, agent id])>"
 
-and the operator computes the same token when it calls that agent, trying every key it keeps, newest
-first. Nothing else is needed per namespace: no Secret to create, no RBAC on Secrets outside the
-operator's namespace. The job name is known at admission even when the pod's own name is not
-(``generateName``), and a token works only for the agents of that job: a token read from one pod's spec
-(``kubectl get pod -o yaml``, anyone who can read the namespace's pods) opens no other job's agents.
+The operator reads the agent id back from the pod and computes the same token with the key it names
+(:meth:`AgentKeys.token_of`). Nothing else is needed per namespace: no Secret to create, no RBAC on
+Secrets outside the operator's namespace. The pod's own name is not known at admission
+(``generateName``), the random agent id is. What a tenant who reads its pod specs learns (the agent ids
+and the tokens of its own pods' agents) opens no other pod's agent: another pod's token needs the key.
+A container the webhook did not inject holds no token, and the token never crosses the network
+(:mod:`frwatch_operator.agentauth`: the operator and the agent each prove they hold it).
 
 Rotation (:func:`plan`): a new key every ``key_rotation_days``; the ring keeps the new key and the
 previous one, so a pod's token is accepted for at least one rotation period after the pod was made. A
@@ -38,7 +42,7 @@ KEYS_FIELD = "keys.json"
 KEY_BYTES = 32
 #: Keys kept in the ring: the signing key and the one before it.
 KEPT = 2
-_DOMAIN = "frwatch-agent-token/v1"
+_DOMAIN = "frwatch-agent-token/v2"
 
 
 @dataclass(frozen=True)
@@ -63,18 +67,23 @@ class KeyRing:
                 return key
         return self.keys[-1]
 
-    def token(self, namespace: str, job: str, now: datetime, settle: timedelta) -> str:
-        """The token the webhook injects into an agent of ``job`` in ``namespace``."""
-        return derive(self.signing_key(now, settle), namespace, job)
+    def issue(self, namespace: str, job: str, now: datetime, settle: timedelta) -> tuple[str, str]:
+        """A new pod's agent id and its agent's token (the webhook, at admission)."""
+        key = self.signing_key(now, settle)
+        agent_id = f"{key.id}.{secrets.token_hex(12)}"
+        return agent_id, derive(key, namespace, job, agent_id)
 
-    def tokens(self, namespace: str, job: str) -> list[str]:
-        """Every token an agent of ``job`` in ``namespace`` may hold, newest key first (the operator's calls)."""
-        return [derive(key, namespace, job) for key in self.keys]
+    def token_of(self, namespace: str, job: str, agent_id: str) -> str | None:
+        """The token of the agent of the pod with ``agent_id`` (the operator's calls); None when the id
+        names no key the ring keeps (rotated out, or not an id the webhook gave)."""
+        key_id = agent_id.split(".", 1)[0]
+        key = next((k for k in self.keys if k.id == key_id), None)
+        return derive(key, namespace, job, agent_id) if key is not None and "." in agent_id else None
 
 
-def derive(key: AgentKey, namespace: str, job: str) -> str:
-    """The token of ``key`` for the agents of ``job`` in ``namespace``."""
-    message = json.dumps([_DOMAIN, namespace, job]).encode()  # unambiguous, whatever the names hold
+def derive(key: AgentKey, namespace: str, job: str, agent_id: str) -> str:
+    """The token of ``key`` for the agent with ``agent_id`` of ``job`` in ``namespace``."""
+    message = json.dumps([_DOMAIN, namespace, job, agent_id]).encode()  # unambiguous, whatever the names hold
     return f"{key.id}.{hmac.new(key.secret, message, hashlib.sha256).hexdigest()}"
 
 
@@ -145,12 +154,12 @@ class AgentKeys:
     def of(cls, agent: AgentSettings, ring: KeyRing | None = None) -> AgentKeys:
         return cls(timedelta(seconds=2 * agent.key_check_seconds), ring)
 
-    def token_for(self, namespace: str, job: str) -> str | None:
-        """The token to inject into a new agent of ``job`` in ``namespace`` (None: no key yet)."""
+    def issue(self, namespace: str, job: str) -> tuple[str, str] | None:
+        """A new pod's agent id and token, for a pod of ``job`` in ``namespace`` (None: no key yet)."""
         ring = self.ring
-        return ring.token(namespace, job, self.clock(), self.settle) if ring is not None else None
+        return ring.issue(namespace, job, self.clock(), self.settle) if ring is not None else None
 
-    def tokens_for(self, namespace: str, job: str) -> list[str]:
-        """The tokens an agent of ``job`` in ``namespace`` may hold, newest key first (empty: no key yet)."""
+    def token_of(self, namespace: str, job: str, agent_id: str) -> str | None:
+        """The token of the agent with ``agent_id`` (None: no key yet, or none the id names)."""
         ring = self.ring
-        return ring.tokens(namespace, job) if ring is not None else []
+        return ring.token_of(namespace, job, agent_id) if ring is not None and agent_id else None

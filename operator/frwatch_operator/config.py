@@ -281,7 +281,8 @@ class OperatorSettings(_Section):
         "(ranks normally dump by themselves first).",
     )
     agent_timeout_seconds: float = Field(
-        default=2.0, gt=0, description="Seconds to wait for one agent's control endpoint to answer."
+        default=2.0, gt=0, description="Seconds one call to an agent's control endpoint may take in all (connect, "
+        "send, the answer's headers and body): a total deadline, not per read."
     )
     live_poll_seconds: float = Field(
         default=15.0, gt=0, le=600,
@@ -610,8 +611,9 @@ class AgentSettings(_Section):
     )
     token: SecretStr | None = Field(
         default=None,
-        description="The bearer token the agent's control endpoint accepts, injected by the webhook: derived "
-        "from the operator's agent key, the pod's namespace and job (frwatch_operator.agentkeys). Unset: "
+        description="This pod's agent token, injected by the webhook into this agent only: derived from the "
+        "operator's agent key, the pod's namespace, job and frwatch.io/agent-id (frwatch_operator.agentkeys). "
+        "Never sent: calls are signed with it and answers proven with it (frwatch_operator.agentauth). Unset: "
         "every control call is refused (503).",
     )
     key_secret: str = Field(

@@ -32,6 +32,14 @@ ANN_INCIDENT_ATTEMPT: Final = PREFIX + "incident-attempt"
 # --- on pods ---------------------------------------------------------------------------------------------
 #: Set by the webhook on a pod it injected: the injection is then a no-op on a second pass.
 ANN_INJECTED: Final = PREFIX + "injected"
+#: Set by the webhook on a pod it injected: ``<key id>.<random>``, the identity the pod's agent token is made
+#: of (``frwatch_operator.agentkeys``). Every ``frwatch.io/*`` annotation a pod arrives with is stripped first.
+ANN_AGENT_ID: Final = PREFIX + "agent-id"
+#: A container of the pod's own named like the agent (``frwatch-agent``) is renamed to this (suffixed
+#: ``-2``, ``-3``... if taken): it runs, but it is not the agent and holds no token.
+LOOKALIKE_CONTAINER: Final = "frwatch-agent-lookalike"
+#: The prefix of every environment variable frwatch sets; the webhook removes those a pod arrives with.
+ENV_PREFIX: Final = "FRWATCH_"
 
 # --- on nodes --------------------------------------------------------------------------------------------
 ANN_CORDONED_BY: Final = PREFIX + "cordoned-by"
@@ -162,7 +170,7 @@ ANN_NOT_CAPTURED: Final = PREFIX + "not-captured"
 ANN_ATTEMPT_STARTED: Final = PREFIX + "attempt-started"
 #: On JobSet (Trainer v2) pods: the JobSet restart count, used as the attempt when present.
 LABEL_JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
-#: Name of the agent's control port (authenticated with ``Authorization: Bearer <token>``).
+#: Name of the agent's control port (calls signed with the pod's agent token: ``frwatch_operator.agentauth``).
 AGENT_CONTROL_PORT_NAME: Final = "frwatch-ctl"
 DUMP_VOLUME: Final = "frwatch-dumps"
 DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"

@@ -117,6 +117,8 @@ class PodFacts:
     runs: tuple[ContainerRun, ...] = ()
     #: The pod's own spec chose its node (hostname selector or affinity): ``frwatch_operator.placement``.
     pinned: bool = False
+    #: The agent id the webhook gave the pod (``frwatch.io/agent-id``): its agent's token is made of it.
+    agent_id: str = ""
 
     @property
     def settled(self) -> bool:
@@ -275,6 +277,7 @@ def pod_facts(pod: Mapping[str, Any], *, ranks: Sequence[int] = (), deleted: boo
         message=pod_message,
         running_containers=frozenset(running),
         injected=_agent(pod) is not None,
+        agent_id=str(_map(meta.get("annotations")).get(c.ANN_AGENT_ID) or "")[:100],
         agent_ended=agent_ended,
         training_ended=_all_ended(spec, mains),
         finished_at=tuple(finished),

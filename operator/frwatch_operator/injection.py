@@ -19,13 +19,22 @@ What :func:`inject` adds to a pod of an opted-in job:
   (absent: set; lower: raised, with a warning);
 * the annotation ``frwatch.io/injected``: a pod that carries it is returned unchanged.
 
+What a pod arrives with that only frwatch may set is stripped first (:func:`strip_lookalikes`, called by the
+webhook before :func:`inject`): every ``frwatch.io/*`` annotation (so ``frwatch.io/injected`` no longer skips
+the injection, nor does a pre-set ``frwatch.io/agent-id`` name another pod's token), every ``FRWATCH_*``
+variable of its containers, its own ``frwatch-ctl`` ports and its own volume named like frwatch's dump
+volume (with the mounts of it); a container named ``frwatch-agent`` is renamed
+``frwatch-agent-lookalike``: it still runs, it is not the agent and holds no token. The agent and its
+token (:func:`agent_id_ops`) are then frwatch's alone.
+
 Warnings (for the AdmissionReview and an Event) name the container and the variable when a user value
 would lose the dump. Each piece is skipped when already present, so a partial earlier injection is
 completed rather than duplicated. Malformed pods raise :class:`InjectionError`; a pod frwatch will not
 inject raises :class:`NotInjected` with the reason: one past the size budget (:data:`MAX_CONTAINERS`,
 :data:`MAX_LIST_ITEMS`: the webhook must answer within the API server's timeout, and a real training pod
 is far smaller), or one with a container of its own named ``frwatch-agent`` (a second container of that
-name would make the API server refuse the pod). Callers admit both as they are, with a warning.
+name would make the API server refuse the pod; the webhook renames such a container first, so only a
+direct caller meets this). Callers admit both as they are, with a warning.
 """
 
 from __future__ import annotations
@@ -182,6 +191,81 @@ def check_names(containers: Sequence[Any], inits: Sequence[Any]) -> None:
             f"the pod already has a container named {c.AGENT_CONTAINER!r}; a second one would make the API "
             "server refuse the pod, so capture is off for it: rename that container"
         )
+
+
+def strip_lookalikes(pod: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    """What a pod arrived with that only frwatch sets, removed: the pod without it (a copy), the RFC 6902
+    ``replace`` ops that make it so (before :func:`inject`'s ops, which are computed on the copy), and a
+    warning for each thing removed. Raises :class:`InjectionError` on a body that is not pod-shaped."""
+    if not isinstance(pod, Mapping) or not isinstance(pod.get("spec"), Mapping):
+        raise InjectionError("the pod has no spec object")
+    meta = pod.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InjectionError("metadata is not an object")
+    clean: dict[str, Any] = {**pod, "spec": dict(pod["spec"])}
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    annotations = (meta or {}).get("annotations")
+    if isinstance(annotations, Mapping) and any(str(k).startswith(c.PREFIX) for k in annotations):
+        kept = {k: v for k, v in annotations.items() if not str(k).startswith(c.PREFIX)}
+        dropped = sorted(str(k) for k in annotations if str(k).startswith(c.PREFIX))
+        clean["metadata"] = {**(meta or {}), "annotations": kept}
+        ops.append({"op": "replace", "path": _ptr("metadata", "annotations"), "value": kept})
+        warnings.append(f"frwatch: annotations only frwatch sets were removed from the pod: {', '.join(dropped)[:300]}")
+    spec = clean["spec"]
+    taken = {str(x.get("name")) for key in ("containers", "initContainers") for x in spec.get(key) or []
+             if isinstance(x, Mapping)}  # fmt: skip
+    for key in ("initContainers", "containers"):
+        items = spec.get(key)
+        if not isinstance(items, list):
+            continue
+        for i, container in enumerate(items):
+            if not isinstance(container, Mapping):
+                continue
+            fixed, why = _strip_container(container, taken)
+            if why:
+                spec[key] = items = list(items)
+                items[i] = fixed
+                ops.append({"op": "replace", "path": _ptr("spec", key, i), "value": fixed})
+                warnings.append(f"frwatch: container {str(container.get('name'))[:63]!r}: {why}")
+    volumes = spec.get("volumes")
+    if isinstance(volumes, list) and any(isinstance(v, Mapping) and v.get("name") == c.DUMP_VOLUME for v in volumes):
+        spec["volumes"] = [v for v in volumes if not (isinstance(v, Mapping) and v.get("name") == c.DUMP_VOLUME)]
+        ops.append({"op": "replace", "path": _ptr("spec", "volumes"), "value": spec["volumes"]})
+        warnings.append(f"frwatch: the pod's own volume named {c.DUMP_VOLUME!r} was removed (frwatch's replaces it)")
+    return clean, ops, warnings
+
+
+def _strip_container(container: Mapping[str, Any], taken: set[str]) -> tuple[dict[str, Any], str]:
+    """The container without what only frwatch sets (renamed if named like the agent), and what changed."""
+    fixed = dict(container)
+    what: list[str] = []
+    if container.get("name") == c.AGENT_CONTAINER:
+        name, n = c.LOOKALIKE_CONTAINER, 1
+        while name in taken:
+            n += 1
+            name = f"{c.LOOKALIKE_CONTAINER}-{n}"
+        taken.add(name)
+        fixed["name"] = name
+        what.append(f"renamed {name!r}: only the agent frwatch injects bears the name {c.AGENT_CONTAINER!r}")
+    env = container.get("env")
+    if isinstance(env, list) and any(isinstance(e, Mapping) and str(e.get("name", "")).startswith(c.ENV_PREFIX) for e in env):
+        fixed["env"] = [e for e in env if not (isinstance(e, Mapping) and str(e.get("name", "")).startswith(c.ENV_PREFIX))]
+        what.append(f"its {c.ENV_PREFIX}* variables were removed (only frwatch sets them)")
+    ports = container.get("ports")
+    if isinstance(ports, list) and any(isinstance(p, Mapping) and p.get("name") == c.AGENT_CONTROL_PORT_NAME for p in ports):
+        fixed["ports"] = [p for p in ports if not (isinstance(p, Mapping) and p.get("name") == c.AGENT_CONTROL_PORT_NAME)]
+        what.append(f"its port named {c.AGENT_CONTROL_PORT_NAME!r} was removed")
+    mounts = container.get("volumeMounts")
+    if isinstance(mounts, list) and any(isinstance(m, Mapping) and m.get("name") == c.DUMP_VOLUME for m in mounts):
+        fixed["volumeMounts"] = [m for m in mounts if not (isinstance(m, Mapping) and m.get("name") == c.DUMP_VOLUME)]
+        what.append(f"its mount of its own {c.DUMP_VOLUME!r} was removed")
+    return fixed, "; ".join(what)
+
+
+def agent_id_ops(agent_id: str) -> list[dict[str, Any]]:
+    """The op recording the pod's agent id (after :func:`inject`'s ops: the annotations exist by then)."""
+    return [{"op": "add", "path": _ptr("metadata", "annotations", c.ANN_AGENT_ID), "value": agent_id}]
 
 
 def inject(
@@ -361,16 +445,19 @@ def attempt_of(pod: Mapping[str, Any], job_attempt: str) -> str:
 
 
 def apply_ops(doc: dict[str, Any], ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Apply this module's ``add`` operations to ``doc`` in place (for kopf's patch fns and tests)."""
+    """Apply this module's ``add`` and ``replace`` operations to ``doc`` in place (for kopf's patch fns and
+    tests)."""
     for op in ops:
-        if op.get("op") != "add":
-            raise ValueError(f"only 'add' operations are produced here, got {op.get('op')!r}")
+        if op.get("op") not in ("add", "replace"):
+            raise ValueError(f"only 'add' and 'replace' operations are produced here, got {op.get('op')!r}")
         parts = [p.replace("~1", "/").replace("~0", "~") for p in str(op["path"]).split("/")[1:]]
         target: Any = doc
         for part in parts[:-1]:
             target = target[int(part)] if isinstance(target, list) else target[part]
         last = parts[-1]
-        if isinstance(target, list):
+        if isinstance(target, list) and op["op"] == "replace":
+            target[int(last)] = op["value"]
+        elif isinstance(target, list):
             if last == "-":
                 target.append(op["value"])
             else:

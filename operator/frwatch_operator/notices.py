@@ -27,6 +27,9 @@ class Reason(StrEnum):
     CAPTURE_NOT_INJECTED = "CaptureNotInjected"  #: a pod of a captured job admitted without capture (pod)
     ATTEMPT_NOT_CAPTURED = "AttemptNotCaptured"  #: the job's current attempt runs without capture (job)
     POD_NOT_CAPTURED = "PodNotCaptured"  #: a pod of a captured attempt the webhook missed (job)
+    #: a pod's control port answered without proof of the pod's agent token: not the agent frwatch injected;
+    #: frwatch no longer calls it (job)
+    AGENT_NOT_AUTHENTICATED = "AgentNotAuthenticated"
     # detection and collection (on the job, the Incident)
     INCIDENT_OPENED = "IncidentOpened"  #: a failure opened the attempt's Incident (job)
     #: live watch saw a desync or a stall while every rank still runs: the attempt's Incident opened Early (job)
@@ -298,4 +301,14 @@ def live_cleared(incident: str, attempt: str, how: str) -> Notice:
         Reason.LIVE_CLEARED,
         f"frwatch live watch, attempt {attempt}: {how}; Incident {incident} is Cleared (live watch's finding "
         "stays in it)"[:1024],
+    )
+
+
+def agent_not_authenticated(pod: str, why: str) -> Notice:
+    """A pod's control port answered without proof of its agent token: frwatch stops calling it."""
+    return Notice(
+        "Warning",
+        Reason.AGENT_NOT_AUTHENTICATED,
+        f"pod {pod}: {why}; frwatch calls this pod's agent no more (its dumps written to the shared folder are "
+        "still uploaded only if the injected agent runs)"[:1024],
     )

@@ -12,8 +12,11 @@ Two ways to serve the same logic (:func:`review`):
 The request path never calls the API server: opt-in is resolved from a :class:`JobIndex` that the
 operator feeds from its watch handlers (``upsert_job``/``delete_job``/``upsert_policy``/``delete_policy``).
 It fails open: any internal error admits the pod unchanged with a warning, and so does a pod frwatch will
-not inject (past the size budget, a container of its own named ``frwatch-agent``, an attempt that is no
-object-key segment). Admission outcomes that
+not inject (past the size budget, an attempt that is no object-key segment). What a pod of an opted-in job
+arrives with that only frwatch sets (``frwatch.io/*`` annotations, a container named ``frwatch-agent``,
+``FRWATCH_*`` variables, its own dump volume: ``injection.strip_lookalikes``) is removed before it is
+injected: pre-setting ``frwatch.io/injected`` skips nothing, and the only agent in the pod, and the only
+holder of its token, is the one injected here (a per-pod token: ``agentkeys``). Admission outcomes that
 deserve an Event (user-value warnings, malformed opt-in) go to an optional ``observer`` callback, which
 must not block (e.g. ``queue.put_nowait``): the operator posts the Events outside the request path.
 """
@@ -39,7 +42,15 @@ from frwatch_analyzers.layout import segment_problem
 from frwatch_operator import constants as c
 from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config, load_config
-from frwatch_operator.injection import InjectionError, NotInjected, apply_ops, attempt_of, inject
+from frwatch_operator.injection import (
+    InjectionError,
+    NotInjected,
+    agent_id_ops,
+    apply_ops,
+    attempt_of,
+    inject,
+    strip_lookalikes,
+)
 from frwatch_operator.jobkinds import enabled_kinds, kind_of, kinds_for_pod, pod_labels
 from frwatch_operator.live_injection import live_ops
 from frwatch_operator.live_policy import live_requested
@@ -163,8 +174,8 @@ class Mutation:
     ops: list[dict[str, Any]]
     warnings: list[str]
     note: AdmissionNote | None
-    #: For the metrics: ``injected`` (the pod changed), ``untouched`` (not opted in, opted out, already
-    #: injected, unknown job) or ``error`` (admitted as is because injecting failed).
+    #: For the metrics: ``injected`` (the pod changed; a pod arriving injected is injected anew),
+    #: ``untouched`` (not opted in, opted out, unknown job) or ``error`` (admitted as is because injecting failed).
     outcome: str = "untouched"
 
 
@@ -197,14 +208,19 @@ async def mutate_pod(
         if (why := segment_problem(attempt)) is not None:
             raise NotInjected(f"the job's attempt {why}: fix or remove the {c.ANN_ATTEMPT} annotation")
         ctx = JobContext(entry.kind, entry.name, entry.uid, attempt)
-        token = keys.token_for(namespace, entry.name) if keys is not None else None
-        result = inject(pod, decision.settings, config, ctx, token)
-        warnings = list(result.warnings)
+        clean, stripped, strip_warnings = strip_lookalikes(pod)
+        issued = keys.issue(namespace, entry.name) if keys is not None else None
+        result = inject(clean, decision.settings, config, ctx, issued[1] if issued else None)
+        warnings = strip_warnings + list(result.warnings)
         if result.ops and live_requested(entry.as_body(), decision.settings):
-            more, live_warnings = live_ops(apply_ops(copy.deepcopy(dict(pod)), result.ops), config)
+            more, live_warnings = live_ops(apply_ops(copy.deepcopy(clean), result.ops), config)
             result = dataclasses.replace(result, ops=[*result.ops, *more])
             warnings += live_warnings
-        if keys is not None and token is None and result.changed:
+        if result.ops:
+            result = dataclasses.replace(
+                result, ops=[*stripped, *result.ops, *(agent_id_ops(issued[0]) if issued else [])]
+            )
+        if keys is not None and issued is None and result.changed:
             warnings.append(
                 "frwatch: the operator has no agent key yet (see its log): this pod's agent refuses on-demand "
                 "dump requests; dumps written by the ranks are still uploaded"

@@ -25,13 +25,14 @@ DAY = timedelta(days=1)
 SETTLE = timedelta(minutes=10)
 
 
-def test_a_token_opens_the_agents_of_one_job_in_one_namespace_only() -> None:
+def test_a_token_opens_the_agent_of_one_pod_of_one_job_in_one_namespace_only() -> None:
     key = new_key(T0)
-    token = derive(key, "team-a", "llama")
-    assert token == derive(AgentKey(key.id, key.secret, T0 + DAY), "team-a", "llama")  # deterministic
-    others = {derive(key, "team-b", "llama"), derive(key, "team-a", "llama2"), derive(new_key(T0), "team-a", "llama")}
-    assert token not in others and len(others) == 3
-    assert derive(key, "a", "b\0c") != derive(key, "a\0b", "c")  # the fields cannot be shifted into each other
+    token = derive(key, "team-a", "llama", "k.1")
+    assert token == derive(AgentKey(key.id, key.secret, T0 + DAY), "team-a", "llama", "k.1")  # deterministic
+    others = {derive(key, "team-b", "llama", "k.1"), derive(key, "team-a", "llama2", "k.1"),
+              derive(new_key(T0), "team-a", "llama", "k.1"), derive(key, "team-a", "llama", "k.2")}  # fmt: skip
+    assert token not in others and len(others) == 4
+    assert derive(key, "a", "b\0c", "i") != derive(key, "a\0b", "c", "i")  # the fields cannot shift into each other
     assert token.startswith(f"{key.id}.")
 
 
@@ -98,10 +99,20 @@ def test_a_new_key_signs_only_once_every_replica_can_have_read_it() -> None:
     assert only.signing_key(fresh.created, SETTLE) == fresh  # the very first key signs at once
 
 
-def test_the_operator_tries_every_kept_key_newest_first_and_the_webhook_signs_with_one() -> None:
+def test_each_pod_gets_its_own_token_and_the_operator_finds_it_with_the_key_its_id_names() -> None:
     old, fresh = new_key(T0), new_key(T0 + 30 * DAY)
+    before = AgentKeys(SETTLE, KeyRing((old,)), clock=lambda: T0 + DAY)
     keys = AgentKeys(SETTLE, KeyRing((fresh, old)), clock=lambda: T0 + 31 * DAY)
-    assert keys.tokens_for("ns", "job") == [derive(fresh, "ns", "job"), derive(old, "ns", "job")]
-    assert keys.token_for("ns", "job") == derive(fresh, "ns", "job")
+    issued = keys.issue("ns", "job")
+    assert issued is not None
+    agent_id, token = issued
+    assert agent_id.startswith(fresh.id + ".") and token == derive(fresh, "ns", "job", agent_id)
+    other = keys.issue("ns", "job")
+    assert other is not None and other[0] != agent_id and other[1] != token  # another pod, another token
+    assert keys.token_of("ns", "job", agent_id) == token
+    older = before.issue("ns", "job")  # a pod made before the rotation: its id names the old key
+    assert older is not None and keys.token_of("ns", "job", older[0]) == older[1]
+    assert keys.token_of("ns", "other-job", agent_id) != token  # the token is bound to the namespace and job
+    assert keys.token_of("ns", "job", "nokey.abc") is None and keys.token_of("ns", "job", "") is None
     empty = AgentKeys(SETTLE)
-    assert empty.token_for("ns", "job") is None and empty.tokens_for("ns", "job") == []
+    assert empty.issue("ns", "job") is None and empty.token_of("ns", "job", agent_id) is None

@@ -49,7 +49,7 @@ def test_the_first_start_makes_the_ring_and_later_passes_keep_it(api: client.Api
     keys, started = start_agent_keys(agent, api)
     started.stop()
     assert keys.ring is not None and len(keys.ring.keys) == 1
-    assert keys.token_for("team", "llama") is not None
+    assert keys.issue("team", "llama") is not None
     secret = client.CoreV1Api(api).read_namespaced_secret(agent.key_secret, k8s_namespace)
     assert secret.type == "Opaque" and set(secret.data) == {KEYS_FIELD}
     assert secret.metadata.labels["app.kubernetes.io/managed-by"] == "frwatch"
@@ -62,12 +62,13 @@ def test_rotation_keeps_the_previous_key_so_older_pods_are_still_accepted(
 ) -> None:
     agent = settings(k8s_namespace, key_rotation_days=30)
     first = keeper(api, agent, T0).run_once().ring
-    old_token = AgentKeys.of(agent, first).token_for("team", "llama")
+    old = AgentKeys.of(agent, first).issue("team", "llama")
+    assert old is not None
     keys = AgentKeys.of(agent)
     rotated = keeper(api, agent, T0 + 30 * DAY, keys).run_once()
     assert rotated.write and "rotation" in rotated.reason
     assert stored_ids(api, agent) == [rotated.ring.keys[0].id, first.keys[0].id]
-    assert old_token in keys.tokens_for("team", "llama")  # a pod made before the rotation still works
+    assert keys.token_of("team", "llama", old[0]) == old[1]  # a pod made before the rotation still works
     keeper(api, agent, T0 + 60 * DAY).run_once()
     later = ring_of(client.CoreV1Api(api).read_namespaced_secret(agent.key_secret, k8s_namespace).data)
     assert later is not None and first.keys[0] not in later.keys  # two rotations later: out

@@ -72,7 +72,10 @@ def test_bad_control_requests_get_a_4xx_with_the_reason_never_a_500(start_agent)
         status, text = agent.request("POST", "/dump", TOKEN, raw=body)
         assert status == code, (body[:40], status, text)
         assert said in str(text), (body[:40], text)
-    assert agent.request("POST", "/dump", "wrong", raw=b"[" * 100_000)[0] == 401  # auth first, body unread
+    # the call's MAC covers its body: a body past the bound is refused before it is read whole, auth or not;
+    # one within it is read (at most MAX_BODY_BYTES) and refused with a wrong signature, never parsed
+    assert agent.request("POST", "/dump", "wrong", raw=b"[" * 100_000)[0] == 413
+    assert agent.request("POST", "/dump", "wrong", raw=b"not json")[0] == 401
     status, body = agent.request("POST", "/dump", TOKEN, body={"ranks": [0]})
     assert status == 200 and body == {"asked": [], "failed": {"0": "no pipe file for this rank in this pod"}}
     assert agent.request("GET", "/healthz")[0] == 200

@@ -97,11 +97,18 @@ def test_user_value_kept_with_warning(server):
     assert server.notes and server.notes[-1].job == "llama" and server.notes[-1].warnings == warnings
 
 
-def test_second_injection_is_a_no_op(server):
+def test_a_pod_arriving_already_injected_is_injected_anew_with_one_agent_holding_a_new_token(server):
+    """The webhook runs once per pod (reinvocationPolicy Never): a pod that arrives injected was written so
+    by its author, whose agent and token are not frwatch's."""
     req = review(pod("llama"))
     once = patched(req["request"]["object"], server.post(req))
-    resp = server.post(review(once))
-    assert "patch" not in resp["response"] and resp["response"]["allowed"] is True
+    twice = patched(once, server.post(review(once)))
+    agents = [x for x in twice["spec"]["initContainers"] if x["name"] == c.AGENT_CONTAINER]
+    assert len(agents) == 1
+    token = env_name("agent", "token")
+    assert env_of(agents[0])[token] != env_of(once["spec"]["initContainers"][0])[token]
+    assert token not in env_of(next(x for x in twice["spec"]["initContainers"] if x["name"] == c.LOOKALIKE_CONTAINER))
+    assert len([v for v in twice["spec"]["volumes"] if v["name"] == c.DUMP_VOLUME]) == 1
 
 
 def test_malformed_job_annotation_admits_untouched_with_reason(server):
@@ -188,24 +195,27 @@ def test_the_kopf_handler_counts_each_outcome(index, monkeypatch):
         return jsonpatch.apply_patch(copy.deepcopy(body), patch.as_json_patch())
 
     injected = admit(pod("llama"))
-    admit(injected)  # a second pass changes nothing
+    again = admit(injected)  # arriving injected (reinvocationPolicy is Never: only a tenant's pod does): redone
+    assert [x["name"] for x in again["spec"]["initContainers"]] == [c.AGENT_CONTAINER, c.LOOKALIKE_CONTAINER]
     admit(pod("plain"))  # not opted in
     admit(pod("typo"))  # malformed opt-in: left untouched
     monkeypatch.setattr("frwatch_operator.webhook.inject", lambda *a, **k: 1 / 0)
     admit(pod("llama", index=1))
-    assert outcomes == ["injected", "untouched", "untouched", "untouched", "error"]
+    assert outcomes == ["injected", "injected", "untouched", "untouched", "error"]
 
 
 # --- the agent's token, its security context, and the pods frwatch does not inject -------------------------
 
 
-def test_the_agent_gets_the_token_of_its_namespace_and_job_even_without_a_pod_name(server):
+def test_each_agent_gets_the_token_of_its_own_pod_even_without_a_pod_name(server):
     named = patched(pod("llama"), server.post(review(pod("llama"))))
     nameless = pod("llama")
     nameless["metadata"]["generateName"] = nameless["metadata"].pop("name")[:-1]  # a name is not known yet
     generated = patched(nameless, server.post(review(nameless)))
-    tokens = {env_of(p["spec"]["initContainers"][0])[env_name("agent", "token")] for p in (named, generated)}
-    assert tokens == {KEYS.token_for("team", "llama")}
+    tokens = [env_of(p["spec"]["initContainers"][0])[env_name("agent", "token")] for p in (named, generated)]
+    ids = [p["metadata"]["annotations"][c.ANN_AGENT_ID] for p in (named, generated)]
+    assert ids[0] != ids[1] and tokens[0] != tokens[1]
+    assert tokens == [KEYS.token_of("team", "llama", i) for i in ids]
     agent = named["spec"]["initContainers"][0]
     assert agent["securityContext"] == SECURITY_CONTEXT
 
@@ -236,13 +246,11 @@ def test_image_pull_secrets_are_added_once_and_the_answer_says_they_must_exist(i
 @pytest.mark.parametrize(
     ("mangle", "says"),
     [
-        (lambda p: p["spec"]["containers"].append({"name": c.AGENT_CONTAINER, "image": "mine"}), "already has a container named"),
-        (lambda p: p["spec"].__setitem__("initContainers", [{"name": c.AGENT_CONTAINER, "image": "mine"}]), "already has a container named"),
         (lambda p: p["spec"].__setitem__("containers", [{"name": f"c{i}", "image": "i"} for i in range(MAX_CONTAINERS + 1)]), f"more than the {MAX_CONTAINERS}"),
         (lambda p: p["spec"]["containers"][0].__setitem__("env", [{"name": f"E{i}", "value": "x"} for i in range(MAX_LIST_ITEMS + 1)]), f"more than the {MAX_LIST_ITEMS}"),
         (lambda p: p["metadata"]["labels"].__setitem__(c.LABEL_JOBSET_RESTART_ATTEMPT, ".."), "not a usable key segment"),
     ],
-    ids=["user-container-named-like-the-agent", "user-init-container-named-like-the-agent", "too-many-containers",
+    ids=["too-many-containers",
          "too-many-env-entries", "attempt-escaping-its-prefix"],
 )  # fmt: skip
 def test_pods_frwatch_does_not_inject_are_admitted_unchanged_with_the_reason(server, mangle, says):
@@ -266,3 +274,33 @@ def test_a_huge_pod_is_refused_before_any_injection_work(server, monkeypatch):
     p = pod("llama", containers=4000, env=[{"name": f"E{i}", "value": "x"} for i in range(5)])
     resp = server.post(review(p))["response"]
     assert "patch" not in resp and f"more than the {MAX_CONTAINERS}" in resp["warnings"][0]
+
+
+def test_a_pod_arriving_as_if_injected_with_its_own_agent_is_stripped_and_injected(server):
+    """The issue-25 attack: ``frwatch.io/injected`` pre-set (it skipped the injection) and the tenant's own
+    ``frwatch-agent`` holding a token and the control port of its choosing."""
+    p = pod("llama")
+    p["metadata"]["annotations"] = {c.ANN_INJECTED: "true", c.ANN_AGENT_ID: "k.forged", "mine": "kept"}
+    fake = {"name": c.AGENT_CONTAINER, "image": "mine", "args": ["agent"], "restartPolicy": "Always",
+            "env": [{"name": env_name("agent", "token"), "value": "stolen"}, {"name": "KEEP", "value": "1"}],
+            "ports": [{"name": c.AGENT_CONTROL_PORT_NAME, "containerPort": 9464}, {"name": "web", "containerPort": 80}]}
+    p["spec"]["initContainers"] = [fake]
+    p["spec"]["containers"][0]["env"] = [{"name": env_name("agent", "token"), "value": "stolen"}]
+    p["spec"]["volumes"] = [{"name": c.DUMP_VOLUME, "hostPath": {"path": "/"}}]
+    resp = server.post(review(p))
+    out = patched(p, resp)
+    annotations = out["metadata"]["annotations"]
+    assert annotations["mine"] == "kept" and annotations[c.ANN_INJECTED] != "true"
+    assert annotations[c.ANN_AGENT_ID] != "k.forged"
+    agent, renamed = out["spec"]["initContainers"]
+    assert agent["name"] == c.AGENT_CONTAINER and agent["args"] == ["agent"]
+    assert env_of(agent)[env_name("agent", "token")] == KEYS.token_of("team", "llama", annotations[c.ANN_AGENT_ID])
+    assert renamed["name"] == c.LOOKALIKE_CONTAINER and renamed["image"] == "mine"
+    assert env_of(renamed) == {"KEEP": "1"}  # no token, none of frwatch's variables
+    assert renamed["ports"] == [{"name": "web", "containerPort": 80}]
+    assert "stolen" not in json.dumps(out["spec"]["containers"])
+    assert [v for v in out["spec"]["volumes"] if v["name"] == c.DUMP_VOLUME] == [
+        {"name": c.DUMP_VOLUME, "emptyDir": {"sizeLimit": Config().fr.volume_size_limit}}
+    ]
+    warnings = " ".join(resp["response"]["warnings"])
+    assert "renamed 'frwatch-agent-lookalike'" in warnings and c.ANN_INJECTED in warnings

@@ -94,7 +94,7 @@ def answer_a_desync(monkeypatch: pytest.MonkeyPatch) -> None:
         return PodFacts(name=pod["name"], namespace="ns", attempt="0", phase="Running", pod_ip="127.0.0.1",
                         control_port=9, ranks=ranks)  # fmt: skip
 
-    def pulled(agents: dict[str, Any], tokens: Any, timeout: float) -> dict[str, LivePod | str]:
+    def pulled(agents: dict[str, Any], timeout: float) -> dict[str, LivePod | str]:
         odd = {30: "gloo:broadcast"}
         return {f"j-{r}": LivePod(pod=f"j-{r}", ranks=[summarize_live(fr_answer(30, odd if r == 1 else None), r, 0)])
                 for r in range(4)}  # fmt: skip

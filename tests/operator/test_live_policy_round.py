@@ -24,9 +24,9 @@ def asked(desync: None, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]
     """A desync (rank 1 broadcasts where the others all_reduce) on every round; the live-dump requests."""
     requests: list[dict[str, Any]] = []
 
-    def ask(agents: dict[str, Any], tokens: Any) -> dict[str, AskResult]:
+    def ask(agents: dict[str, Any]) -> dict[str, AskResult]:
         requests.append(dict(agents))
-        return {pod: AskResult(asked=ranks) for pod, (_, _, ranks) in agents.items()}
+        return {pod: AskResult(asked=ranks) for pod, (_, _, ranks, _) in agents.items()}
 
     monkeypatch.setattr(live_actions, "ask_live_dumps", ask)
     return requests
@@ -41,7 +41,7 @@ def test_dump_and_analyze_asks_every_rank_and_moves_the_incident_on(asked: list[
     assert detected["liveFinding"]["ranks"] == [1] and detected["collectionDeadline"] and detected["settings"]
     assert live_actions.DUMP_TRIGGER in detected["message"]
     [request] = asked  # once: later rounds have nothing more to ask
-    assert {pod: ranks for pod, (_, _, ranks) in request.items()} == {f"j-{r}": (r,) for r in range(4)}
+    assert {pod: ranks for pod, (_, _, ranks, _) in request.items()} == {f"j-{r}": (r,) for r in range(4)}
     hang, dumped = kube.events
     assert hang.reason == "HangSuspected" and "dumpAndAnalyze" in hang.message
     assert dumped.reason == "LiveDumpRequested" and "rank(s) 0, 1, 2, 3 dumped" in dumped.message
@@ -67,11 +67,11 @@ def test_a_slow_live_dump_does_not_hold_the_rounds(desync: None, monkeypatch: py
     release, started = threading.Event(), threading.Event()
     requests: list[dict[str, Any]] = []
 
-    def ask(agents: dict[str, Any], tokens: Any) -> dict[str, AskResult]:
+    def ask(agents: dict[str, Any]) -> dict[str, AskResult]:
         requests.append(dict(agents))
         started.set()
         assert release.wait(60)
-        return {pod: AskResult(asked=ranks) for pod, (_, _, ranks) in agents.items()}
+        return {pod: AskResult(asked=ranks) for pod, (_, _, ranks, _) in agents.items()}
 
     monkeypatch.setattr(live_actions, "ask_live_dumps", ask)
     kube, jobs = FakeKube(), live_handler.LiveJobs()

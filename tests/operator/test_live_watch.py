@@ -21,22 +21,26 @@ from live_answers import fr_answer
 from frwatch_analyzers.live_summary import LivePod, summarize_live
 from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
+from frwatch_operator.agentauth import PROOF_HEADER, CallChecker, answer_proof
 from frwatch_operator.notices import Reason
 
 LIVE = {c.ANN_CAPTURE: c.CAPTURE_ENABLED, c.ANN_LIVE: c.LIVE_ENABLED}
 
 
 class FakeAgent:
-    """A pod's agent's control endpoint: ``GET /live`` with the bearer token the webhook gave the pod."""
+    """A pod's agent's control endpoint: ``GET /live`` signed with the token the webhook gave the pod, its
+    answer proven with it (``agentauth``)."""
 
     def __init__(self, host: str, port: int, pod: str, rank: int, token: str, answer: bytes) -> None:
         self.pod, self.rank, self.token, self.answer = pod, rank, token, answer
         self.pulls = 0
         agent = self
+        checker = CallChecker(token)
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                if self.headers.get("Authorization") != f"Bearer {agent.token}":
+                nonce = checker.check(self.headers.get("Authorization", ""), "GET", self.path, b"")
+                if nonce is None:
                     self.send_error(401)
                     return
                 if self.path != "/live":
@@ -46,6 +50,7 @@ class FakeAgent:
                 body = live.model_dump_json(by_alias=True).encode()
                 agent.pulls += 1
                 self.send_response(200)
+                self.send_header(PROOF_HEADER, answer_proof(agent.token, nonce, 200))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from frwatch_dev.dumps import pickle_bytes, world
+from frwatch_operator.agentauth import sign_call
 
 TOKEN = "s3cret-token"
 
@@ -27,8 +28,9 @@ class AgentProcess:
 
     def request(self, method: str, path: str, token: str | None = None, body: Any = None,
                 raw: bytes | None = None) -> tuple[int, Any]:  # fmt: skip
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
         data = raw if raw is not None else json.dumps(body).encode() if body is not None else None
+        # signed as the operator signs its calls (agentauth): the token itself is never sent
+        headers = {"Authorization": sign_call(token, method, path, data or b"")[0]} if token is not None else {}
         req = urllib.request.Request(
             f"http://127.0.0.1:{self.port}{path}", data=data, headers=headers, method=method
         )

@@ -13,9 +13,13 @@
     the rank's watchdog reads it and dumps. Answers ``{"asked": [ranks], "failed": {rank: why}}``; the
     dumps then arrive through the uploader like any other.
 
-Auth: ``Authorization: Bearer <token>``, the token the webhook injected (``agent.token``, derived from the
-operator's agent key: ``frwatch_operator.agentkeys``). No token: every authenticated call is refused
-(503), never allowed.
+Auth (:mod:`frwatch_operator.agentauth`): the token the webhook injected into this pod's agent only
+(``agent.token``, made from the operator's agent key and the pod's ``frwatch.io/agent-id``:
+``frwatch_operator.agentkeys``) is never sent: each call carries ``Authorization: Frwatch t=..,n=..,mac=..``,
+a MAC of the call with the token, accepted once and only within minutes of its time (401 otherwise), and
+every answer to a call that passed carries ``Frwatch-Agent-Proof``, the agent's proof that it holds the
+token, which the operator checks before it reads the answer. No token: every authenticated call is
+refused (503), never allowed.
 
 Bad input gets a 4xx with the reason, never a 500: a body above :data:`MAX_BODY_BYTES` is refused (413)
 before it is read whole; a body that is not ``{"ranks": [int, ...]}`` (not JSON, nested too deep,
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import hmac
 import json
 import os
 import re
@@ -40,6 +43,7 @@ from aiohttp import web
 
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_operator.agent.dumpfiles import PIPE_SUFFIX
+from frwatch_operator.agentauth import PROOF_HEADER, CallChecker, answer_proof
 
 #: The largest control request body read (bytes): a list of a pod's ranks fits many times over.
 MAX_BODY_BYTES = 16 * 1024
@@ -133,14 +137,28 @@ def make_app(
     live_dump: Callable[[set[int] | None], tuple[list[int], dict[str, str]]] | None = None,
 ) -> web.Application:
     """The control endpoint's aiohttp application."""
-    expected = f"Bearer {token}".encode() if token else None
+    checker = CallChecker(token) if token else None
+
+    @web.middleware
+    async def authenticated(request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every route but /healthz: the call's MAC checked, the answer proven (agentauth)."""
+        if request.path == "/healthz":
+            return await handler(request)  # type: ignore[no-any-return]
+        if checker is None or token is None:
+            raise web.HTTPServiceUnavailable(text="no control token configured on this agent: refused\n")
+        body = await request.read()  # at most client_max_size (413 beyond)
+        nonce = checker.check(request.headers.get("Authorization", ""), request.method, request.raw_path, body)
+        if nonce is None:
+            raise web.HTTPUnauthorized(text="missing, wrong, stale or replayed call signature\n")
+        try:
+            response: web.StreamResponse = await handler(request)
+        except web.HTTPException as exc:
+            response = web.Response(status=exc.status, text=exc.text, content_type="text/plain")
+        response.headers[PROOF_HEADER] = answer_proof(token, nonce, response.status)
+        return response
 
     def check_auth(request: web.Request) -> None:
-        if expected is None:
-            raise web.HTTPServiceUnavailable(text="no control token configured on this agent: refused\n")
-        given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), expected):
-            raise web.HTTPUnauthorized(text="missing or wrong bearer token\n")
+        """Done by the middleware before any handler runs (kept as the handlers' explicit marker)."""
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -158,9 +176,10 @@ def make_app(
     async def post_dump(request: web.Request) -> web.Response:
         check_auth(request)
         wanted: set[int] | None = None
-        if request.can_read_body:
+        raw = await request.read()  # read whole by the middleware (at most MAX_BODY_BYTES): cached
+        if raw:
             try:
-                wanted = parse_ranks(await request.text())
+                wanted = parse_ranks(raw.decode())
             except (BadRequest, UnicodeDecodeError) as exc:
                 raise web.HTTPBadRequest(text=f'body must be {{"ranks": [int, ...]}}: {exc}\n') from exc
         pipes = pipe_ranks(dump_dir, file_prefix)
@@ -180,16 +199,17 @@ def make_app(
         if live_dump is None:
             raise web.HTTPNotFound(text="live watch is off for this pod\n")
         wanted: set[int] | None = None
-        if request.can_read_body:
+        raw = await request.read()  # read whole by the middleware (at most MAX_BODY_BYTES): cached
+        if raw:
             try:
-                wanted = parse_ranks(await request.text())
+                wanted = parse_ranks(raw.decode())
             except (BadRequest, UnicodeDecodeError) as exc:
                 raise web.HTTPBadRequest(text=f'body must be {{"ranks": [int, ...]}}: {exc}\n') from exc
         # each rank's answer takes up to seconds: off the event loop (/healthz and /live keep answering)
         dumped, failed = await asyncio.to_thread(live_dump, wanted)
         return web.json_response({"asked": dumped, "failed": failed})
 
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[authenticated])
     app.add_routes(
         [
             web.get("/healthz", healthz),

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import kopf
 
+from frwatch_operator.agentclient import Refusals
 from frwatch_operator.agentkeys import AgentKeys
 from frwatch_operator.config import Config
 from frwatch_operator.errors import FatalError, RetryableError
@@ -49,6 +50,8 @@ class Deps:
     agent_keys: AgentKeys | None = None
     #: Whether this replica drives the Incidents (the timers ask; every replica watches and serves the webhook).
     leader: Leadership = field(default_factory=Alone)
+    #: The pods whose agent answered without proof of its token: never called again (``handlers.agent_calls``).
+    refusals: Refusals = field(default_factory=Refusals)
 
 
 def translate_errors(fn: F) -> F:

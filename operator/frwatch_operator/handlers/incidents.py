@@ -4,7 +4,9 @@
 ``Detected`` (or no status yet) -> ``Collecting`` (:func:`start`): the deadline and the expected ranks are
 fixed in status. ``Collecting`` (:func:`collect`, one pass each): list the attempt's root in the store;
 done when every rank's dump is there, or at the deadline; meanwhile ask live agents for missing ranks (once
-per pod, after ``ask_agents_after_seconds``). Each pass records the attempt's pods as the Kubernetes API
+per pod, after ``ask_agents_after_seconds``, on a thread of the Incident's own: a pass never waits on an
+agent, so a job's slow or hostile agents cannot hold kopf's workers; each call is bounded whole and
+authenticated, ``agentclient``). Each pass records the attempt's pods as the Kubernetes API
 showed them in ``status.observed`` (nodes, ranks, exits: what a cordon may rest on). Done: write
 ``pods/<pod>.json`` for pods without an agent record, write ``manifest.json`` (always frwatch's own: one
 already in the store that frwatch did not write is replaced, and that is recorded), then status
@@ -28,6 +30,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -52,8 +55,10 @@ from frwatch_operator.container_logs import summary as logs_summary
 from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import NotFoundError
 from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.agent_calls import PerJob, refused, targets
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
 from frwatch_operator.incident import Incident
+from frwatch_operator.kube import ObjectRef
 from frwatch_operator.observed_facts import facts_of, observe
 from frwatch_operator.optin import defaults
 from frwatch_operator.resources import (
@@ -91,6 +96,10 @@ class _Memory:
 
 _memory: dict[str, _Memory] = {}
 _memory_lock = threading.Lock()
+#: Collection's asks, one Incident's at a time on its own thread (never on kopf's workers).
+ASKS = PerJob("collection-ask")
+#: The most agents of one Incident asked at once.
+ASK_WORKERS = 8
 
 
 def _mem(uid: str) -> _Memory:
@@ -219,22 +228,40 @@ def _pods(deps: Deps, inc: Incident, live: bool, status: IncidentStatus | None =
 def _ask_agents(
     deps: Deps, inc: Incident, missing: frozenset[int], records: Mapping[str, StoredPodRecord]
 ) -> None:
+    """Ask the agents of the pods holding ``missing`` ranks to dump them (once per pod), on the Incident's
+    own thread: this pass does not wait; a later pass sees the dumps in the store, the manifest what each
+    ask did."""
     mem = _mem(inc.uid)
+    if ASKS.busy(inc.uid):
+        return
     pods = _pods(deps, inc, live=True)
     wanted = {p: r for p, r in ranks_to_ask(missing, pods, records).items() if p not in mem.asked}
     if not wanted:
         return
-    tokens = deps.agent_keys.tokens_for(inc.namespace, inc.spec.job_ref.name) if deps.agent_keys else []
     by_name = {p.name: p for p in pods}
-    for pod, ranks in wanted.items():
-        facts = by_name[pod]
-        assert facts.control_port is not None
-        result = ask_to_dump(
-            facts.pod_ip, facts.control_port, tokens, ranks, deps.config.operator.agent_timeout_seconds
-        )
+    agents = targets(deps, inc.namespace, inc.spec.job_ref.name, [by_name[p] for p in wanted])
+    for pod in wanted:
+        mem.asked[pod] = "its agent was asked to dump; no answer yet" if pod in agents else (
+            "its agent is not called: it answered before without proof of its token")  # fmt: skip
+    job = ObjectRef(inc.spec.job_ref.api_version, inc.spec.job_ref.kind, inc.namespace, inc.spec.job_ref.name,
+                    inc.spec.job_ref.uid)  # fmt: skip
+
+    def ask(pod: str) -> None:
+        host, port, token = agents[pod]
+        result = ask_to_dump(host, port, token, wanted[pod], deps.config.operator.agent_timeout_seconds)
         mem.asked[pod] = result.summary()
+        if result.refused:
+            refused(deps, job, by_name, pod, result.error)
         logger.info("incident %s/%s: asked agent of pod %s for ranks %s: %s",
-                    inc.namespace, inc.name, pod, list(ranks), mem.asked[pod])  # fmt: skip
+                    inc.namespace, inc.name, pod, list(wanted[pod]), mem.asked[pod])  # fmt: skip
+
+    def ask_all() -> None:
+        with ThreadPoolExecutor(max_workers=max(1, min(ASK_WORKERS, len(agents))),
+                                thread_name_prefix="frwatch-ask") as pool:  # fmt: skip
+            list(pool.map(ask, sorted(agents)))
+
+    if agents:
+        ASKS.start(inc.uid, ask_all)
 
 
 def _look(

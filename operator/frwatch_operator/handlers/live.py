@@ -8,8 +8,13 @@ that Incident (``handlers.pods.open_incident``: Early -> Detected). ``dumpAndAna
 :mod:`frwatch_operator.handlers.live_actions` (also the Early Incident of a job that succeeded: Cleared).
 
 One background thread, not a kopf timer: a kopf timer on the job would put a finalizer on the user's job
-(frwatch puts none). The live jobs are learnt from the jobs' own watch events (a second handler of the job
-kinds); each round logs one line per job ("live round ...": the explicit signal that the agents were pulled).
+(frwatch puts none). It starts each job's round on a thread of that job's own
+(:class:`~frwatch_operator.handlers.agent_calls.PerJob`), one round in flight per job: a job whose agents are
+slow or hostile (each call has a total deadline, ``operator.agent_timeout_seconds``) skips its own next turns
+while its round runs, and delays no other job's. The live jobs are learnt from the jobs' own watch events (a
+second handler of the job kinds); each round logs one line per job ("live round ...": the explicit signal
+that the agents were pulled). A pod whose control port answers without proof of its agent token is not
+called again (Event ``AgentNotAuthenticated`` on the job).
 With ``operator.live_shards`` > 1 the rounds are split by job over the replicas
 (:mod:`frwatch_operator.live_shards`): a replica runs those of the jobs in the shards it holds.
 """
@@ -20,7 +25,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +38,7 @@ from frwatch_operator import notices
 from frwatch_operator.detection import PodFacts, pod_facts
 from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.agent_calls import PerJob, refused, targets
 from frwatch_operator.handlers.live_actions import (
     PendingAbort,
     abort_when_reported,
@@ -49,7 +54,7 @@ from frwatch_operator.jobkinds import JobKind, enabled_kinds
 from frwatch_operator.kube import ObjectRef
 from frwatch_operator.live_judge import LiveJudge, early_status, live_finding
 from frwatch_operator.live_policy import LiveChoice, live_choice
-from frwatch_operator.live_pull import pull_all
+from frwatch_operator.live_pull import REFUSED, pull_all
 from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of
 from frwatch_operator.resources import CaptureSettings, IncidentPhase, LivePolicyName
 from frwatch_operator.times import rfc3339
@@ -67,22 +72,19 @@ class PendingDump:
     abort: bool
 
 
-#: Attempts whose agents are asked for their live dumps at once (each ask waits up to LIVE_DUMP_TIMEOUT_S).
-DUMP_WORKERS = 4
-
 
 class LiveJobs:
     """The jobs of the followed kinds (from their watch events: whether live watch is on needs the index's
     CapturePolicies, decided each round), one judge per job attempt, and what the policies still owe.
 
-    A policy's live dump (asking every agent of an attempt, up to ``LIVE_DUMP_TIMEOUT_S``) runs on its own
-    small pool, not on the rounds' thread: the other jobs' rounds go on meanwhile, and the job's own rounds
-    skip it until the ask ends (:meth:`settle` waits for the asks in flight)."""
+    A policy's live dump (asking every agent of an attempt, up to ``LIVE_DUMP_TIMEOUT_S``) runs on a thread of
+    that attempt's own, not on the round's: the job's own rounds skip it until the ask ends, and no other
+    job's dump waits for it (:meth:`settle` waits for the asks in flight)."""
 
-    def __init__(self, dump_workers: int = DUMP_WORKERS) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=dump_workers, thread_name_prefix="frwatch-live-dump")
-        self.dumping: dict[tuple[str, str], Future[None]] = {}  # (job uid, attempt) -> its ask in flight
+        self.dumping = PerJob("live-dump")  # (job uid, attempt) -> its ask in flight
+        self.rounds = PerJob("live-round")  # (namespace, job) -> its round in flight
         self.jobs: dict[tuple[str, str], JobKind] = {}
         self.succeeded: set[tuple[str, str]] = set()
         self.judges: dict[tuple[str, str], LiveJudge] = {}  # (job uid, attempt) -> judge
@@ -118,28 +120,15 @@ class LiveJobs:
             return sorted(self.aborts.items(), key=lambda kv: kv[0])
 
     def ask_dumps(self, key: tuple[str, str], ask: Callable[[], None]) -> None:
-        """Run ``ask`` (the live dump of attempt ``key``) on the dump pool, unless one is in flight for it."""
-        with self._lock:
-            if key in self.dumping:
-                return
-
-            def run() -> None:
-                try:
-                    ask()
-                finally:
-                    with self._lock:
-                        self.dumping.pop(key, None)
-
-            self.dumping[key] = self._pool.submit(run)
+        """Run ``ask`` (the live dump of attempt ``key``) on its own thread, unless one is in flight for it."""
+        self.dumping.start(key, ask)
 
     def settle(self, timeout_s: float) -> bool:
         """Wait until the live dumps in flight now have ended; False if some still run after ``timeout_s``."""
-        with self._lock:
-            running = list(self.dumping.values())
-        return not wait(running, timeout=timeout_s).not_done
+        return self.dumping.settle(timeout_s)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to stop: the threads in flight end by their calls' deadlines (daemon threads)."""
 
 
 def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobKind, now: float) -> None:
@@ -176,21 +165,26 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
     pods = [pod_facts(p, ranks=kind.pod_ranks(p, layout).ranks)
             for p in deps.kube.list_pods(namespace, f"{kind.pod_job_label}={name}")]  # fmt: skip
     mine = [p for p in pods if p.attempt == attempt and p.failure is None and p.phase == "Running"]
-    agents = {p.name: (p.pod_ip, p.control_port) for p in mine if p.pod_ip and p.control_port is not None}
+    agents = targets(deps, namespace, name, mine)
     world = range(layout.world_size) if layout.world_size else sorted({r for p in mine for r in p.ranks})
     pending = live.dumps.get((entry.uid, attempt))
     if pending is not None:  # the Incident still owes the ranks' live buffers (being asked, or failed)
         _ask_dumps(deps, live, kind, namespace, name, entry.uid, attempt, pending, mine, decision.settings,
                    layout.world_size)  # fmt: skip
         return
-    judge = live.judges.get((entry.uid, attempt))
-    if judge is None:
-        live.judges = {k: v for k, v in live.judges.items() if k[0] != entry.uid}  # older attempts: done
-        judge = live.judges[(entry.uid, attempt)] = LiveJudge(
-            world, stall_after_s=deps.config.operator.live_stall_after_seconds
-        )
-    tokens = deps.agent_keys.tokens_for(namespace, name) if deps.agent_keys else []
-    pulled = pull_all(agents, tokens, deps.config.operator.agent_timeout_seconds)
+    with live._lock:  # the rounds of other jobs run on their own threads
+        judge = live.judges.get((entry.uid, attempt))
+        if judge is None:
+            live.judges = {k: v for k, v in live.judges.items() if k[0] != entry.uid}  # older attempts: done
+            judge = live.judges[(entry.uid, attempt)] = LiveJudge(
+                world, stall_after_s=deps.config.operator.live_stall_after_seconds
+            )
+    pulled = pull_all(agents, deps.config.operator.agent_timeout_seconds)
+    ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, namespace, name, entry.uid)
+    by_name = {p.name: p for p in mine}
+    for pod, answer in sorted(pulled.items()):
+        if isinstance(answer, str) and answer.startswith(REFUSED):
+            refused(deps, ref, by_name, pod, answer.removeprefix(REFUSED))
     result = judge.judge(pulled, now)
     read = {r.rank for a in pulled.values() if isinstance(a, LivePod) for r in a.ranks} - set(result.unreadable)
     logger.info(
@@ -231,7 +225,6 @@ def live_round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobK
         live.early[(namespace, name)] = (entry.uid, attempt, incident)
     logger.warning("incident %s/%s opened Early by live watch (policy %s): %s", namespace, incident,
                    choice.policy.value, finding.summary)  # fmt: skip
-    ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, namespace, name, entry.uid)
     then = THEN[choice.policy]
     deps.kube.post_event(ref, notices.hang_suspected(incident, attempt, finding.summary, found.top_frames, then))
     if choice.policy is LivePolicyName.REPORT:
@@ -355,10 +348,10 @@ def _loop(deps: Deps, live: LiveJobs, stop: threading.Event, shards: LiveShards 
             entry = deps.index.job(namespace, name)
             if entry is None or not shards.mine(entry.uid):  # another replica's shard (live_shards > 1)
                 continue
-            try:
-                live_round(deps, live, namespace, name, kind, time.time())
-            except Exception as exc:  # one job's failure never stops the others (nor the thread)
-                logger.warning("live round of job %s/%s failed: %s", namespace, name, exc)
+            started = live.rounds.start((namespace, name), _round(deps, live, namespace, name, kind))
+            if not started and deps.seen.first_time(f"{entry.uid}/live-round-busy"):
+                logger.warning("live watch of job %s/%s: its previous round still runs (its agents are slow): "
+                               "this turn is skipped, the other jobs' rounds go on", namespace, name)  # fmt: skip
         for key, pending in live.pending_aborts():
             if not shards.mine(pending.uid):
                 continue
@@ -367,6 +360,16 @@ def _loop(deps: Deps, live: LiveJobs, stop: threading.Event, shards: LiveShards 
                     live.aborts.pop(key, None)
             except Exception as exc:
                 logger.warning("live watch's abort of job %s/%s failed: %s (tried again)", *key, exc)
+
+
+def _round(deps: Deps, live: LiveJobs, namespace: str, name: str, kind: JobKind) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            live_round(deps, live, namespace, name, kind, time.time())
+        except Exception as exc:  # one job's failure never stops the others (nor the loop)
+            logger.warning("live round of job %s/%s failed: %s", namespace, name, exc)
+
+    return run
 
 
 def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:

@@ -39,6 +39,7 @@ from frwatch_operator import live_judge, notices
 from frwatch_operator.detection import PodFacts
 from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.agent_calls import refused, targets
 from frwatch_operator.incident import Incident
 from frwatch_operator.jobkinds import JobKind
 from frwatch_operator.live_pull import ask_live_dumps
@@ -88,13 +89,15 @@ def dump_and_analyze(
     status = Incident.of(found).status
     if status.phase is not IncidentPhase.EARLY:
         return True
+    by_name = {p.name: p for p in pods}
     agents = {
-        p.name: (p.pod_ip, p.control_port, tuple(p.ranks))
-        for p in pods
-        if p.pod_ip and p.control_port is not None
+        pod: (ip, port, tuple(by_name[pod].ranks), token)
+        for pod, (ip, port, token) in targets(deps, namespace, job, pods).items()
     }
-    tokens = deps.agent_keys.tokens_for(namespace, job) if deps.agent_keys else []
-    asked = ask_live_dumps(agents, tokens)
+    asked = ask_live_dumps(agents)
+    for pod, answer in sorted(asked.items()):
+        if answer.refused:
+            refused(deps, _ref(kind, namespace, job, uid), by_name, pod, answer.error)
     dumped = sorted(r for a in asked.values() for r in a.asked)
     said = "; ".join(f"pod {p}: {a.summary()}" for p, a in sorted(asked.items())) or "no agent to ask"
     logger.warning("incident %s/%s: live dump of attempt %s: %s", namespace, incident, attempt, said)

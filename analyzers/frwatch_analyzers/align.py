@@ -23,7 +23,7 @@ from operator import itemgetter
 
 from .rules import Balance, Imbalance, check_balance, rule_for
 from .summarize import STATE_CODES, STATE_NAMES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
-from .tail_rows import find
+from .tail_rows import find, finished
 from .verdict import Category
 
 #: Disagreements kept per group: the first ones (the branch) and the last ones (where it hung).
@@ -418,8 +418,11 @@ def tail_entry(pg: PgTrace, seq: int) -> TailEntry | None:
 
 
 def in_flight(pg: PgTrace, seq: int, has_states: bool) -> bool | None:
-    """Was the rank still inside ``seq`` when it dumped? None: the dump cannot say."""
+    """Was the rank still inside ``seq`` when it dumped? None: the dump cannot say. A call followed by calls of
+    the group that finished is not (:func:`.tail_rows.done_through`)."""
     t = tail_entry(pg, seq)
+    if seq <= finished(pg):
+        return False
     if has_states and t is not None and t.state >= 0:
         return t.state != STATE_CODES["completed"]
     if pg.status_known and pg.last_completed >= 0:
@@ -439,6 +442,9 @@ def entry_state(t: RankTrace, group: str, seq: int, unretired: str) -> str:
     e = tail_entry(pg, seq) if pg is not None else None
     if e is None:
         return ""
+    done = e.state == STATE_CODES["completed"] or e.retired is True
+    if not done and pg is not None and seq <= finished(pg):
+        return "done (a later call of the group finished)"
     if t.has_states and e.state >= 0:
         return STATE_NAMES[e.state]
     if e.retired is not None:

@@ -22,8 +22,10 @@ runs a little over 400 lines).
      decide (idle, blocked, moved on); else the verdict says it cannot decide.
    - everyone enqueued it and some did not complete it: members queued behind another group's collective
      -> edges; the rest by state: scheduled where peers started or completed -> gpu_hang (hardware, only
-     with timing); started by every member, completed by none -> network_hang (hardware); completed by
-     some, still in it on others -> transport_stall (not hardware: the stalled ranks took part);
+     with timing); started by every member, completed by none -> network_hang (hardware; no culprit rank:
+     the evidence singles out none, the members' nodes are the suspects); completed by some, still in it on
+     others -> transport_stall (not hardware; the culprits are the stalled side: the ranks that took part
+     and did not complete);
      no member completed it and the dumps have no start times, or nobody started it -> inconclusive.
      gloo records no states: every member in flight is inconclusive.
    - members without a dump while dumped members wait -> crashed.
@@ -43,7 +45,7 @@ from .align import ABSENT, Disagreement, GroupInfo, tail_entry
 from .history import new_transition, novel, shift, sig_at
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
-from .tail_rows import first_open
+from .tail_rows import finished, first_open
 from .textfmt import ranks_text
 from .timeline import Status, Step, Timeline
 from .verdict import Category, CulpritKind
@@ -71,6 +73,8 @@ class Candidate:
     timing: bool = True  # start times present (TORCH_NCCL_ENABLE_TIMING)
     note: str = ""  # a fact the wording cites (a broken balance, a rank's own impossible sizes)
     when: int = 0
+    # ranks whose nodes are suspect where the evidence singles out no rank (a network hang: every member in it)
+    suspects: list[int] = field(default_factory=list)
 
     @property
     def hardware(self) -> bool:
@@ -139,7 +143,8 @@ def open_point(ctx: Context, g: GroupInfo) -> int | None:
         pg = t.pgs.get(g.key)
         if pg is None:
             continue
-        seq = first_open(pg.tail, t.has_states)  # read from the tail's columns when it is held as one
+        # read from the tail's columns when it is held as one; a row left open before calls that finished is done
+        seq = first_open(pg.tail, t.has_states, pg.last_completed if pg.status_known else -1)
         if seq is not None:
             best = seq if best is None else min(best, seq)
     return best
@@ -236,7 +241,8 @@ def _at_point(ctx: Context, g: GroupInfo, s: int, d: Disagreement | None) -> Can
             states["absent"].append(r)
             continue
         e = tail_entry(pg, s)
-        if e is None or e.state == _COMPLETED or e.retired is True:
+        if e is None or e.state == _COMPLETED or e.retired is True or s <= finished(pg):
+            # a call followed by calls of the group that finished is done (tail_rows.done_through)
             states["completed"].append(r)
             continue
         states["started" if e.state == _STARTED else "scheduled"].append(r)
@@ -323,7 +329,10 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
         if inside_sched and (inside_started or done):
             c.category, c.kind, c.culprits = Category.gpu_hang, CulpritKind.gpu_hang, inside_sched
         elif inside_started and not done and not inside_sched:
-            c.category, c.kind, c.culprits = Category.network_hang, CulpritKind.network_hang, inside_started
+            # every member started it and none completed it: no rank departs from the others, so none is the
+            # culprit; the links and nodes between them are the suspects
+            c.category, c.kind, c.culprits = Category.network_hang, CulpritKind.network_hang, []
+            c.suspects = inside_started
         elif inside_started and done:
             c.category, c.kind, c.culprits = (
                 Category.transport_stall,

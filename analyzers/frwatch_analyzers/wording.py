@@ -182,7 +182,7 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
         )
     if c.category == Category.network_hang:
         return (
-            f"{head}. All {len(c.culprits)} ranks entered the collective and agree on it: the transport (NIC, "
+            f"{head}. All {len(c.suspects)} ranks entered the collective and agree on it: the transport (NIC, "
             "link, switch) stopped moving data. No single rank stands out in the dumps; the nodes of the group "
             "are the suspects."
         )

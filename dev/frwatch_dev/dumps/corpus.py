@@ -296,7 +296,7 @@ def _collective_cases(t: _Type, lay: _Layout, backend: str, index: int) -> list[
         v = f"{q}, timing {'on' if timing else 'off'}"
         gpu = problem(Category.gpu_hang, CulpritKind.gpu_hang, hardware=True) if timing else inconclusive
         net = (
-            problem(Category.network_hang, CulpritKind.network_hang, members, hardware=True)
+            problem(Category.network_hang, CulpritKind.network_hang, (), hardware=True)
             if timing
             else inconclusive
         )

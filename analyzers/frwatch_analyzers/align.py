@@ -54,6 +54,7 @@ class Disagreement:
     p2p: bool = False  # a send/recv pair (seq is the p2p_seq_id of the first view's rank)
     when: int = 0  # time_created_ns of the entry, when known
     balance: str = ""  # a broken balance rule (all_to_all sums, gather root ...): the figures
+    transfer: tuple[int, int] | None = None  # p2p: (sender, receiver), global ranks
 
 
 @dataclass

@@ -223,8 +223,10 @@ def _findings(
                 sorted(
                     {
                         f"{ranks_text([r])} blocked in {ctx.groups[s.key].label} #{s.seq}"
-                        for r, s in c.edges.items()
                         if s.key in ctx.groups
+                        else f"{ranks_text([r])} blocked in an earlier transfer ({s.key.split(':', 2)[-1]}, p2p #{s.seq})"
+                        for r, s in c.edges.items()
+                        if s.key in ctx.groups or s.key.startswith("p2p:")
                     }
                 )
             )

@@ -30,7 +30,10 @@ runs a little over 400 lines).
      gloo records no states: every member in flight is inconclusive.
    - members without a dump while dumped members wait -> crashed.
    - a send without its recv: the peer that never posted its half is crashed, CPU-stuck or blocked in a
-     collective (an edge); a send/recv pair that disagrees on sizes or dtypes names both ranks.
+     collective or an earlier transfer (an edge: a rank blocked in a recv cannot post its next send); an open
+     pair reads by its states like a collective (recv scheduled while the send started: GPU hang on the
+     receiver; both started, none completed: network hang, no culprit rank); a pair that disagrees on sizes
+     or dtypes names the side that departs from the direction's earlier transfers, else both ranks.
 3. The root is a candidate no other candidate explains. A candidate is explained when it waits only on
    ranks blocked in other candidates' groups (and names no culprit of its own). Several roots: the earliest
    (on one rank's clock where they share a rank). A cycle of waiting with no history to break it is
@@ -43,6 +46,7 @@ from dataclasses import dataclass, field, replace
 
 from .align import ABSENT, Disagreement, GroupInfo, tail_entry
 from .history import new_transition, novel, shift, sig_at
+from .p2p import open_transfer, transfer_key
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
 from .tail_rows import finished, first_open
@@ -75,6 +79,7 @@ class Candidate:
     when: int = 0
     # ranks whose nodes are suspect where the evidence singles out no rank (a network hang: every member in it)
     suspects: list[int] = field(default_factory=list)
+    chain: str = ""  # a p2p finding: its transfer's key (p2p.transfer_key), what edges into it name
 
     @property
     def hardware(self) -> bool:
@@ -355,30 +360,56 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
 
 
 # --- 2c. point-to-point ------------------------------------------------------------------------------------------
+_P2P_KINDS = {
+    Category.gpu_hang: CulpritKind.gpu_hang,
+    Category.network_hang: CulpritKind.network_hang,
+    Category.inconclusive: CulpritKind.unknown,
+}
+
+
 def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
-    """A send without its recv (or the reverse), or a pair that disagrees on sizes or dtypes: the peer that never
-    posted its half is crashed (no dump), CPU-stuck (idle) or blocked in a collective (an edge); a pair that
-    disagrees names both ranks (the records do not say which side is wrong)."""
+    """A transfer read as a collective is (:mod:`.p2p`): a half never posted names the peer that did not post
+    it, crashed (no dump) or CPU-stuck (idle), unless it waits elsewhere: blocked in an earlier p2p op or a
+    collective, it cannot post this one, so the half is a consequence (a wait-for edge); an open pair reads by
+    its states (GPU hang on the side that never started, network hang with no culprit rank); a pair whose
+    payloads disagree names the side that departs from the direction's earlier transfers (else both)."""
     groups = ctx.groups
     g = groups.get(d.pg) or GroupInfo(d.pg, d.pg.split("/", 1)[0].split("@", 1)[0], "", [], "p2p", [], [], -1)
     first = d.views[0]
     sig = ctx.details.get(first.sig) if first.sig is not None else None
     op = sig.op if sig else "p2p"
     c = Candidate(g, d.seq, op, d.category, CulpritKind.mismatched_call, sorted(d.odd), d, when=d.when)
+    if d.transfer is not None:
+        c.chain = transfer_key((d.pg, *d.transfer))
+    if d.category in _P2P_KINDS:
+        c.kind = _P2P_KINDS[d.category]
+        src, dst = d.transfer or (first.ranks[0], d.views[-1].ranks[0])
+        started = [r for r in (src, dst) if r not in d.odd] if d.category == Category.gpu_hang else [src, dst]
+        c.states = {"started": started, "scheduled": list(d.odd), "completed": []}
+        if d.category == Category.network_hang:
+            c.suspects = [src, dst]  # both ends in it: the link between them (and their nodes) is the suspect
+        c.timing = ctx.timing
+        return c
     if d.category == Category.missing_rank:
         waiter, culprit = first.ranks[0], d.odd[0]
         c.states = {"started": [waiter], "absent": [culprit]}
         if culprit not in ctx.traces:
             c.kind = CulpritKind.crashed
+            return c
+        bp = ctx.timeline(culprit).blocking()
+        held = open_transfer(ctx.traces[culprit], groups)
+        if held is not None and (bp is None or held[1].record_id < bp.record_id):
+            # blocked in an earlier transfer (a recv whose data never came): it cannot post this half
+            t, e = held
+            c.kind, c.culprits = CulpritKind.unknown, []
+            c.edges = {culprit: Step(e.record_id, transfer_key(t), e.p2p_seq, e.sig, False)}
+        elif bp is None:
+            c.kind = CulpritKind.cpu_stuck
+        elif bp.key in groups and bp.key != d.pg:
+            c.kind, c.culprits = CulpritKind.unknown, []
+            c.edges = {culprit: bp}
         else:
-            bp = ctx.timeline(culprit).blocking()
-            if bp is None:
-                c.kind = CulpritKind.cpu_stuck
-            elif bp.key in groups and bp.key != d.pg:
-                c.kind, c.culprits = CulpritKind.unknown, []
-                c.edges = {culprit: bp}
-            else:
-                c.kind = CulpritKind.unknown
+            c.kind = CulpritKind.unknown
     return c
 
 
@@ -388,6 +419,7 @@ def root(ctx: Context, cands: list[Candidate]) -> tuple[Candidate | None, list[C
     if not cands:
         return None, []
     by_key = {c.group.key: c for c in cands if c.d is None or not c.d.p2p}
+    by_key.update({c.chain: c for c in cands if c.chain})  # a rank blocked in a transfer waits on its finding
     culprits_of = {k: set(c.culprits) for k, c in by_key.items()}
 
     def explained(c: Candidate) -> bool:

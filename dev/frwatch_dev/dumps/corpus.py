@@ -327,6 +327,8 @@ def _p2p_cases(kind: str) -> list[Case]:
     ]
 
     def edited(field_: str, value: object) -> Callable[[], list[tuple[str, int, Dump]]]:
+        """Rank 1's last recv changed: the side that departs from every earlier transfer of the pair."""
+
         def build() -> list[tuple[str, int, Dump]]:
             dumps = w.dumps()
             recv = [
@@ -345,7 +347,7 @@ def _p2p_cases(kind: str) -> list[Case]:
             kind,
             "wrong size",
             edited("input_sizes", [[8, 4096, 512]]),
-            Truth(Status.problem, Category.size_mismatch, (0, 1), CulpritKind.mismatched_call, "0"),
+            Truth(Status.problem, Category.size_mismatch, (1,), CulpritKind.mismatched_call, "0"),
         )
     )
     out.append(
@@ -354,7 +356,7 @@ def _p2p_cases(kind: str) -> list[Case]:
             kind,
             "wrong dtype",
             edited("input_dtypes", ["Float"]),
-            Truth(Status.problem, Category.dtype_mismatch, (0, 1), CulpritKind.mismatched_call, "0"),
+            Truth(Status.problem, Category.dtype_mismatch, (1,), CulpritKind.mismatched_call, "0"),
         )
     )
 

@@ -433,10 +433,18 @@ def root(ctx: Context, cands: list[Candidate]) -> tuple[Candidate | None, list[C
 
     roots = [c for c in cands if not explained(c)]
     if not roots:  # every candidate waits on another: a cycle the history could not break
+        # the ranks absent from the smallest group's call went on to a call of another group instead (where
+        # they are blocked) while its members wait in it: the rank that never enqueued the call its peers wait
+        # in is the culprit, not the one waiting for it (a subgroup's call is the narrower decision: a
+        # rank-dependent branch around it is the usual bug); without such ranks the cycle stays undecided
         first = min(cands, key=lambda c: (len(c.group.members), c.group.key))
-        first.undecided = True
-        first.culprits = sorted(first.edges) or first.culprits
-        first.kind = CulpritKind.unknown
+        went_elsewhere = sorted(r for r, st in first.statuses.items() if r in first.edges and st.what == "blocked")
+        if first.category == Category.missing_rank and went_elsewhere:
+            first.culprits, first.kind = went_elsewhere, CulpritKind.took_another_path
+        else:
+            first.undecided = True
+            first.culprits = sorted(first.edges) or first.culprits
+            first.kind = CulpritKind.unknown
         roots = [first]
     best = roots[0]
     for c in roots[1:]:

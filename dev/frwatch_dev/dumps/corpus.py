@@ -418,7 +418,9 @@ def cases() -> list[Case]:
             out += _collective_cases(t, GLOO_LAYOUTS[i % len(GLOO_LAYOUTS)], "gloo", i)
     for kind in ("send/recv", "batch_isend_irecv"):
         out += _p2p_cases(kind)
-    return out
+    from .corpus_states import cases as state_cases  # it builds on Case and Truth from here
+
+    return out + state_cases()
 
 
 def check(v: Verdict, truth: Truth) -> list[str]:

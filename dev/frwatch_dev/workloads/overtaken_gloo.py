@@ -22,6 +22,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from frwatch_dev.workloads.dump_on_failure import DumpFormat, trace_bytes
+
 #: Elements of the large all_reduce: large enough to still move data when the tiny one has completed.
 LARGE = 8_000_000
 
@@ -35,13 +37,13 @@ def main(argv: list[str]) -> int:
         rank=rank,
         world_size=world_size,
     )
-    torch._C._distributed_c10d._dump_fr_trace()  # the first dump warms the symbolizer (3-5 s)
+    trace_bytes(DumpFormat.PICKLE)  # the first dump warms the symbolizer (3-5 s)
     for _ in range(3):
         dist.all_reduce(torch.ones(16))
     large = dist.all_reduce(torch.ones(LARGE), async_op=True)
     tiny = dist.all_reduce(torch.ones(4), async_op=True)
     tiny.wait()
-    (out / f"nccl_trace_rank_{rank}").write_bytes(torch._C._distributed_c10d._dump_fr_trace())
+    (out / f"nccl_trace_rank_{rank}").write_bytes(trace_bytes(DumpFormat.PICKLE))
     large.wait()
     dist.barrier()
     dist.destroy_process_group()

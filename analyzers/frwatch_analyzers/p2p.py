@@ -10,7 +10,8 @@ A transfer gets the same state reasoning as a collective (:mod:`.rootcause`): al
 earliest pair that is broken (a half never posted, payloads that disagree) or still open when the ranks
 dumped is the finding. An open pair reads by its two states: the recv ``scheduled`` while the send
 ``started`` is a GPU hang on the receiver (and the reverse on the sender); both ``started``, none
-``completed``, a network hang. A pair whose payloads disagree is the side that departs from every earlier
+``completed``, a network hang; the send completed and the recv not, the receiver's (a GPU hang when it never
+started there with start times recorded, else a stall). A pair whose payloads disagree is the side that departs from every earlier
 transfer of the same direction, when exactly one side does. A rank blocked in an open p2p op cannot post
 its next one: :func:`open_transfer` says where it waits, so the half it never posted is a consequence.
 """
@@ -61,6 +62,7 @@ def compare_p2p(
         for e in t.p2p:
             book = sends if e.kind == "send" else recvs
             book.setdefault(transfer_of(e, groups), []).append(e)
+    timing = any(t.has_timing for t in traces.values())  # TORCH_NCCL_ENABLE_TIMING: 'started' means something
     out: list[Disagreement] = []
     for key in sorted(set(sends) | set(recvs)):
         s_list = sorted(sends.get(key, []), key=lambda e: e.p2p_seq)
@@ -68,7 +70,7 @@ def compare_p2p(
         for k in range(max(len(s_list), len(r_list))):
             s = s_list[k] if k < len(s_list) else None
             r = r_list[k] if k < len(r_list) else None
-            d = _pair(key, s, r, s_list[:k], r_list[:k], traces, details)
+            d = _pair(key, s, r, s_list[:k], r_list[:k], traces, details, timing)
             if d is not None:
                 out.append(d)
                 break  # later pairs of this direction follow from the first broken one
@@ -83,6 +85,7 @@ def _pair(
     r_before: list[P2PEntry],
     traces: dict[int, RankTrace],
     details: dict[int, EntrySig],
+    timing: bool,
 ) -> Disagreement | None:
     pg, src, dst = key
     if s is not None and r is not None:
@@ -90,8 +93,10 @@ def _pair(
         cat = _compare_payload(details.get(s.sig), details.get(r.sig))
         if cat is not None:
             odd = _departs(s, r, s_before, r_before, details, src, dst)
-            return Disagreement(pg, s.p2p_seq, views, cat, odd, p2p=True, when=s.created_ns, transfer=(src, dst))
-        return _open_pair(key, s, r, views)
+            return Disagreement(
+                pg, s.p2p_seq, views, cat, odd, p2p=True, when=s.created_ns, transfer=(src, dst)
+            )
+        return _open_pair(key, s, r, views, timing)
     present = s if s is not None else r
     assert present is not None
     if present.state == _COMPLETED:
@@ -111,11 +116,20 @@ def _pair(
     )
 
 
-def _open_pair(key: Transfer, s: P2PEntry, r: P2PEntry, views: list[View]) -> Disagreement | None:
+def _open_pair(
+    key: Transfer, s: P2PEntry, r: P2PEntry, views: list[View], timing: bool
+) -> Disagreement | None:
     """Both halves posted, not both completed: read by their states, as a collective's members are."""
     pg, src, dst = key
-    if s.state == _COMPLETED or r.state == _COMPLETED or s.state < 0 or r.state < 0:
-        return None  # one side done (the data moved), or a dump without states: nothing to read here
+    if r.state == _COMPLETED or s.state < 0 or r.state < 0:
+        return None  # the data arrived (the sender's completion may lag), or a dump without states
+    if s.state == _COMPLETED:
+        # the sender finished while the receiver did not: never started there with start times recorded is a
+        # GPU hang on the receiver (its stream never reached the recv); otherwise it took part and stalled
+        cat = Category.gpu_hang if timing and r.state == _SCHEDULED else Category.transport_stall
+        return Disagreement(
+            pg, s.p2p_seq, views, cat, [dst], p2p=True, when=s.created_ns, transfer=(src, dst)
+        )
     if s.state == _STARTED and r.state == _STARTED:
         cat, odd = Category.network_hang, []  # both ends in it: no rank departs, the link is the suspect
     elif s.state == _STARTED and r.state == _SCHEDULED:

@@ -363,6 +363,7 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
 _P2P_KINDS = {
     Category.gpu_hang: CulpritKind.gpu_hang,
     Category.network_hang: CulpritKind.network_hang,
+    Category.transport_stall: CulpritKind.transport_stall,
     Category.inconclusive: CulpritKind.unknown,
 }
 
@@ -384,8 +385,13 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
     if d.category in _P2P_KINDS:
         c.kind = _P2P_KINDS[d.category]
         src, dst = d.transfer or (first.ranks[0], d.views[-1].ranks[0])
-        started = [r for r in (src, dst) if r not in d.odd] if d.category == Category.gpu_hang else [src, dst]
-        c.states = {"started": started, "scheduled": list(d.odd), "completed": []}
+        peer = [r for r in (src, dst) if r not in d.odd]
+        if d.category == Category.transport_stall:
+            c.states = {"started": list(d.odd), "scheduled": [], "completed": peer}
+        elif d.category == Category.gpu_hang:
+            c.states = {"started": peer, "scheduled": list(d.odd), "completed": []}
+        else:
+            c.states = {"started": [src, dst], "scheduled": [], "completed": []}
         if d.category == Category.network_hang:
             c.suspects = [src, dst]  # both ends in it: the link between them (and their nodes) is the suspect
         c.timing = ctx.timing

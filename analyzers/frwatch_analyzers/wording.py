@@ -66,13 +66,15 @@ def _p2p_headline(ctx: Context, c: Candidate) -> str:
     d = c.d
     assert d is not None
     first = d.views[0]
-    if c.category in (Category.gpu_hang, Category.network_hang, Category.inconclusive) and d.transfer:
+    if c.category in (Category.gpu_hang, Category.network_hang, Category.transport_stall, Category.inconclusive) and d.transfer:
         src, dst = d.transfer
         pair = f"the transfer rank {src} -> rank {dst} (send p2p #{d.seq} of rank {src}) in {c.group.label}"
         if c.category == Category.gpu_hang:
             return f"GPU hang on {ranks_text(c.culprits)}: {pair} was scheduled there but never started, while its peer started it"
         if c.category == Category.network_hang:
             return f"network hang: both ends started {pair} and neither completed it"
+        if c.category == Category.transport_stall:
+            return f"transport stall: {pair} completed on the sender and not on {ranks_text(c.culprits)}"
         return f"both ends posted {pair} and neither completed it"
     if c.category == Category.missing_rank:
         waiter, culprit = first.ranks[0], d.odd[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.verdict import Category, CulpritKind
-from frwatch_dev.dumps.corpus_states import PIPE, _build, _chain, _p2p
+from frwatch_dev.dumps.corpus_states import PIPE, PIPE_UNTIMED, _build, _chain, _p2p
 from frwatch_dev.dumps.program import world
 
 
@@ -46,3 +46,10 @@ def test_a_shape_change_names_the_side_that_departs_from_the_pairs_history() -> 
 
     v = analyze_dumps(_build(PIPE, edit)(), world_size=4)
     assert (v.category, v.culprit_ranks) == (Category.size_mismatch, [1])
+
+
+def test_sent_and_never_received_is_the_receivers() -> None:
+    timed = analyze_dumps(_build(PIPE, _chain("completed", "scheduled"))(), world_size=4)
+    assert (timed.category, timed.culprit_ranks) == (Category.gpu_hang, [1])
+    untimed = analyze_dumps(_build(PIPE_UNTIMED, _chain("completed", "scheduled"))(), world_size=4)
+    assert (untimed.category, untimed.culprit_ranks, untimed.hardware_class) == (Category.transport_stall, [1], False)

@@ -113,6 +113,7 @@ def _pipeline(x: World) -> World:
 
 
 PIPE = world(SIZE, timing=True).repeat(5, _pipeline).send(0, 1).send(1, 2).send(2, 3)
+PIPE_UNTIMED = world(SIZE, timing=False).repeat(5, _pipeline).send(0, 1).send(1, 2).send(2, 3)
 
 
 def _chain(head_send: str | None, head_recv: str) -> Callable[[dict[int, Dump]], None]:
@@ -125,7 +126,7 @@ def _chain(head_send: str | None, head_recv: str) -> Callable[[dict[int, Dump]],
         send = _p2p(dumps[0], "send", "0->1")
         if head_send is None:
             dumps[0]["entries"].remove(send)
-        else:
+        elif head_send != "completed":
             _open(send, head_send)
         _open(_p2p(dumps[1], "recv", "1<-0"), head_recv)
         dumps[1]["entries"].remove(_p2p(dumps[1], "send", "1->2"))
@@ -153,6 +154,15 @@ def _p2p_cases() -> list[Case]:
         Case("p2p chain/network hang at its head [nccl, timing on]", p2p, "p2p chain",
              _build(PIPE, _chain("started", "started")),
              Truth(Status.problem, Category.network_hang, (), CulpritKind.network_hang, "0", hardware=True)),
+        Case("p2p chain/sent, never received: GPU hang on the receiver [nccl, timing on]", p2p, "p2p chain",
+             _build(PIPE, _chain("completed", "scheduled")),
+             Truth(Status.problem, Category.gpu_hang, (1,), CulpritKind.gpu_hang, "0", hardware=True)),
+        Case("p2p chain/sent, never received: the receiver stalled [nccl, timing off]", p2p, "p2p chain",
+             _build(PIPE_UNTIMED, _chain("completed", "scheduled")),
+             Truth(Status.problem, Category.transport_stall, (1,), CulpritKind.transport_stall, "0")),
+        Case("p2p chain/both ends posted, no start times [nccl, timing off]", p2p, "p2p chain",
+             _build(PIPE_UNTIMED, _chain("scheduled", "scheduled")),
+             Truth(Status.inconclusive, Category.inconclusive, (), None, "0")),
         Case("p2p chain/its head never sent [nccl, timing on]", p2p, "p2p chain",
              _build(PIPE, _chain(None, "scheduled")),
              Truth(Status.problem, Category.missing_rank, (0,), CulpritKind.cpu_stuck, "0")),

@@ -1,7 +1,7 @@
 """Where the ranks stopped agreeing, and why: the root, its category, its culprits and what they did.
 
 Read top to bottom, this file is every rule that decides a verdict's category (one file by design, so it
-runs a little over 400 lines).
+runs under 500 lines).
 
 1. Per process group, one candidate: the earlier of
    - the group's first disagreement (:mod:`.align`): another collective, tensor count, dtype or size at

@@ -36,3 +36,20 @@ def test_gloo_subgroup_members_dumps_keep_the_broken_pg_config() -> None:
     d = _sparse("gloo").dumps()
     assert d[0]["pg_config"] == {"": {"name": "", "desc": "", "ranks": "[]"}}
     assert d[0]["entries"][30]["process_group"][1] == "undefined"
+
+
+def test_a_gloo_member_that_never_called_its_subgroup_is_found_by_its_pg_config() -> None:
+    """Its pg_config lists '[]' (in a subgroup) and it holds no entry of the only subgroup, where rank 0
+    waits alone: it is that subgroup's missing member, not an invisible one."""
+    w = world(4, backend="gloo").group("sub", ranks=[0, 1], desc="undefined")
+    w = w.repeat(4, lambda x: x.all_reduce().barrier()).all_reduce(group="sub")
+    w = w.repeat(2, lambda x: x.all_reduce().barrier())
+    v = analyze_dumps(w.rank(1).stops_at(1, group="sub").dumps(), world_size=4)
+    assert (v.category, v.culprit_ranks, v.culprit_kind) == (Category.missing_rank, [1], CulpritKind.cpu_stuck)
+    assert v.earliest_branch is not None and v.earliest_branch.process_group.ranks == [0, 1]
+
+
+def test_a_subgroup_created_and_never_called_adds_no_member() -> None:
+    w = world(4, backend="gloo").group("a", ranks=[0, 1]).group("b", ranks=[2, 3])
+    v = analyze_dumps(w.repeat(4, lambda x: x.all_reduce().all_reduce(group="a")).dumps(), world_size=4)
+    assert v.category == Category.healthy, v.headline

@@ -205,6 +205,22 @@ def _cross_group_cases() -> list[Case]:
                  _build(pair.rank(1).skips(4, group="a")),
                  Truth(Status.problem, Category.missing_rank, (1,), CulpritKind.took_another_path, "1", 4)),
         ]  # fmt: skip
+    # a subgroup's first call: the member that never enqueued it holds no entry of it, and only its gloo
+    # pg_config ('[]': "in a subgroup") says it belongs there
+    first = world(SIZE, backend="gloo").group("sub", ranks=[0, 1], desc="undefined")
+    first = first.repeat(4, lambda x: x.all_reduce().barrier()).all_reduce(group="sub")
+    first = first.repeat(2, lambda x: x.all_reduce().barrier())
+    out.append(
+        Case("subgroup/cpu-stuck before its first call [gloo, pg_config '[]']", "all_reduce", "cross-group",
+             _build(first.rank(1).stops_at(1, group="sub")),
+             Truth(Status.problem, Category.missing_rank, (1,), CulpritKind.cpu_stuck, "1", 1)),
+    )  # fmt: skip
+    unused = world(SIZE, backend="gloo").group("a", ranks=[0, 1]).group("b", ranks=[2, 3])
+    unused = unused.repeat(4, lambda x: x.all_reduce().all_reduce(group="a"))
+    out.append(
+        Case("subgroup/another created, never called [gloo, pg_config '[]']", "all_reduce", "cross-group",
+             _build(unused), Truth(Status.healthy, Category.healthy)),
+    )  # fmt: skip
     return out
 
 

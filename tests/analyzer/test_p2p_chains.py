@@ -4,6 +4,11 @@ a changed shape is the side that departs from the pair's earlier transfers."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.verdict import Category, CulpritKind
 from frwatch_dev.dumps.corpus_states import PIPE, PIPE_UNTIMED, _build, _chain, _p2p
@@ -53,3 +58,22 @@ def test_sent_and_never_received_is_the_receivers() -> None:
     assert (timed.category, timed.culprit_ranks) == (Category.gpu_hang, [1])
     untimed = analyze_dumps(_build(PIPE_UNTIMED, _chain("completed", "scheduled"))(), world_size=4)
     assert (untimed.category, untimed.culprit_ranks, untimed.hardware_class) == (Category.transport_stall, [1], False)
+
+
+def test_frwatch_analyze_on_a_folder_names_the_head_of_the_chain(tmp_path: Path) -> None:
+    """End to end: the chain's dumps as pickle files in a folder, ``frwatch analyze DIR --format json``."""
+    from frwatch_dev.dumps.encode import pickle_bytes
+
+    for name, _, dump in _build(PIPE, _chain("started", "scheduled"))():
+        (tmp_path / name).write_bytes(pickle_bytes(dump))
+    out = subprocess.run(
+        [sys.executable, "-m", "frwatch_operator.cli", "analyze", str(tmp_path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    v = json.loads(out.stdout)
+    assert (v["category"], v["culprit_ranks"], v["hardware_class"]) == ("gpu_hang", [1], True), v["headline"]
+    assert v["earliest_branch"]["p2p"] is True
+    assert {tuple(c["ranks"]) for c in v["consequences"]} >= {(1,), (2,)}

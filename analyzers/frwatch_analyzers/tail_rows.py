@@ -123,11 +123,13 @@ def done_through(tail: Sequence[TailEntry], last_completed: int = -1) -> int:
     """The highest sequence number the rank had finished in the group: its newest row completed or retired,
     or ``pg_status``'s last completed collective (-1 when neither).
 
-    Calls of one group finish in order on a rank (one stream for NCCL; gloo runs a group's work in order), so
-    every call up to that one is done, whatever its own row says: gloo (and torchcomms before its April 2026
-    fix) can leave a row ``retired=False`` after the calls behind it completed, and a coalesced region's
-    parts stay ``scheduled`` while its closing entry completes. Reading such a row as in flight makes a
-    healthy job look stuck (seen in 2 of 4 real healthy gloo runs of torch 2.13)."""
+    Every call up to that one counts as done, whatever its own row says. A later call of the group completed
+    only once every member issued it, so no member is missing at an earlier one and it is not where the job
+    waits: NCCL runs a group's calls in order on one stream; gloo runs them on several threads, so a large
+    async call overtaken by a small one stays ``retired=False`` while it still moves data (real torch 2.13
+    ranks: ``frwatch_dev.workloads.overtaken_gloo``); torchcomms before its April 2026 fix never retired
+    sync ops; a coalesced region's parts stay ``scheduled`` while its closing entry completes. Reading such a
+    row as in flight makes a healthy job look stuck."""
     done = last_completed
     if isinstance(tail, TailRows):
         for seq, state, retired in zip(tail.seqs(), tail.column(3), tail.column(4), strict=True):

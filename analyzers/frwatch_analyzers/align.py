@@ -25,7 +25,7 @@ from operator import itemgetter
 
 from .rules import Balance, Imbalance, check_balance, rule_for
 from .summarize import STATE_CODES, STATE_NAMES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
-from .tail_rows import find
+from .tail_rows import find, finished
 from .textfmt import ranks_text
 from .verdict import Category
 
@@ -57,6 +57,7 @@ class Disagreement:
     p2p: bool = False  # a send/recv pair (seq is the p2p_seq_id of the first view's rank)
     when: int = 0  # time_created_ns of the entry, when known
     balance: str = ""  # a broken balance rule (all_to_all sums, gather root ...): the figures
+    transfer: tuple[int, int] | None = None  # p2p: (sender, receiver), global ranks
 
 
 @dataclass
@@ -105,6 +106,7 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
                 desc.setdefault(key, pg.desc)
     world_set = set(world)
     unseen = bool(world_set - set(traces))
+    hidden = _hidden_members(traces, seen_in, config, desc, names)
     groups: dict[str, GroupInfo] = {}
     for key in sorted(set(seen_in) | set(config), key=_pg_sort_key):
         entries_ranks = set(seen_in.get(key, []))
@@ -116,8 +118,10 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
             ranks = world_set | entries_ranks
             source = "default group: every rank of the world"
         else:
-            ranks = entries_ranks
-            source = "entries (pg_config absent or broken)"
+            ranks = entries_ranks | hidden.get(key, set())
+            source = "entries (pg_config absent or broken)" + (
+                "; with the subgroup members whose gloo pg_config lists no rank" if key in hidden else ""
+            )
         members = sorted(ranks)
         groups[key] = GroupInfo(
             key=key,
@@ -134,6 +138,46 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
             ),
         )
     return groups
+
+
+def _hidden_members(
+    traces: dict[int, RankTrace],
+    seen_in: dict[str, list[int]],
+    config: dict[str, Counter[Ranks]],
+    desc: dict[str, str],
+    names: dict[str, str],
+) -> dict[str, set[int]]:
+    """gloo subgroup members that recorded no call of their subgroup, where that subgroup is the only one.
+
+    gloo's pg_config names no group: a rank outside every subgroup lists the world under ``''``, a member of
+    a subgroup lists ``'[]'`` (FACTS.md), so its summary has no world range. Such a rank with no entry of any
+    subgroup belongs to one it never called: a member that never enqueued the group's first call (or whose
+    calls wrapped out of its ring) is otherwise invisible, and the members that wait look alone. With one
+    subgroup known from entries, whose members seen all wait in its newest call, that is the group; with
+    several the dumps do not say which: none is added."""
+    subgroups = [
+        k
+        for k in seen_in
+        if k not in config and desc.get(k) != "default_pg" and not (names.get(k) == "0" and not desc.get(k))
+    ]
+    if len(subgroups) != 1:
+        return {}
+    key = subgroups[0]
+    seen = [traces[r].pgs[key] for r in seen_in[key]]
+    if seen[0].backend != "gloo":
+        return {}
+    if len({pg.last_enqueued for pg in seen}) != 1 or not all(
+        in_flight(pg, pg.last_enqueued, False) for pg in seen
+    ):
+        # only where every member seen waits in the same newest call (nobody absent, nothing to explain it): a
+        # subgroup created but never called also leaves '[]', and must not be taken for this one otherwise
+        return {}
+    inside = {
+        r
+        for r, t in traces.items()
+        if t.backend == "gloo" and t.world_ranks is None and key not in t.pgs and r not in seen_in[key]
+    }
+    return {key: inside} if inside else {}
 
 
 def _pg_sort_key(key: str) -> tuple[int, str]:
@@ -475,8 +519,11 @@ def tail_entry(pg: PgTrace, seq: int) -> TailEntry | None:
 
 
 def in_flight(pg: PgTrace, seq: int, has_states: bool) -> bool | None:
-    """Was the rank still inside ``seq`` when it dumped? None: the dump cannot say."""
+    """Was the rank still inside ``seq`` when it dumped? None: the dump cannot say. A call followed by calls of
+    the group that finished is not (:func:`.tail_rows.done_through`)."""
     t = tail_entry(pg, seq)
+    if seq <= finished(pg):
+        return False
     if has_states and t is not None and t.state >= 0:
         return t.state != STATE_CODES["completed"]
     if pg.status_known and pg.last_completed >= 0:
@@ -496,6 +543,9 @@ def entry_state(t: RankTrace, group: str, seq: int, unretired: str) -> str:
     e = tail_entry(pg, seq) if pg is not None else None
     if e is None:
         return ""
+    done = e.state == STATE_CODES["completed"] or e.retired is True
+    if not done and pg is not None and seq <= finished(pg):
+        return "done (a later call of the group finished)"
     if t.has_states and e.state >= 0:
         return STATE_NAMES[e.state]
     if e.retired is not None:

@@ -105,6 +105,8 @@ def diagnose(world: World) -> Verdict:
     culprits = top.culprits
     nodes = nodes_of(world, culprits)
     hw = top.hardware
+    # a finding that names no rank (a network hang) still says where: the nodes of the ranks in the stall
+    suspects = nodes_of(world, culprits or top.suspects) if hw else []
     status = Status.inconclusive if top.category == Category.inconclusive else Status.problem
     text = detail(ctx, top, world.manifest)
     if nodes and not hw and culprits:
@@ -126,13 +128,15 @@ def diagnose(world: World) -> Verdict:
         culprit_detail=text,
         culprit_kind=top.kind if culprits or top.kind != CulpritKind.unknown else CulpritKind.unknown,
         short=short(ctx, top, world.manifest),
-        suspect_nodes=nodes if hw else [],
+        suspect_nodes=suspects,
         culprit_nodes=nodes,
         groups=rank_groups(world, ctx, top, missing),
         findings=findings,
         consequences=consequences,
         evidence=evidence(world, ctx, top),
-        next_steps=next_steps(top, root_sites(world, top), nodes, exit_known(world.manifest, culprits)),
+        next_steps=next_steps(
+            top, root_sites(world, top), nodes or suspects, exit_known(world.manifest, culprits)
+        ),
         **common,
     )
 
@@ -219,8 +223,10 @@ def _findings(
                 sorted(
                     {
                         f"{ranks_text([r])} blocked in {ctx.groups[s.key].label} #{s.seq}"
-                        for r, s in c.edges.items()
                         if s.key in ctx.groups
+                        else f"{ranks_text([r])} blocked in an earlier transfer ({s.key.split(':', 2)[-1]}, p2p #{s.seq})"
+                        for r, s in c.edges.items()
+                        if s.key in ctx.groups or s.key.startswith("p2p:")
                     }
                 )
             )

@@ -44,8 +44,10 @@ def timelines(
     )
     drawn = [g for g in order if g.frontier >= 0][:MAX_TIMELINES]
     culprits = set(top.culprits) if top is not None else set()
+    # a p2p branch is numbered by p2p_seq_id, not by the collective sequence numbers a timeline draws
+    p2p = top is not None and top.d is not None and top.d.p2p
     out = [
-        _timeline(world, g, top.seq if top is not None and g.key == branch_key else None, culprits)
+        _timeline(world, g, top.seq if top is not None and g.key == branch_key and not p2p else None, culprits)
         for g in drawn
     ]
     return out, max(0, len([g for g in groups.values() if g.frontier >= 0]) - len(drawn))

@@ -1,7 +1,7 @@
 """Where the ranks stopped agreeing, and why: the root, its category, its culprits and what they did.
 
 Read top to bottom, this file is every rule that decides a verdict's category (one file by design, so it
-runs a little over 400 lines).
+runs under 500 lines).
 
 1. Per process group, one candidate: the earlier of
    - the group's first disagreement (:mod:`.align`): another collective, tensor count, dtype or size at
@@ -22,13 +22,18 @@ runs a little over 400 lines).
      decide (idle, blocked, moved on); else the verdict says it cannot decide.
    - everyone enqueued it and some did not complete it: members queued behind another group's collective
      -> edges; the rest by state: scheduled where peers started or completed -> gpu_hang (hardware, only
-     with timing); started by every member, completed by none -> network_hang (hardware); completed by
-     some, still in it on others -> transport_stall (not hardware: the stalled ranks took part);
+     with timing); started by every member, completed by none -> network_hang (hardware; no culprit rank:
+     the evidence singles out none, the members' nodes are the suspects); completed by some, still in it on
+     others -> transport_stall (not hardware; the culprits are the stalled side: the ranks that took part
+     and did not complete);
      no member completed it and the dumps have no start times, or nobody started it -> inconclusive.
      gloo records no states: every member in flight is inconclusive.
    - members without a dump while dumped members wait -> crashed.
    - a send without its recv: the peer that never posted its half is crashed, CPU-stuck or blocked in a
-     collective (an edge); a send/recv pair that disagrees on sizes or dtypes names both ranks.
+     collective or an earlier transfer (an edge: a rank blocked in a recv cannot post its next send); an open
+     pair reads by its states like a collective (recv scheduled while the send started: GPU hang on the
+     receiver; both started, none completed: network hang, no culprit rank); a pair that disagrees on sizes
+     or dtypes names the side that departs from the direction's earlier transfers, else both ranks.
 3. The root is a candidate no other candidate explains. A candidate is explained when it waits only on
    ranks blocked in other candidates' groups (and names no culprit of its own). Several roots: the earliest
    (on one rank's clock where they share a rank). A cycle of waiting with no history to break it is
@@ -41,9 +46,10 @@ from dataclasses import dataclass, field, replace
 
 from .align import ABSENT, Disagreement, GroupInfo, tail_entry
 from .history import new_transition, novel, shift, sig_at
+from .p2p import open_transfer, transfer_key
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
-from .tail_rows import first_open
+from .tail_rows import finished, first_open
 from .textfmt import ranks_text
 from .timeline import Status, Step, Timeline
 from .verdict import Category, CulpritKind
@@ -71,6 +77,9 @@ class Candidate:
     timing: bool = True  # start times present (TORCH_NCCL_ENABLE_TIMING)
     note: str = ""  # a fact the wording cites (a broken balance, a rank's own impossible sizes)
     when: int = 0
+    # ranks whose nodes are suspect where the evidence singles out no rank (a network hang: every member in it)
+    suspects: list[int] = field(default_factory=list)
+    chain: str = ""  # a p2p finding: its transfer's key (p2p.transfer_key), what edges into it name
 
     @property
     def hardware(self) -> bool:
@@ -139,7 +148,8 @@ def open_point(ctx: Context, g: GroupInfo) -> int | None:
         pg = t.pgs.get(g.key)
         if pg is None:
             continue
-        seq = first_open(pg.tail, t.has_states)  # read from the tail's columns when it is held as one
+        # read from the tail's columns when it is held as one; a row left open before calls that finished is done
+        seq = first_open(pg.tail, t.has_states, pg.last_completed if pg.status_known else -1)
         if seq is not None:
             best = seq if best is None else min(best, seq)
     return best
@@ -236,7 +246,8 @@ def _at_point(ctx: Context, g: GroupInfo, s: int, d: Disagreement | None) -> Can
             states["absent"].append(r)
             continue
         e = tail_entry(pg, s)
-        if e is None or e.state == _COMPLETED or e.retired is True:
+        if e is None or e.state == _COMPLETED or e.retired is True or s <= finished(pg):
+            # a call followed by calls of the group that finished is done (tail_rows.done_through)
             states["completed"].append(r)
             continue
         states["started" if e.state == _STARTED else "scheduled"].append(r)
@@ -323,7 +334,10 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
         if inside_sched and (inside_started or done):
             c.category, c.kind, c.culprits = Category.gpu_hang, CulpritKind.gpu_hang, inside_sched
         elif inside_started and not done and not inside_sched:
-            c.category, c.kind, c.culprits = Category.network_hang, CulpritKind.network_hang, inside_started
+            # every member started it and none completed it: no rank departs from the others, so none is the
+            # culprit; the links and nodes between them are the suspects
+            c.category, c.kind, c.culprits = Category.network_hang, CulpritKind.network_hang, []
+            c.suspects = inside_started
         elif inside_started and done:
             c.category, c.kind, c.culprits = (
                 Category.transport_stall,
@@ -346,30 +360,62 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
 
 
 # --- 2c. point-to-point ------------------------------------------------------------------------------------------
+_P2P_KINDS = {
+    Category.gpu_hang: CulpritKind.gpu_hang,
+    Category.network_hang: CulpritKind.network_hang,
+    Category.transport_stall: CulpritKind.transport_stall,
+    Category.inconclusive: CulpritKind.unknown,
+}
+
+
 def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
-    """A send without its recv (or the reverse), or a pair that disagrees on sizes or dtypes: the peer that never
-    posted its half is crashed (no dump), CPU-stuck (idle) or blocked in a collective (an edge); a pair that
-    disagrees names both ranks (the records do not say which side is wrong)."""
+    """A transfer read as a collective is (:mod:`.p2p`): a half never posted names the peer that did not post
+    it, crashed (no dump) or CPU-stuck (idle), unless it waits elsewhere: blocked in an earlier p2p op or a
+    collective, it cannot post this one, so the half is a consequence (a wait-for edge); an open pair reads by
+    its states (GPU hang on the side that never started, network hang with no culprit rank); a pair whose
+    payloads disagree names the side that departs from the direction's earlier transfers (else both)."""
     groups = ctx.groups
     g = groups.get(d.pg) or GroupInfo(d.pg, d.pg.split("/", 1)[0].split("@", 1)[0], "", [], "p2p", [], [], -1)
     first = d.views[0]
     sig = ctx.details.get(first.sig) if first.sig is not None else None
     op = sig.op if sig else "p2p"
     c = Candidate(g, d.seq, op, d.category, CulpritKind.mismatched_call, sorted(d.odd), d, when=d.when)
+    if d.transfer is not None:
+        c.chain = transfer_key((d.pg, *d.transfer))
+    if d.category in _P2P_KINDS:
+        c.kind = _P2P_KINDS[d.category]
+        src, dst = d.transfer or (first.ranks[0], d.views[-1].ranks[0])
+        peer = [r for r in (src, dst) if r not in d.odd]
+        if d.category == Category.transport_stall:
+            c.states = {"started": list(d.odd), "scheduled": [], "completed": peer}
+        elif d.category == Category.gpu_hang:
+            c.states = {"started": peer, "scheduled": list(d.odd), "completed": []}
+        else:
+            c.states = {"started": [src, dst], "scheduled": [], "completed": []}
+        if d.category == Category.network_hang:
+            c.suspects = [src, dst]  # both ends in it: the link between them (and their nodes) is the suspect
+        c.timing = ctx.timing
+        return c
     if d.category == Category.missing_rank:
         waiter, culprit = first.ranks[0], d.odd[0]
         c.states = {"started": [waiter], "absent": [culprit]}
         if culprit not in ctx.traces:
             c.kind = CulpritKind.crashed
+            return c
+        bp = ctx.timeline(culprit).blocking()
+        held = open_transfer(ctx.traces[culprit], groups)
+        if held is not None and (bp is None or held[1].record_id < bp.record_id):
+            # blocked in an earlier transfer (a recv whose data never came): it cannot post this half
+            t, e = held
+            c.kind, c.culprits = CulpritKind.unknown, []
+            c.edges = {culprit: Step(e.record_id, transfer_key(t), e.p2p_seq, e.sig, False)}
+        elif bp is None:
+            c.kind = CulpritKind.cpu_stuck
+        elif bp.key in groups and bp.key != d.pg:
+            c.kind, c.culprits = CulpritKind.unknown, []
+            c.edges = {culprit: bp}
         else:
-            bp = ctx.timeline(culprit).blocking()
-            if bp is None:
-                c.kind = CulpritKind.cpu_stuck
-            elif bp.key in groups and bp.key != d.pg:
-                c.kind, c.culprits = CulpritKind.unknown, []
-                c.edges = {culprit: bp}
-            else:
-                c.kind = CulpritKind.unknown
+            c.kind = CulpritKind.unknown
     return c
 
 
@@ -379,6 +425,7 @@ def root(ctx: Context, cands: list[Candidate]) -> tuple[Candidate | None, list[C
     if not cands:
         return None, []
     by_key = {c.group.key: c for c in cands if c.d is None or not c.d.p2p}
+    by_key.update({c.chain: c for c in cands if c.chain})  # a rank blocked in a transfer waits on its finding
     culprits_of = {k: set(c.culprits) for k, c in by_key.items()}
 
     def explained(c: Candidate) -> bool:
@@ -392,10 +439,18 @@ def root(ctx: Context, cands: list[Candidate]) -> tuple[Candidate | None, list[C
 
     roots = [c for c in cands if not explained(c)]
     if not roots:  # every candidate waits on another: a cycle the history could not break
+        # the ranks absent from the smallest group's call went on to a call of another group instead (where
+        # they are blocked) while its members wait in it: the rank that never enqueued the call its peers wait
+        # in is the culprit, not the one waiting for it (a subgroup's call is the narrower decision: a
+        # rank-dependent branch around it is the usual bug); without such ranks the cycle stays undecided
         first = min(cands, key=lambda c: (len(c.group.members), c.group.key))
-        first.undecided = True
-        first.culprits = sorted(first.edges) or first.culprits
-        first.kind = CulpritKind.unknown
+        went_elsewhere = sorted(r for r, st in first.statuses.items() if r in first.edges and st.what == "blocked")
+        if first.category == Category.missing_rank and went_elsewhere:
+            first.culprits, first.kind = went_elsewhere, CulpritKind.took_another_path
+        else:
+            first.undecided = True
+            first.culprits = sorted(first.edges) or first.culprits
+            first.kind = CulpritKind.unknown
         roots = [first]
     best = roots[0]
     for c in roots[1:]:

@@ -461,6 +461,14 @@ class Summarizer:
                             created_ns=_as_int(e.get("time_created_ns"), 0),
                         )
                     )
+                elif state >= 0:
+                    # a p2p batch's closing entry (nccl:coalesced) carries the batch's state; its sends and recvs
+                    # (same group, same p2p_seq_id) stay 'scheduled' whatever happened (FACTS.md: coalescing)
+                    p2p_seq = _as_int(e.get("p2p_seq_id"))
+                    for part in reversed(p2p):
+                        if part.pg != pg_name or part.p2p_seq != p2p_seq:
+                            break
+                        part.state = state
                 continue  # p2p ops (and a p2p batch's closing entry) have no collective sequence number
             if type(seq) is not int:
                 seq = fields.integer(seq, "collective_seq_id", f"entry {i}")

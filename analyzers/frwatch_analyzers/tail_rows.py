@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from .summarize import TailEntry
+from .summarize import PgTrace, TailEntry
 
 FIELDS = 8
 _RETIRED = (None, False, True)  # by retired + 1
@@ -119,19 +119,49 @@ def find(tail: Sequence[TailEntry], seq: int) -> TailEntry | None:
     return None
 
 
-def first_open(tail: Sequence[TailEntry], has_states: bool) -> int | None:
-    """The seq of the first row not completed nor retired, when the dump says it was open (a state, or
-    retired false); None when that first row cannot say, or every row is done."""
+def done_through(tail: Sequence[TailEntry], last_completed: int = -1) -> int:
+    """The highest sequence number the rank had finished in the group: its newest row completed or retired,
+    or ``pg_status``'s last completed collective (-1 when neither).
+
+    Every call up to that one counts as done, whatever its own row says. A later call of the group completed
+    only once every member issued it, so no member is missing at an earlier one and it is not where the job
+    waits: NCCL runs a group's calls in order on one stream; gloo runs them on several threads, so a large
+    async call overtaken by a small one stays ``retired=False`` while it still moves data (real torch 2.13
+    ranks: ``frwatch_dev.workloads.overtaken_gloo``); torchcomms before its April 2026 fix never retired
+    sync ops; a coalesced region's parts stay ``scheduled`` while its closing entry completes. Reading such a
+    row as in flight makes a healthy job look stuck."""
+    done = last_completed
     if isinstance(tail, TailRows):
         for seq, state, retired in zip(tail.seqs(), tail.column(3), tail.column(4), strict=True):
-            if state == 2 or retired == 1:
+            if (state == 2 or retired == 1) and seq > done:
+                done = seq
+        return done
+    for e in tail:
+        if (e.state == 2 or e.retired is True) and e.seq > done:
+            done = e.seq
+    return done
+
+
+def finished(pg: PgTrace) -> int:
+    """:func:`done_through` of a rank's group, with its ``pg_status`` when the dump has one."""
+    return done_through(pg.tail, pg.last_completed if pg.status_known else -1)
+
+
+def first_open(tail: Sequence[TailEntry], has_states: bool, last_completed: int = -1) -> int | None:
+    """The seq of the first row not completed nor retired, when the dump says it was open (a state, or
+    retired false) and no later call of the group finished (:func:`done_through`); None when that first row
+    cannot say, or every row is done."""
+    finished = done_through(tail, last_completed)
+    if isinstance(tail, TailRows):
+        for seq, state, retired in zip(tail.seqs(), tail.column(3), tail.column(4), strict=True):
+            if state == 2 or retired == 1 or seq <= finished:
                 continue
             if (has_states and state >= 0) or retired == 0:
                 return seq
             return None
         return None
     for e in tail:
-        if e.state == 2 or e.retired is True:
+        if e.state == 2 or e.retired is True or e.seq <= finished:
             continue
         if (has_states and e.state >= 0) or e.retired is False:
             return e.seq

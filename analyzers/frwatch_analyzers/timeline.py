@@ -13,6 +13,7 @@ import itertools
 from dataclasses import dataclass
 
 from .summarize import STATE_CODES, RankTrace
+from .tail_rows import finished
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +46,10 @@ class Timeline:
         for key, pg in trace.pgs.items():
             steps = by_backend.setdefault(pg.backend, [])
             tail = pg.tail
+            through = finished(pg)  # calls before one that finished are done, whatever their row says
             for t in tail:
                 done: bool | None
-                if t.state == STATE_CODES["completed"] or t.retired is True:
+                if t.state == STATE_CODES["completed"] or t.retired is True or t.seq <= through:
                     done = True
                 elif (trace.has_states and t.state >= 0) or t.retired is False:
                     done = False

@@ -73,6 +73,16 @@ def _p2p_headline(ctx: Context, c: Candidate) -> str:
     d = c.d
     assert d is not None
     first = d.views[0]
+    if c.category in (Category.gpu_hang, Category.network_hang, Category.transport_stall, Category.inconclusive) and d.transfer:
+        src, dst = d.transfer
+        pair = f"the transfer rank {src} -> rank {dst} (send p2p #{d.seq} of rank {src}) in {c.group.label}"
+        if c.category == Category.gpu_hang:
+            return f"GPU hang on {ranks_text(c.culprits)}: {pair} was scheduled there but never started, while its peer started it"
+        if c.category == Category.network_hang:
+            return f"network hang: both ends started {pair} and neither completed it"
+        if c.category == Category.transport_stall:
+            return f"transport stall: {pair} completed on the sender and not on {ranks_text(c.culprits)}"
+        return f"both ends posted {pair} and neither completed it"
     if c.category == Category.missing_rank:
         waiter, culprit = first.ranks[0], d.odd[0]
         kind = "recv" if op_short(c.op).startswith("send") else "send"
@@ -225,7 +235,7 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
         )
     if c.category == Category.network_hang:
         return (
-            f"{head}. All {len(c.culprits)} ranks entered the collective and agree on it: the transport (NIC, "
+            f"{head}. All {len(c.suspects)} ranks entered the collective and agree on it: the transport (NIC, "
             "link, switch) stopped moving data. No single rank stands out in the dumps; the nodes of the group "
             "are the suspects."
         )

@@ -116,6 +116,15 @@ def test_p2p_size_mismatch() -> None:
     recv["input_sizes"] = [[8, 4096, 512]]
     v = analyze_dumps(dumps)
     assert v.category == Category.size_mismatch
+    assert v.culprit_ranks == [3]  # its recv departs from the pair's earlier transfer; the send does not
+
+
+def test_p2p_size_mismatch_without_history_names_both_ends() -> None:
+    dumps = world(4).send(0, 3, steps=1).dumps()
+    recv = [e for e in dumps[3]["entries"] if e["is_p2p"]][-1]
+    recv["input_sizes"] = [[8, 4096, 512]]
+    v = analyze_dumps(dumps)
+    assert v.category == Category.size_mismatch
     assert sorted(v.culprit_ranks) == [0, 3]
 
 

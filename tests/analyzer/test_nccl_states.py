@@ -39,7 +39,12 @@ def test_network_hang_every_member_started_none_completed() -> None:
     v = analyze_dumps(dumps, manifest=_manifest(4))
     assert v.category == Category.network_hang
     assert v.hardware_class
+    # no rank departs from the others: none is the culprit; the nodes of the stalled group are the suspects
+    assert v.culprit_ranks == []
     assert v.suspect_nodes == ["node-0", "node-1"]
+    assert v.earliest_branch is not None and v.earliest_branch.process_group.ranks == [0, 1, 2, 3]
+    assert "All 4 ranks entered" in v.culprit_detail
+    assert any("node-0, node-1" in s for s in v.next_steps)
 
 
 def test_a_software_fault_is_never_hardware_class_even_with_states() -> None:

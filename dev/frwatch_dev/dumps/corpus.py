@@ -296,7 +296,7 @@ def _collective_cases(t: _Type, lay: _Layout, backend: str, index: int) -> list[
         v = f"{q}, timing {'on' if timing else 'off'}"
         gpu = problem(Category.gpu_hang, CulpritKind.gpu_hang, hardware=True) if timing else inconclusive
         net = (
-            problem(Category.network_hang, CulpritKind.network_hang, members, hardware=True)
+            problem(Category.network_hang, CulpritKind.network_hang, (), hardware=True)
             if timing
             else inconclusive
         )
@@ -327,6 +327,8 @@ def _p2p_cases(kind: str) -> list[Case]:
     ]
 
     def edited(field_: str, value: object) -> Callable[[], list[tuple[str, int, Dump]]]:
+        """Rank 1's last recv changed: the side that departs from every earlier transfer of the pair."""
+
         def build() -> list[tuple[str, int, Dump]]:
             dumps = w.dumps()
             recv = [
@@ -345,7 +347,7 @@ def _p2p_cases(kind: str) -> list[Case]:
             kind,
             "wrong size",
             edited("input_sizes", [[8, 4096, 512]]),
-            Truth(Status.problem, Category.size_mismatch, (0, 1), CulpritKind.mismatched_call, "0"),
+            Truth(Status.problem, Category.size_mismatch, (1,), CulpritKind.mismatched_call, "0"),
         )
     )
     out.append(
@@ -354,7 +356,7 @@ def _p2p_cases(kind: str) -> list[Case]:
             kind,
             "wrong dtype",
             edited("input_dtypes", ["Float"]),
-            Truth(Status.problem, Category.dtype_mismatch, (0, 1), CulpritKind.mismatched_call, "0"),
+            Truth(Status.problem, Category.dtype_mismatch, (1,), CulpritKind.mismatched_call, "0"),
         )
     )
 
@@ -417,8 +419,9 @@ def cases() -> list[Case]:
     for kind in ("send/recv", "batch_isend_irecv"):
         out += _p2p_cases(kind)
     from .corpus_roots import all_to_all_cases, rooted_cases  # they build on this module's Case and Truth
+    from .corpus_states import cases as state_cases
 
-    return out + rooted_cases() + all_to_all_cases()
+    return out + rooted_cases() + all_to_all_cases() + state_cases()
 
 
 def check(v: Verdict, truth: Truth) -> list[str]:

@@ -148,11 +148,14 @@ def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdi
     if unusable:
         parts.append(f"the files of {ranks_text(unusable)} could not be used")
     if absent:
-        parts.append(f"{ranks_text(absent)} left no dump (none of the others was waiting on it when it dumped)")
+        it = "it" if len(absent) == 1 else "them"
+        parts.append(f"{ranks_text(absent)} left no dump (no rank that dumped was waiting on {it})")
     if outside:
         parts.append(f"{len(outside)} unusable file(s) claim {ranks_text(outside)}, outside the world")
+    seen = verdict.ranks_seen
+    agree = f"{len(seen)} ranks agree" if len(seen) > 1 else f"the dump of {ranks_text(seen)} shows nothing wrong"
     headline = (
-        f"inconclusive: {len(verdict.ranks_seen)} rank(s) agree, but {' and '.join(parts)}"
+        f"inconclusive: {agree}, but {' and '.join(parts)}"
         + (" (see bad_files)" if unusable or outside else "")
     )
     summary = (

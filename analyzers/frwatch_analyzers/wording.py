@@ -24,6 +24,15 @@ def headline(ctx: Context, c: Candidate) -> str:
     if c.d is not None and c.d.p2p:
         return _p2p_headline(ctx, c)
     waiting = _waiting(c)
+    if c.states.get("unknown"):
+        return _unknown_headline(c)
+    unread = _unreadable(c)
+    if unread and unread == c.culprits:
+        verb = "wait" if len(waiting) > 1 else "waits"
+        return (
+            f"{ranks_text(waiting)} {verb} in {op} #{s} of {g.label} for {ranks_text(unread)}, whose dump could not "
+            f"be read: what {'it' if len(unread) == 1 else 'they'} issued is unknown"
+        )
     if c.kind == CulpritKind.crashed:
         verb = "wait" if len(waiting) > 1 else "waits"
         return f"{ranks_text(c.culprits)} left no dump while {ranks_text(waiting)} {verb} in {op} #{s} of {g.label}"
@@ -35,10 +44,12 @@ def headline(ctx: Context, c: Candidate) -> str:
         verb = "wait" if len(waiting) > 1 else "waits"
         return f"{ranks_text(waiting)} {verb} in {op} #{s} of {g.label} for ranks blocked elsewhere"
     if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
-        absent = c.states.get("absent", []) + c.states.get("no dump", [])
+        absent, dead = c.states.get("absent", []), c.states.get("no dump", [])
+        unknown = f" ({ranks_text(dead)}: no dump, unknown)" if dead and absent else ""
+        never = f"that {ranks_text(absent)} never issued" if absent else "that no other rank's dump shows"
         return (
             f"desync in {g.label} at #{s}: {ranks_text(c.culprits)} issued an extra {op_short(ctx.op(g, s, c.culprits))} "
-            f"that {ranks_text(absent)} never issued"
+            f"{never}{unknown}"
         )
     if c.category == Category.gpu_hang:
         others = sorted(set(c.states["started"]) | set(c.states["completed"]))
@@ -60,6 +71,23 @@ def headline(ctx: Context, c: Candidate) -> str:
             return f"every member of {g.label} enqueued {op} #{s} and none started it"
         return f"every member of {g.label} enqueued {op} #{s} and none completed it"
     return _mismatch_headline(ctx, c)
+
+
+def _unknown_headline(c: Candidate) -> str:
+    """Too few usable dumps to name anyone: what the dumped ranks did, and who is unknown."""
+    g, op, s, unknown = c.group, op_short(c.op), c.seq, c.states["unknown"]
+    waiting = sorted(set(c.states.get("started", [])) | set(c.states.get("scheduled", [])))
+    done = c.states.get("completed", [])
+    if waiting:
+        did = f"{ranks_text(waiting)} {'wait' if len(waiting) > 1 else 'waits'} in {op} #{s} of {g.label}"
+    else:
+        did = f"{ranks_text(done)} issued {op} #{s} of {g.label}"
+    pron = "it" if len(unknown) == 1 else "they"
+    return f"{did}; what {ranks_text(unknown)} issued is unknown ({pron} left no usable dump)"
+
+
+def _unreadable(c: Candidate) -> list[int]:
+    return sorted(r for r, st in c.statuses.items() if st.what == "unreadable")
 
 
 def _p2p_headline(ctx: Context, c: Candidate) -> str:
@@ -193,6 +221,13 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
             "between some ranks), not a GPU that never started. The dumps do not say which node or link; "
             "nothing here is proven hardware."
         )
+    if c.category == Category.inconclusive and c.states.get("unknown"):
+        unknown = c.states["unknown"]
+        return (
+            f"{head}. Only {len(ctx.traces)} of {len(ctx.world)} ranks left a usable dump: a rank without one may "
+            f"have crashed, be stuck elsewhere, or its dump was not collected, and the dumps cannot say which nor "
+            f"what it issued. Collect the dumps of {ranks_text(unknown)} (or their logs and exit codes) to decide."
+        )
     if c.category == Category.inconclusive:
         return head + ". " + _inconclusive_text(ctx, c)
     return _mismatch_detail(ctx, c, head)
@@ -224,6 +259,12 @@ def _absent_text(ctx: Context, c: Candidate, ranks: list[int], manifest: Manifes
     it, its, is_ = ("it", "its", "is") if one else ("they", "their", "are")
     st = c.statuses.get(r)
     waiting = _waiting(c)
+    if st is not None and st.what == "unreadable":
+        return (
+            f"{who} left {'a file' if one else 'files'} that could not be read as a dump (see bad_files) while "
+            f"{ranks_text(waiting)} waited at #{c.seq}: what {it} issued is unknown, so {it} {is_} named only as "
+            f"the absent member{'' if one else 's'}, not as crashed."
+        )
     if st is None or st.what == "no_dump":
         ended = "".join(_ended_text(manifest, x) for x in ranks[:4])
         return (
@@ -411,6 +452,8 @@ def short(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
         text = f"transport stall: {op} {where} not completed on {who}, completed on others"
     elif k == CulpritKind.mismatched_call:
         text = f"{_KIND.get(c.category, c.category.value)}: {who} at {op} {where}"
+    elif c.category == Category.inconclusive and c.states.get("unknown"):
+        text = f"inconclusive: no usable dump from {ranks_text(c.states['unknown'])}; {op} {where}"
     elif c.category == Category.inconclusive:
         text = f"inconclusive: every member waits in {op} {where}"
     else:

@@ -6,6 +6,9 @@ whether a suspect node was sick.
   non-zero).
   A rank's cause is its last *primary* signal (an exception, a CUDA error, a gloo abort, a kill); a rank
   with only consequences (a lost peer, a watchdog timeout) keeps its first one.
+- A cause needs a consequence: an exception the rank survived is none. Its own later lines name a later
+  step (:func:`~frwatch_analyzers.logscan.went_on`: a retried metrics push, a skipped bad row), or its
+  container exited 0 without a restart: the summary says it was handled, and it names no one.
 - The first rank to fail in time is the prime suspect (``first``); without times, the only rank with a
   primary cause while the others only lost their peer is. When Flight Recorder could not say why (a rank
   left no dump, or no conclusion), the headline names the cause: ``rank 3 crashed first:
@@ -24,7 +27,7 @@ from datetime import UTC, datetime
 
 from .evidence_read import Gathered, LogFile
 from .limits import MAX_WORLD_SIZE
-from .logscan import Signal, last_step, scan
+from .logscan import Signal, last_step, scan, went_on
 from .manifest import Manifest
 from .masking import mask
 from .node_signals import NETWORK_KINDS, hardware_signals, raise_hardware
@@ -39,6 +42,8 @@ UNRANKED_UNUSED = (
     "log not used: nothing in it reads as a cause (its name names no rank: rank3.log, train_rank_3.out, 3.log, "
     "or a pod of the manifest; a line of it prefixed [rank3]: is rank 3's)"
 )
+#: Handled exceptions said in the summary (the others are counted).
+_HANDLED_SAID = 3
 #: Lines of a log shown around a cause: before it, and after it.
 EXCERPT_BEFORE, EXCERPT_AFTER = 6, 2
 _EXCERPT_CHARS = 240
@@ -132,10 +137,31 @@ def _by_launcher(ranked: list[tuple[Signal, int | None]]) -> list[tuple[Signal, 
 
 def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple[Cause, float | None]]:
     """A log's causes, one a rank (its best signal) plus its first network or GPU signal, with times."""
+    return _log_causes(log, manifest, year)[0]
+
+
+def _log_causes(
+    log: LogFile, manifest: Manifest | None, year: int, finished: frozenset[int] = frozenset()
+) -> tuple[list[tuple[Cause, float | None]], list[str]]:
+    """:func:`log_causes`, and a sentence for each exception the rank went on after (handled: no cause).
+    ``finished``: ranks the dumps show took part in every collective to the end (a healthy verdict)."""
     by_rank: dict[int | None, list[Signal]] = {}
+    handled: list[str] = []
+    clean = _exited_cleanly(log, manifest)
+    stopped = _stopped(manifest)
     for sig, rank in _by_launcher(
         [(sig, _rank_of(sig, log.ranks)) for sig in scan(log.text.lines, year=year)]
     ):
+        how = "" if not sig.exception else went_on(log.text.lines, sig, unprefixed=len(log.ranks) == 1)
+        if not how and sig.exception and rank is not None and rank in clean:
+            how = "its container exited 0"
+        if not how and rank in finished and rank not in stopped:
+            how = "its dump shows it completed every collective its peers did"
+        if how:
+            what = (sig.exception + (f" at {sig.location}" if sig.location else "")) or sig.message[:80]
+            who = f"rank {rank}" if rank is not None else "a rank"
+            handled.append(f"{who}'s {what} ({log.name}, line {sig.line + 1}): {how}.")
+            continue
         by_rank.setdefault(rank, []).append(sig)
     out: list[tuple[Cause, float | None]] = []
     for rank, sigs in by_rank.items():
@@ -152,6 +178,34 @@ def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple
         extra = next((s for s in sigs if s is not best and CauseKind(s.kind) in _NETWORK | _GPU), None)
         if extra is not None:
             out.append((_cause(log, extra, rank, manifest), extra.time))
+    return out, handled
+
+
+def _stopped(manifest: Manifest | None) -> set[int]:
+    """Ranks whose container ended otherwise than with exit code 0 (or restarted): they stopped."""
+    if manifest is None:
+        return set()
+    return {
+        r
+        for pod in manifest.pods
+        for e in pod.ended
+        if e.exit_code != 0 or e.restart_count or e.signal
+        for r in pod.ranks
+    }
+
+
+def _exited_cleanly(log: LogFile, manifest: Manifest | None) -> set[int]:
+    """The ranks of the log's pod whose container (the log's, else every one of the pod) ended with exit code
+    0 and never restarted: no exception in their log stopped them."""
+    if manifest is None or not log.pod or log.variant == "previous":
+        return set()
+    out: set[int] = set()
+    for pod in manifest.pods:
+        if pod.pod != log.pod:
+            continue
+        ends = [e for e in pod.ended if not log.container or e.container == log.container]
+        if ends and all(e.exit_code == 0 and e.restart_count == 0 for e in ends):
+            out |= set(pod.ranks)
     return out
 
 
@@ -205,10 +259,14 @@ def with_causes(
     year = year or (int(started) if started.isdigit() else datetime.now(UTC).year)  # for glog's times
     timed: list[tuple[Cause, float | None]] = []
     unused: list[FileProblem] = []
+    handled: list[str] = []
+    # a healthy verdict: every rank that dumped took part in every collective to the end, so nothing stopped it
+    finished = frozenset(verdict.ranks_seen) if verdict.status == Status.healthy else frozenset()
     for log in gathered.logs:
-        found = log_causes(log, manifest, year)
+        found, survived = _log_causes(log, manifest, year, finished)
         timed.extend(found)
-        if not log.ranks and not found:
+        handled.extend(survived)
+        if not log.ranks and not found and not survived:
             unused.append(FileProblem(file=log.name, reason=UNRANKED_UNUSED))
     steps: dict[int, int] = {}  # the step a rank's log last named: where a killed rank was
     for log in gathered.logs:
@@ -220,6 +278,13 @@ def with_causes(
             (end.model_copy(update={"step": steps.get(end.rank)}) if end.rank is not None else end, None)
         )
     update: dict[str, object] = {"bad_files": verdict.bad_files + gathered.problems + unused}
+    if handled:
+        said = " ".join(handled[:_HANDLED_SAID]) + (
+            f" ({len(handled) - _HANDLED_SAID} more)" if len(handled) > _HANDLED_SAID else ""
+        )
+        verdict = verdict.model_copy(
+            update={"summary": f"{verdict.summary} Not causes (the rank went on): {said}".strip()}
+        )
     if not timed and not gathered.nodes:
         return verdict.model_copy(update=update)
     per_rank = _best_per_rank(timed)

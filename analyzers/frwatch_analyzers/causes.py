@@ -30,6 +30,7 @@ from .limits import MAX_WORLD_SIZE
 from .logscan import Signal, last_step, scan, went_on
 from .manifest import Manifest
 from .masking import mask
+from .nextsteps import CRASH_CHECK_EXIT, CRASH_READ_LOGS, CRASH_UNSEEN
 from .node_signals import NETWORK_KINDS, hardware_signals, raise_hardware
 from .safe_text import printable
 from .textfmt import ranks_text
@@ -398,4 +399,27 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
             update["culprit_ranks"] = [first]
             update["culprit_kind"] = CulpritKind.crashed
         update["culprit_detail"] = f"{verdict.culprit_detail} {sentence}".strip()
+        update["next_steps"] = _steps_knowing(verdict.next_steps, first, cause)
     return verdict.model_copy(update=update)
+
+
+def _steps_knowing(steps: list[str], first: int, cause: Cause) -> list[str]:
+    """The next steps once the evidence says why ``first`` died: the crash steps that ask for the cause, or say
+    it cannot be seen, give way to one about the cause named."""
+    kept = [s for s in steps if s not in (CRASH_READ_LOGS, CRASH_CHECK_EXIT, CRASH_UNSEEN)]
+    if len(kept) == len(steps):
+        return steps
+    where = f" ({cause.source}{f', line {cause.line}' if cause.line else ''})"
+    if cause.kind in (CauseKind.oom_killed, CauseKind.killed):
+        step = (
+            f"Rank {first} {_VERB[cause.kind]}{where}: look at its memory use and its node's events at that time "
+            "(kubectl describe pod, the node's memory pressure), and raise its memory limit or lower the batch."
+        )
+    elif cause.exception and cause.location:
+        step = (
+            f"Start at {cause.location}: rank {first} raised {cause.message} there{where}; the others only waited "
+            "for it."
+        )
+    else:
+        step = f"Start at what stopped rank {first}: {cause.message}{where}; the others only waited for it."
+    return [step, *kept]

@@ -43,7 +43,7 @@ def headline(ctx: Context, c: Candidate) -> str:
     if c.category == Category.missing_rank:
         verb = "wait" if len(waiting) > 1 else "waits"
         return f"{ranks_text(waiting)} {verb} in {op} #{s} of {g.label} for ranks blocked elsewhere"
-    if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
+    if c.kind == CulpritKind.extra_call and _only_absent_differ(c):
         absent, dead = c.states.get("absent", []), c.states.get("no dump", [])
         unknown = f" ({ranks_text(dead)}: no dump, unknown)" if dead and absent else ""
         never = f"that {ranks_text(absent)} never issued" if absent else "that no other rank's dump shows"
@@ -71,6 +71,11 @@ def headline(ctx: Context, c: Candidate) -> str:
             return f"every member of {g.label} enqueued {op} #{s} and none started it"
         return f"every member of {g.label} enqueued {op} #{s} and none completed it"
     return _mismatch_headline(ctx, c)
+
+
+def _only_absent_differ(c: Candidate) -> bool:
+    """The ranks that differ from the extra call's issuers never enqueued anything there (no other call)."""
+    return c.d is None or c.d.majority_absent or all(v.sig is None for v in c.d.views[1:])
 
 
 def _unknown_headline(c: Candidate) -> str:
@@ -196,11 +201,12 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
         return _p2p_detail(ctx, c, head, manifest)
     if c.category == Category.missing_rank:
         return " ".join([f"{head}.", *_absent_texts(ctx, c, manifest)]).strip()
-    if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
+    if c.kind == CulpritKind.extra_call and _only_absent_differ(c):
         return (
             f"{head}. Only {ranks_text(c.culprits)} enqueued it, and {c.note}: "
             f"{'it' if len(c.culprits) == 1 else 'they'} issued an extra call; "
-            f"{ranks_text(c.states.get('absent', []))} are not stuck in it."
+            f"{ranks_text(c.states.get('absent', []))} {'is' if len(c.states.get('absent', [])) == 1 else 'are'} "
+            "not stuck in it."
         )
     if c.category == Category.gpu_hang:
         prev = _prev_state(ctx, c)

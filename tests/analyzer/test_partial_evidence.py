@@ -112,7 +112,11 @@ def test_a_ranks_later_dump_under_a_suffixed_name_is_read_and_used(tmp_path: Pat
         (tmp_path / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(early[r], 2))
         (tmp_path / f"nccl_trace_rank_{r}.final").write_bytes(pickle.dumps(late[r], 2))
     v = analyze(str(tmp_path))
-    assert (v.category, v.culprit_ranks, v.culprit_kind) == (Category.missing_rank, [2], CulpritKind.cpu_stuck)
+    assert (v.category, v.culprit_ranks, v.culprit_kind) == (
+        Category.missing_rank,
+        [2],
+        CulpritKind.cpu_stuck,
+    )
     assert v.bad_files == []
     used = {f.file.rsplit("/", 1)[-1] for f in v.dump_files if f.role == "used"}
     assert used == {f"nccl_trace_rank_{r}.final" for r in range(4)}

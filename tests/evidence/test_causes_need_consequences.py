@@ -48,7 +48,9 @@ def test_a_user_warning_is_no_signal_whatever_its_text_says() -> None:
 
 
 def test_a_warning_raised_as_an_exception_is_no_cause() -> None:
-    text = 'Traceback (most recent call last):\n  File "/app/t.py", line 3, in f\nDeprecationWarning: old API\n'
+    text = (
+        'Traceback (most recent call last):\n  File "/app/t.py", line 3, in f\nDeprecationWarning: old API\n'
+    )
     assert scan(_lines(text)) == []
 
 
@@ -71,12 +73,16 @@ def test_another_ranks_later_step_is_not_this_ranks_going_on() -> None:
     lines = _lines(text)
     [sig] = scan(lines)
     assert went_on(lines, sig, unprefixed=False) == ""
-    assert went_on(lines + ["[rank2]:step 5 loss 0.1"], sig, unprefixed=False).startswith("it went on to step 5")
+    assert went_on([*lines, "[rank2]:step 5 loss 0.1"], sig, unprefixed=False).startswith(
+        "it went on to step 5"
+    )
 
 
 def test_the_crashed_ranks_exception_stays_its_cause_and_a_peers_handled_one_is_none() -> None:
     v = _crashed_rank_3()
-    crash = 'Traceback (most recent call last):\n  File "/app/train.py", line 88, in step\nKeyError: \'shard\'\n'
+    crash = (
+        "Traceback (most recent call last):\n  File \"/app/train.py\", line 88, in step\nKeyError: 'shard'\n"
+    )
     logs = [
         LogFile("rank1.log", (1,), decode_tail(CAUGHT.encode())),
         LogFile("rank3.log", (3,), decode_tail(crash.encode())),
@@ -84,7 +90,10 @@ def test_the_crashed_ranks_exception_stays_its_cause_and_a_peers_handled_one_is_
     out = with_causes(v, Gathered(logs=logs), None, year=YEAR)  # type: ignore[arg-type]
     assert [(c.rank, c.kind, c.first) for c in out.causes] == [(3, CauseKind.exception, True)]
     assert out.headline == "rank 3 crashed: KeyError at train.py:88"
-    assert "rank 1's ValueError at metrics.py:30 (rank1.log, line 7): it went on to step 3 (line 8)." in out.summary
+    assert (
+        "rank 1's ValueError at metrics.py:30 (rank1.log, line 7): it went on to step 3 (line 8)."
+        in out.summary
+    )
 
 
 def test_an_exception_of_a_container_that_exited_0_is_handled() -> None:
@@ -92,7 +101,9 @@ def test_an_exception_of_a_container_that_exited_0_is_handled() -> None:
     m = Manifest(
         world_size=4,
         pods=[
-            PodRecord(pod=f"p{r}", node=f"n{r}", ranks=[r], ended=[ContainerEnd(container="trainer", exit_code=0)])
+            PodRecord(
+                pod=f"p{r}", node=f"n{r}", ranks=[r], ended=[ContainerEnd(container="trainer", exit_code=0)]
+            )
             if r == 1
             else PodRecord(pod=f"p{r}", node=f"n{r}", ranks=[r])
             for r in range(4)
@@ -108,8 +119,12 @@ def test_an_exception_of_a_container_that_exited_0_is_handled() -> None:
 def test_once_the_log_names_the_exception_the_next_steps_no_longer_say_the_cause_cannot_be_seen() -> None:
     v = _crashed_rank_3()
     assert any("cannot see why a process died" in s for s in v.next_steps)  # type: ignore[attr-defined]
-    crash = 'Traceback (most recent call last):\n  File "/app/train.py", line 88, in step\nKeyError: \'shard\'\n'
-    out = with_causes(v, Gathered(logs=[LogFile("rank3.log", (3,), decode_tail(crash.encode()))]), None, year=YEAR)  # type: ignore[arg-type]
+    crash = (
+        "Traceback (most recent call last):\n  File \"/app/train.py\", line 88, in step\nKeyError: 'shard'\n"
+    )
+    out = with_causes(
+        v, Gathered(logs=[LogFile("rank3.log", (3,), decode_tail(crash.encode()))]), None, year=YEAR
+    )  # type: ignore[arg-type]
     assert not any("cannot see why" in s for s in out.next_steps)
     assert out.next_steps[0] == (
         "Start at train.py:88: rank 3 raised KeyError: 'shard' there (rank3.log, line 3); the others only waited "

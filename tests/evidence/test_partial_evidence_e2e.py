@@ -54,7 +54,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 os.killpg(p.pid, 9)
                 p.wait()
     assert codes == [0] * WORLD, [(out / f"rank{r}.log").read_text()[-2000:] for r in range(WORLD)]
-    assert sorted(f.name for f in out.glob("nccl_trace_rank_*")) == [f"nccl_trace_rank_{r}" for r in range(WORLD)]
+    assert sorted(f.name for f in out.glob("nccl_trace_rank_*")) == [
+        f"nccl_trace_rank_{r}" for r in range(WORLD)
+    ]
     return out
 
 
@@ -68,7 +70,9 @@ def _analyze(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_one_dump_of_four_names_no_one_and_the_handled_tracebacks_are_no_causes(run: Path, tmp_path: Path) -> None:
+def test_one_dump_of_four_names_no_one_and_the_handled_tracebacks_are_no_causes(
+    run: Path, tmp_path: Path
+) -> None:
     logs = sorted(run.glob("rank*.log"))
     assert "ConnectionResetError" in logs[1].read_text() and "UserWarning" in logs[0].read_text()
     for f in [run / "nccl_trace_rank_1", *logs]:

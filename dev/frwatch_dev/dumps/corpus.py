@@ -52,6 +52,8 @@ class Case:
     build: Callable[[], list[tuple[str, int, Dump]]] = field(repr=False, compare=False)
     truth: Truth
     world_size: int = SIZE
+    #: analyzed through its files on disk (each file's rank from its name; corpus_evidence.verdict_of)
+    on_disk: bool = False
 
     def files(self) -> list[tuple[str, int, Dump]]:
         """``[(file name, rank, dump)]``: one per rank, two for a rank with two dumps."""
@@ -416,7 +418,9 @@ def cases() -> list[Case]:
             out += _collective_cases(t, GLOO_LAYOUTS[i % len(GLOO_LAYOUTS)], "gloo", i)
     for kind in ("send/recv", "batch_isend_irecv"):
         out += _p2p_cases(kind)
-    return out
+    from .corpus_evidence import evidence_cases  # it builds on this module's layouts
+
+    return out + evidence_cases()
 
 
 def check(v: Verdict, truth: Truth) -> list[str]:

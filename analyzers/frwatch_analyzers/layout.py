@@ -232,6 +232,17 @@ def rank_from_name(name: str) -> int | None:
     return int(digits) if len(digits) <= 18 else MAX_WORLD_SIZE
 
 
+#: A later dump's leaf under ``ranks-later/``: ``<rank>.<unix-ms>.<fmt>`` (:meth:`AttemptKey.later`).
+_LATER_LEAF = re.compile(r"([0-9]{1,12})\.[0-9]{1,16}\.(?:pickle|json)")
+
+
+def later_rank(leaf: str) -> int | None:
+    """The rank of a ``ranks-later/`` leaf (None: not such a leaf, or a rank at or past ``MAX_WORLD_SIZE``)."""
+    m = _LATER_LEAF.fullmatch(leaf)
+    rank = int(m.group(1)) if m else None
+    return rank if rank is not None and rank < MAX_WORLD_SIZE else None
+
+
 KeyKind = Literal["rank", "rank-out-of-bounds", "pod", "manifest", "log", "nccl", "node", "other"]
 
 

@@ -132,3 +132,20 @@ def test_a_dot_number_after_the_rank_is_not_another_rank(tmp_path: Path) -> None
     assert v.culprit_ranks == [2] and "disagree" not in v.summary  # not filed as rank 1's conflicting dump
     files = {(f.file.rsplit("/", 1)[-1], f.rank, f.role) for f in v.dump_files}
     assert files == {("nccl_trace_rank_0.1", 0, "superseded"), ("nccl_trace_rank_0", 0, "used")}
+
+
+def test_the_stores_later_dumps_of_a_rank_are_read_too(tmp_path: Path) -> None:
+    """frwatch's own layout: the agent uploads a rank's first dump to ``ranks/<rank>.<fmt>`` and a later,
+    different one (a live dump first, the timeout dump after) to ``ranks-later/<rank>.<unix-ms>.<fmt>``."""
+    late = STEPS.rank(2).stops_at(5).dumps()
+    early = STEPS.dumps(upto=len(STEPS.program) // 3)
+    (tmp_path / "ranks").mkdir()
+    (tmp_path / "ranks-later").mkdir()
+    for r in range(4):
+        (tmp_path / "ranks" / f"{r}.pickle").write_bytes(pickle.dumps(early[r], 2))
+        (tmp_path / "ranks-later" / f"{r}.1764201600123.pickle").write_bytes(pickle.dumps(late[r], 2))
+    v = analyze(str(tmp_path))
+    assert (v.category, v.culprit_ranks, v.culprit_kind) == (Category.missing_rank, [2], CulpritKind.cpu_stuck)
+    assert v.bad_files == [] and len(v.dump_files) == 8
+    later = {f.rank for f in v.dump_files if f.role == "used" and "/ranks-later/" in f.file}
+    assert later == {0, 1, 3}  # rank 2 stopped before its first dump: its later one holds the same records

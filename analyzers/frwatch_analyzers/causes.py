@@ -7,8 +7,10 @@ whether a suspect node was sick.
   A rank's cause is its last *primary* signal (an exception, a CUDA error, a gloo abort, a kill); a rank
   with only consequences (a lost peer, a watchdog timeout) keeps its first one.
 - A cause needs a consequence: an exception the rank survived is none. Its own later lines name a later
-  step (:func:`~frwatch_analyzers.logscan.went_on`: a retried metrics push, a skipped bad row), or its
-  container exited 0 without a restart: the summary says it was handled, and it names no one.
+  step (:func:`~frwatch_analyzers.logscan.went_on`: a retried metrics push, a skipped bad row), its Flight
+  Recorder record goes on more than a second after the exception's time, its container exited 0 without a
+  restart, or a healthy verdict's dump of it took part in every collective: the summary says it was
+  handled, and it names no one.
 - The first rank to fail in time is the prime suspect (``first``); without times, the only rank with a
   primary cause while the others only lost their peer is. When Flight Recorder could not say why (a rank
   left no dump, or no conclusion), the headline names the cause: ``rank 3 crashed first:
@@ -23,6 +25,7 @@ Every message and excerpt here comes masked (:mod:`~frwatch_analyzers.masking`) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from .evidence_read import Gathered, LogFile
@@ -43,6 +46,9 @@ UNRANKED_UNUSED = (
     "log not used: nothing in it reads as a cause (its name names no rank: rank3.log, train_rank_3.out, 3.log, "
     "or a pod of the manifest; a line of it prefixed [rank3]: is rank 3's)"
 )
+#: Seconds by which a rank's Flight Recorder record must outlast an exception of its log for the rank to have
+#: gone on after it (a collective enqueued just before a crash can complete a few ms after it).
+_SAME_MOMENT_S = 1.0
 #: Handled exceptions said in the summary (the others are counted).
 _HANDLED_SAID = 3
 #: Lines of a log shown around a cause: before it, and after it.
@@ -142,10 +148,16 @@ def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple
 
 
 def _log_causes(
-    log: LogFile, manifest: Manifest | None, year: int, finished: frozenset[int] = frozenset()
+    log: LogFile,
+    manifest: Manifest | None,
+    year: int,
+    finished: frozenset[int] = frozenset(),
+    recorded_ns: Mapping[int, int] | None = None,
 ) -> tuple[list[tuple[Cause, float | None]], list[str]]:
     """:func:`log_causes`, and a sentence for each exception the rank went on after (handled: no cause).
-    ``finished``: ranks the dumps show took part in every collective to the end (a healthy verdict)."""
+    ``finished``: ranks the dumps show took part in every collective to the end (a healthy verdict);
+    ``recorded_ns``: each dumped rank's latest Flight Recorder timestamp (its own wall clock, as its log's)."""
+    recorded_ns = recorded_ns or {}
     by_rank: dict[int | None, list[Signal]] = {}
     handled: list[str] = []
     clean = _exited_cleanly(log, manifest)
@@ -156,6 +168,12 @@ def _log_causes(
         how = "" if not sig.exception else went_on(log.text.lines, sig, unprefixed=len(log.ranks) == 1)
         if not how and sig.exception and rank is not None and rank in clean:
             how = "its container exited 0"
+        # only a time with its zone compares with Flight Recorder's epoch times (glog writes local time)
+        later = 0.0
+        if rank is not None and sig.time is not None and sig.zoned and rank in recorded_ns:
+            later = recorded_ns[rank] / 1e9 - sig.time
+        if not how and sig.exception and later > _SAME_MOMENT_S:
+            how = f"its dump records collectives {later:.1f} s after it"
         if not how and rank in finished and rank not in stopped:
             how = "its dump shows it completed every collective its peers did"
         if how:
@@ -253,9 +271,16 @@ def end_causes(manifest: Manifest | None) -> list[Cause]:
 
 
 def with_causes(
-    verdict: Verdict, gathered: Gathered, manifest: Manifest | None, *, year: int | None = None
+    verdict: Verdict,
+    gathered: Gathered,
+    manifest: Manifest | None,
+    *,
+    year: int | None = None,
+    recorded_ns: Mapping[int, int] | None = None,
 ) -> Verdict:
-    """``verdict`` with the evidence beyond Flight Recorder: causes, the first to fail, hardware signals."""
+    """``verdict`` with the evidence beyond Flight Recorder: causes, the first to fail, hardware signals.
+    ``recorded_ns``: each dumped rank's latest Flight Recorder timestamp (an exception logged well before it
+    was not what stopped the rank)."""
     started = manifest.collection_started[:4] if manifest is not None else ""
     year = year or (int(started) if started.isdigit() else datetime.now(UTC).year)  # for glog's times
     timed: list[tuple[Cause, float | None]] = []
@@ -264,7 +289,7 @@ def with_causes(
     # a healthy verdict: every rank that dumped took part in every collective to the end, so nothing stopped it
     finished = frozenset(verdict.ranks_seen) if verdict.status == Status.healthy else frozenset()
     for log in gathered.logs:
-        found, survived = _log_causes(log, manifest, year, finished)
+        found, survived = _log_causes(log, manifest, year, finished, recorded_ns)
         timed.extend(found)
         handled.extend(survived)
         if not log.ranks and not found and not survived:

@@ -69,6 +69,8 @@ class Signal:
     local_rank: int | None = None
     #: torchrun's summary only: the exit code it names (a positive one: the process exited by itself).
     exit_code: int | None = None
+    #: ``time`` came with its zone (an RFC 3339 ``Z`` or offset): comparable with other clocks' epoch times.
+    zoned: bool = False
 
 
 _PREFIX = re.compile(r"^\[(rank|default)(\d{1,7})\]:\s?")
@@ -232,16 +234,25 @@ def _finished(
     sig: Signal, lines: Sequence[str], bodies: Sequence[tuple[str, int | None, int | None]], year: int
 ) -> Signal:
     """A kept signal with its message masked and made printable, and its time and step."""
-    time, step = sig.time, None
+    time, step, zoned = sig.time, None, False
     for j in range(sig.line, max(-1, sig.line - LOOK_BACK), -1):
         if time is None:
             time = line_time(lines[j], year)
+            zoned = time is not None and _zoned(lines[j])
         if step is None and sig.step is None:
             found = _STEP.findall(bodies[j][0][:1024])
             step = int(found[-1]) if found else None
         if time is not None and (step is not None or sig.step is not None):
             break
-    return replace(sig, message=printable(mask(sig.message), MAX_MESSAGE), time=time, step=sig.step or step)
+    return replace(
+        sig, message=printable(mask(sig.message), MAX_MESSAGE), time=time, step=sig.step or step, zoned=zoned
+    )
+
+
+def _zoned(line: str) -> bool:
+    """Does the time :func:`line_time` reads at the start of ``line`` carry its zone? (glog's does not.)"""
+    m = _ISO.search(line[:80])
+    return m is not None and m.group(8) is not None
 
 
 _ROOT_CAUSE = "Root Cause (first observed failure):"

@@ -4,6 +4,8 @@ Warning lines are torch 2.13's format as printed by a real run (tests/evidence/h
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.causes import with_causes
 from frwatch_analyzers.evidence_read import Gathered, LogFile
@@ -130,3 +132,41 @@ def test_once_the_log_names_the_exception_the_next_steps_no_longer_say_the_cause
         "Start at train.py:88: rank 3 raised KeyError: 'shard' there (rank3.log, line 3); the others only waited "
         "for it."
     )
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_an_exception_logged_before_the_ranks_own_later_collectives_did_not_stop_it() -> None:
+    """Rank 1 logged a traceback 10 s before the last collective its own recorder holds (same wall clock, a
+    zoned time): it went on. Rank 3, without a dump, raised after it: rank 3 is the one that failed first."""
+    dumps = world(4).all_reduce(steps=5).rank(3).stops_at(5).dumps()
+    dumps.pop(3)
+    v = analyze_dumps(dumps, world_size=4)
+    last = max(e["time_created_ns"] for e in dumps[1]["entries"])
+    early = f"{_iso(last - 10_000_000_000)} "
+    handled = "".join(early + line + "\n" for line in CAUGHT.splitlines()[2:7])
+    at = _iso(last + 500_000_000)
+    crash = (
+        f"{at} Traceback (most recent call last):\n"
+        f'{at}   File "/app/train.py", line 88, in step\n'
+        f"{at} ValueError: corrupt sample\n"
+    )
+    logs = [
+        LogFile("rank1.log", (1,), decode_tail(handled.encode())),
+        LogFile("rank3.log", (3,), decode_tail(crash.encode())),
+    ]
+    recorded = {r: max(e["time_created_ns"] for e in d["entries"]) for r, d in dumps.items()}
+    out = with_causes(v, Gathered(logs=logs), None, year=YEAR, recorded_ns=recorded)
+    assert [(c.rank, c.first) for c in out.causes] == [(3, True)]
+    assert out.headline.startswith("rank 3 crashed: ValueError at train.py:88")
+    assert (
+        "rank 1's ValueError at metrics.py:30 (rank1.log, line 5): its dump records collectives 10.0 s"
+        in out.summary
+    )
+    # a time without its zone (glog's local time) is never compared with the recorder's epoch times
+    local = handled.replace("Z ", " ")
+    out = with_causes(v, Gathered(logs=[LogFile("rank1.log", (1,), decode_tail(local.encode()))]), None, year=YEAR,
+                      recorded_ns=recorded)  # fmt: skip
+    assert [(c.rank, c.kind) for c in out.causes] == [(1, CauseKind.exception)]

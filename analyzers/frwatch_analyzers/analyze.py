@@ -159,7 +159,9 @@ def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdi
     if outside:
         parts.append(f"{len(outside)} unusable file(s) claim {ranks_text(outside)}, outside the world")
     seen = verdict.ranks_seen
-    agree = f"{len(seen)} ranks agree" if len(seen) > 1 else f"the dump of {ranks_text(seen)} shows nothing wrong"
+    agree = f"the dump of {ranks_text(seen)} shows nothing wrong"
+    if len(seen) > 1:
+        agree = f"{len(seen)} ranks agree"
     headline = (
         f"inconclusive: {agree}, but {' and '.join(parts)}"
         + (" (see bad_files)" if unusable or outside else "")

@@ -312,8 +312,9 @@ def _traceback(bodies: Sequence[tuple[str, int | None, int | None]], start: int)
     if exc is None:
         return None, i
     name, text = exc.group(1), (exc.group(2) or "")
+    # torchrun reporting its child; a warning raised (-W error) or printed with a stack: never a cause
     if name == _LAUNCHER_EXCEPTION or name.endswith("Warning"):
-        return None, i + 1  # torchrun reporting its child; a warning raised (-W error) or printed with a stack
+        return None, i + 1
     user = [f for f in frames if not any(part in f[0] for part in _NOT_USER)] or frames
     location = f"{user[-1][0].rsplit('/', 1)[-1]}:{user[-1][1]}" if user else ""
     step_m = _STEP.findall(text[:1024])

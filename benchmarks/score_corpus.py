@@ -46,9 +46,9 @@ def frtrace_culprits(case: Case) -> tuple[set[int] | None, str]:
     )  # os.walk: a folder's files, then subfolders
     details: dict[str, dict[str, Any]] = {}
     version = ""
+    if case.garbage:  # a file that is no dump: torchfrtrace's pickle.load raises on it
+        return None, "crashed: a file is no pickle"
     for name, rank, dump in files:
-        if isinstance(dump, bytes):  # a garbage file: torchfrtrace's pickle.load raises on it
-            return None, "crashed: a file is no pickle"
         details[name] = {
             "host_name": f"host_rank{rank}",
             "rank": rank,

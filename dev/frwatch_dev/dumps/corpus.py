@@ -54,6 +54,8 @@ class Case:
     world_size: int = SIZE
     #: analyzed through its files on disk (each file's rank from its name; corpus_evidence.verdict_of)
     on_disk: bool = False
+    #: ``(file name, rank)`` of files beside the dumps that are no dump (garbage): written only on disk
+    garbage: tuple[tuple[str, int], ...] = ()
 
     def files(self) -> list[tuple[str, int, Dump]]:
         """``[(file name, rank, dump)]``: one per rank, two for a rank with two dumps."""

@@ -15,7 +15,9 @@ whose dump was never collected. Truths:
 Names (principle 9). The dump path is truncated on each write unless ``TORCH_FR_DUMP_DYNAMIC_FILE_NAME``
 makes every write re-read ``TORCH_FR_DUMP_TEMP_FILE`` (FlightRecorder.cpp ``DebugInfoWriter::write``), so a
 person keeps a second dump of a rank under another name: ``nccl_trace_rank_0.final``, ``nccl_trace_rank_0.1``.
-Truths: such a file is its rank's and is picked or merged by content (the later dump is used).
+Truths: such a file is its rank's and is picked or merged by content (the later dump is used): a waiting
+rank's timeout dump kept as ``.final`` or as ``.1`` (read as rank 1's by its trailing number, it would leave
+its rank with only its earlier dump) beside an earlier one under torch's name.
 
 The garbage and name cases go through the files (``Case.on_disk``): :func:`verdict_of` writes them to a
 folder and runs ``analyze(folder)``, as ``frwatch analyze DIR`` does.
@@ -27,7 +29,6 @@ import pickle
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 from frwatch_analyzers.analyze import analyze, analyze_dumps
 from frwatch_analyzers.verdict import Category, CulpritKind, Status, Verdict
@@ -35,22 +36,22 @@ from frwatch_analyzers.verdict import Category, CulpritKind, Status, Verdict
 from .corpus import FAULT_STEP, LAYOUTS, SIZE, TYPES, Case, Truth, _Layout, _program, _seq_t, _Type
 from .program import Dump, World, world
 
-#: What stands for a rank's unusable file (a truncated write: the pickle header and nothing usable). Built
-#: into a case's files as its dump (cast: only :func:`verdict_of` writes it, as the bytes it is).
+#: What stands for a rank's unusable file (a truncated write: the pickle header and nothing usable).
 GARBAGE = b"\x80\x02}q\x00(X\x07"
 #: The collective types the evidence cases cover (a rooted, a gathering, an uneven and a plain one).
 _TYPES = ("all_reduce", "broadcast", "all_gather_into_tensor", "all_to_all_single", "reduce_scatter_tensor")
 
 
 def verdict_of(case: Case) -> Verdict:
-    """The case's verdict: through its files on disk (``on_disk``: the rank comes from each file's name, a
-    ``bytes`` dump is written as it is), else from its decoded dumps."""
+    """The case's verdict: through its files on disk (``on_disk``: the rank comes from each file's name, and
+    the case's garbage files are written beside its dumps), else from its decoded dumps."""
     if not case.on_disk:
         return analyze_dumps(case.files(), world_size=case.world_size)
     with tempfile.TemporaryDirectory(prefix="frwatch-corpus-") as tmp:
         for name, _rank, dump in case.files():
-            data = dump if isinstance(dump, bytes) else pickle.dumps(dump, 2)
-            (Path(tmp) / name).write_bytes(data)
+            (Path(tmp) / name).write_bytes(pickle.dumps(dump, 2))
+        for name, _rank in case.garbage:
+            (Path(tmp) / name).write_bytes(GARBAGE)
         return analyze(tmp, world_size=case.world_size)
 
 
@@ -98,24 +99,25 @@ def _cases(t: _Type, lay: _Layout, backend: str) -> list[Case]:
         )
     )
 
-    def garbled(ranks: set[int]) -> Callable[[], list[tuple[str, int, Dump]]]:
+    def without(ranks: set[int]) -> Callable[[], list[tuple[str, int, Dump]]]:
         def build() -> list[tuple[str, int, Dump]]:
             dumps = stuck.dumps()
-            return [
-                (f"nccl_trace_rank_{x}", x, cast(Dump, GARBAGE) if x in ranks else d)
-                for x, d in sorted(dumps.items())
-            ]
+            return [(f"nccl_trace_rank_{x}", x, d) for x, d in sorted(dumps.items()) if x not in ranks]
 
         return build
+
+    def garbage(ranks: set[int]) -> tuple[tuple[str, int], ...]:
+        return tuple((f"nccl_trace_rank_{x}", x) for x in sorted(ranks))
 
     out.append(
         Case(
             f"{name}/partial evidence/the stuck rank's file is garbage{tag}",
             name,
             "partial evidence",
-            garbled({r}),
+            without({r}),
             Truth(Status.problem, Category.missing_rank, (r,), CulpritKind.unknown, pg, s),
             on_disk=True,
+            garbage=garbage({r}),
         )
     )
     out.append(
@@ -123,31 +125,35 @@ def _cases(t: _Type, lay: _Layout, backend: str) -> list[Case]:
             f"{name}/partial evidence/three files of four are garbage{tag}",
             name,
             "partial evidence",
-            garbled(set(range(SIZE)) - {waiting[0]}),
+            without(set(range(SIZE)) - {waiting[0]}),
             unknown,
             on_disk=True,
+            garbage=garbage(set(range(SIZE)) - {waiting[0]}),
         )
     )
     early = w.dumps(upto=len(w.program) // 3)
+    keeper = next(
+        x for x in waiting if x != 1
+    )  # its second dump kept under another name (``.1``: not rank 1)
 
-    def renamed(suffix_late: str, suffix_early: str) -> Callable[[], list[tuple[str, int, Dump]]]:
+    def renamed(rank: int, suffix_late: str, suffix_early: str) -> Callable[[], list[tuple[str, int, Dump]]]:
         def build() -> list[tuple[str, int, Dump]]:
             late = stuck.dumps()
-            return [(f"nccl_trace_rank_{x}{suffix_late}", x, d) for x, d in sorted(late.items())] + [
-                (f"nccl_trace_rank_{x}{suffix_early}", x, d) for x, d in sorted(early.items())
+            return [
+                *((f"nccl_trace_rank_{x}", x, d) for x, d in sorted(late.items()) if x != rank),
+                (f"nccl_trace_rank_{rank}{suffix_late}", rank, late[rank]),
+                (f"nccl_trace_rank_{rank}{suffix_early}", rank, early[rank]),
             ]
 
         return build
 
-    cpu_stuck = Truth(
-        Status.problem, Category.missing_rank, (r,), CulpritKind.cpu_stuck, pg, s, files=2 * SIZE
-    )
+    cpu_stuck = Truth(Status.problem, Category.missing_rank, (r,), CulpritKind.cpu_stuck, pg, s, files=2)
     out.append(
-        Case(f"{name}/dump names/the timeout dumps kept as .final{tag}", name, "dump names",
-             renamed(".final", ""), cpu_stuck, on_disk=True)
+        Case(f"{name}/dump names/a waiting rank's timeout dump kept as .final{tag}", name, "dump names",
+             renamed(keeper, ".final", ""), cpu_stuck, on_disk=True)
     )  # fmt: skip
     out.append(
-        Case(f"{name}/dump names/the earlier dumps kept as .1{tag}", name, "dump names",
-             renamed("", ".1"), cpu_stuck, on_disk=True)
+        Case(f"{name}/dump names/a waiting rank's timeout dump kept as .1{tag}", name, "dump names",
+             renamed(keeper, ".1", ""), cpu_stuck, on_disk=True)
     )  # fmt: skip
     return out

@@ -26,12 +26,13 @@ Every message and excerpt here comes masked (:mod:`~frwatch_analyzers.masking`) 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from .evidence_read import Gathered, LogFile
 from .limits import MAX_WORLD_SIZE
 from .logscan import Signal, last_step, scan, went_on
-from .manifest import Manifest
+from .manifest import Manifest, PodRecord
 from .masking import mask
 from .nextsteps import CRASH_CHECK_EXIT, CRASH_READ_LOGS, CRASH_UNSEEN
 from .node_signals import NETWORK_KINDS, hardware_signals, raise_hardware
@@ -153,15 +154,17 @@ def _log_causes(
     year: int,
     finished: frozenset[int] = frozenset(),
     recorded_ns: Mapping[int, int] | None = None,
+    ends: _Ends | None = None,
 ) -> tuple[list[tuple[Cause, float | None]], list[str]]:
     """:func:`log_causes`, and a sentence for each exception the rank went on after (handled: no cause).
     ``finished``: ranks the dumps show took part in every collective to the end (a healthy verdict);
     ``recorded_ns``: each dumped rank's latest Flight Recorder timestamp (its own wall clock, as its log's)."""
     recorded_ns = recorded_ns or {}
+    ends = ends or _Ends.of(manifest)
     by_rank: dict[int | None, list[Signal]] = {}
     handled: list[str] = []
-    clean = _exited_cleanly(log, manifest)
-    stopped = _stopped(manifest)
+    clean = ends.exited_cleanly(log)
+    stopped = ends.stopped
     for sig, rank in _by_launcher(
         [(sig, _rank_of(sig, log.ranks)) for sig in scan(log.text.lines, year=year)]
     ):
@@ -200,32 +203,36 @@ def _log_causes(
     return out, handled
 
 
-def _stopped(manifest: Manifest | None) -> set[int]:
-    """Ranks whose container ended otherwise than with exit code 0 (or restarted): they stopped."""
-    if manifest is None:
-        return set()
-    return {
-        r
-        for pod in manifest.pods
-        for e in pod.ended
-        if e.exit_code != 0 or e.restart_count or e.signal
-        for r in pod.ranks
-    }
+@dataclass(frozen=True)
+class _Ends:
+    """How the ranks' containers ended, once per verdict: the ranks that stopped (an end other than exit code
+    0, or a restart), and each pod's record."""
 
+    stopped: frozenset[int] = frozenset()
+    pods: Mapping[str, PodRecord] = field(default_factory=dict)
 
-def _exited_cleanly(log: LogFile, manifest: Manifest | None) -> set[int]:
-    """The ranks of the log's pod whose container (the log's, else every one of the pod) ended with exit code
-    0 and never restarted: no exception in their log stopped them."""
-    if manifest is None or not log.pod or log.variant == "previous":
-        return set()
-    out: set[int] = set()
-    for pod in manifest.pods:
-        if pod.pod != log.pod:
-            continue
+    @classmethod
+    def of(cls, manifest: Manifest | None) -> _Ends:
+        if manifest is None:
+            return cls()
+        stopped = {
+            r
+            for pod in manifest.pods
+            for e in pod.ended
+            if e.exit_code != 0 or e.restart_count or e.signal
+            for r in pod.ranks
+        }
+        return cls(frozenset(stopped), {p.pod: p for p in manifest.pods})
+
+    def exited_cleanly(self, log: LogFile) -> set[int]:
+        """The ranks of the log's pod whose container (the log's, else every one of the pod) ended with exit
+        code 0 and never restarted: no exception in their log stopped them."""
+        pod = self.pods.get(log.pod) if log.pod and log.variant != "previous" else None
+        if pod is None:
+            return set()
         ends = [e for e in pod.ended if not log.container or e.container == log.container]
-        if ends and all(e.exit_code == 0 and e.restart_count == 0 for e in ends):
-            out |= set(pod.ranks)
-    return out
+        ok = ends and all(e.exit_code == 0 and e.restart_count == 0 for e in ends)
+        return set(pod.ranks) if ok else set()
 
 
 def end_causes(manifest: Manifest | None) -> list[Cause]:
@@ -288,8 +295,9 @@ def with_causes(
     handled: list[str] = []
     # a healthy verdict: every rank that dumped took part in every collective to the end, so nothing stopped it
     finished = frozenset(verdict.ranks_seen) if verdict.status == Status.healthy else frozenset()
+    ends = _Ends.of(manifest)
     for log in gathered.logs:
-        found, survived = _log_causes(log, manifest, year, finished, recorded_ns)
+        found, survived = _log_causes(log, manifest, year, finished, recorded_ns, ends)
         timed.extend(found)
         handled.extend(survived)
         if not log.ranks and not found and not survived:

@@ -386,7 +386,9 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
     if d.category == Category.missing_rank:
         waiter, culprit = first.ranks[0], d.odd[0]
         c.states = {"started": [waiter], "absent": [culprit]}
-        if culprit not in ctx.traces:
+        if culprit not in ctx.traces and (ctx.few_dumps or culprit in ctx.unreadable):
+            c = _unknown(c, [culprit])  # its record is missing: what it posted is not known
+        elif culprit not in ctx.traces:
             c.kind = CulpritKind.crashed
         else:
             bp = ctx.timeline(culprit).blocking()

@@ -99,6 +99,12 @@ def _p2p_headline(ctx: Context, c: Candidate) -> str:
     d = c.d
     assert d is not None
     first = d.views[0]
+    if c.states.get("unknown") or c.kind == CulpritKind.crashed:
+        waiter, culprit = first.ranks[0], d.odd[0]
+        where = f"{op_short(c.op)} (p2p #{d.seq} of rank {waiter}) in {c.group.label}"
+        if c.kind == CulpritKind.crashed:
+            return f"rank {culprit} left no dump while rank {waiter} waits in its {where}"
+        return f"rank {waiter} waits in its {where}; what rank {culprit} posted is unknown (no usable dump)"
     if c.category == Category.missing_rank:
         waiter, culprit = first.ranks[0], d.odd[0]
         kind = "recv" if op_short(c.op).startswith("send") else "send"

@@ -145,7 +145,25 @@ def test_the_stores_later_dumps_of_a_rank_are_read_too(tmp_path: Path) -> None:
         (tmp_path / "ranks" / f"{r}.pickle").write_bytes(pickle.dumps(early[r], 2))
         (tmp_path / "ranks-later" / f"{r}.1764201600123.pickle").write_bytes(pickle.dumps(late[r], 2))
     v = analyze(str(tmp_path))
-    assert (v.category, v.culprit_ranks, v.culprit_kind) == (Category.missing_rank, [2], CulpritKind.cpu_stuck)
+    assert (v.category, v.culprit_ranks, v.culprit_kind) == (
+        Category.missing_rank,
+        [2],
+        CulpritKind.cpu_stuck,
+    )
     assert v.bad_files == [] and len(v.dump_files) == 8
     later = {f.rank for f in v.dump_files if f.role == "used" and "/ranks-later/" in f.file}
     assert later == {0, 1, 3}  # rank 2 stopped before its first dump: its later one holds the same records
+
+
+def test_a_send_whose_peer_left_no_dump_says_so_and_with_too_few_dumps_names_no_one() -> None:
+    dumps = world(4).repeat(6, lambda x: x.all_reduce().send(0, 1)).dumps()
+    last = [e for e in dumps[1]["entries"] if e["is_p2p"]][-1]["p2p_seq_id"]
+    for e in dumps[0]["entries"]:
+        if e["is_p2p"] and e["p2p_seq_id"] == last:
+            e.update(state="started", retired=False, time_discovered_completed_ns=None)
+    three = analyze_dumps({r: dumps[r] for r in (0, 2, 3)}, world_size=4)
+    assert (three.culprit_ranks, three.culprit_kind) == ([1], CulpritKind.crashed)
+    assert three.headline.startswith("rank 1 left no dump while rank 0 waits in its send 0->1")
+    one = analyze_dumps({0: dumps[0]}, world_size=4)
+    assert (one.status, one.culprit_ranks) == (Status.inconclusive, [])
+    assert "what rank 1 posted is unknown" in one.headline and "never posted" not in one.headline

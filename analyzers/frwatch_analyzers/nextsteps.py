@@ -17,7 +17,7 @@ CRASH_READ_LOGS = (
 )
 CRASH_UNSEEN = (
     "If it was killed from outside (OOM, eviction, a lost node), look at the node's memory and events at "
-    "that time; frwatch cannot see why a process died, only that it never joined the collective."
+    "that time: a kill leaves no traceback in the rank's own log, only its exit code."
 )
 CRASH_CHECK_EXIT = (
     "Check the culprit pod's exit code and events (OOMKilled, evicted, crashed) and its last log lines."

@@ -30,8 +30,8 @@ def headline(ctx: Context, c: Candidate) -> str:
     if unread and unread == c.culprits:
         verb = "wait" if len(waiting) > 1 else "waits"
         return (
-            f"{ranks_text(waiting)} {verb} in {op} #{s} of {g.label} for {ranks_text(unread)}, whose dump could not "
-            f"be read: what {'it' if len(unread) == 1 else 'they'} issued is unknown"
+            f"{ranks_text(waiting)} {verb} in {op} at collective #{s} of {g.label} for {ranks_text(unread)}, whose "
+            f"dump could not be read: what {'it' if len(unread) == 1 else 'they'} issued is unknown"
         )
     if c.kind == CulpritKind.crashed:
         verb = "wait" if len(waiting) > 1 else "waits"
@@ -84,9 +84,9 @@ def _unknown_headline(c: Candidate) -> str:
     waiting = sorted(set(c.states.get("started", [])) | set(c.states.get("scheduled", [])))
     done = c.states.get("completed", [])
     if waiting:
-        did = f"{ranks_text(waiting)} {'wait' if len(waiting) > 1 else 'waits'} in {op} #{s} of {g.label}"
+        did = f"{ranks_text(waiting)} {'wait' if len(waiting) > 1 else 'waits'} in {op} at collective #{s} of {g.label}"
     else:
-        did = f"{ranks_text(done)} issued {op} #{s} of {g.label}"
+        did = f"{ranks_text(done)} issued {op} at collective #{s} of {g.label}"
     pron = "it" if len(unknown) == 1 else "they"
     return f"{did}; what {ranks_text(unknown)} issued is unknown ({pron} left no usable dump)"
 

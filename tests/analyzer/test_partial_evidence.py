@@ -52,7 +52,7 @@ def test_one_dump_of_four_says_what_that_rank_did_and_nothing_of_the_others() ->
         [0, 2, 3],
     )
     assert v.headline == (
-        "rank 1 waits in all_reduce #5 of pg 0 (default_pg); what ranks 0,2-3 issued is unknown "
+        "rank 1 waits in all_reduce at collective #5 of pg 0 (default_pg); what ranks 0,2-3 issued is unknown "
         "(they left no usable dump)"
     )
     assert "crashed" not in v.short and "never" not in v.headline

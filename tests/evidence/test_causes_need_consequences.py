@@ -12,6 +12,7 @@ from frwatch_analyzers.evidence_read import Gathered, LogFile
 from frwatch_analyzers.logscan import scan, went_on
 from frwatch_analyzers.logtext import decode_tail
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord
+from frwatch_analyzers.nextsteps import CRASH_UNSEEN
 from frwatch_analyzers.verdict import CauseKind
 from frwatch_dev.dumps import world
 
@@ -120,14 +121,14 @@ def test_an_exception_of_a_container_that_exited_0_is_handled() -> None:
 
 def test_once_the_log_names_the_exception_the_next_steps_no_longer_say_the_cause_cannot_be_seen() -> None:
     v = _crashed_rank_3()
-    assert any("cannot see why a process died" in s for s in v.next_steps)  # type: ignore[attr-defined]
+    assert CRASH_UNSEEN in v.next_steps  # type: ignore[attr-defined]
     crash = (
         "Traceback (most recent call last):\n  File \"/app/train.py\", line 88, in step\nKeyError: 'shard'\n"
     )
     out = with_causes(
         v, Gathered(logs=[LogFile("rank3.log", (3,), decode_tail(crash.encode()))]), None, year=YEAR
     )  # type: ignore[arg-type]
-    assert not any("cannot see why" in s for s in out.next_steps)
+    assert CRASH_UNSEEN not in out.next_steps and not any("cannot see why" in s for s in out.next_steps)
     assert out.next_steps[0] == (
         "Start at train.py:88: rank 3 raised KeyError: 'shard' there (rank3.log, line 3); the others only waited "
         "for it."

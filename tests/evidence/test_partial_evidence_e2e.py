@@ -83,7 +83,7 @@ def test_one_dump_of_four_names_no_one_and_the_handled_tracebacks_are_no_causes(
     assert (v["status"], v["category"], v["culprit_ranks"]) == ("inconclusive", "inconclusive", [])
     assert v["missing_dumps"] == [0, 2, 3] and v["causes"] == []
     assert v["headline"] == (
-        "rank 1 waits in all_reduce #4 of pg 0 (default_pg); what ranks 0,2-3 issued is unknown "
+        "rank 1 waits in all_reduce at collective #4 of pg 0 (default_pg); what ranks 0,2-3 issued is unknown "
         "(they left no usable dump)"
     )
     assert "never" not in v["headline"] + v["summary"] and "crashed first" not in v["summary"]

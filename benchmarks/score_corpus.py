@@ -3,7 +3,8 @@
 For every case of ``frwatch_dev.dumps.corpus`` (every collective type torch records crossed with
 the ways a job goes wrong, each with its truth):
 
-- frwatch: ``analyze_dumps`` on the case's files; right when :func:`check` finds no difference from the
+- frwatch: ``analyze_dumps`` on the case's files (through the files on disk, ``analyze(DIR)``, for a case that
+  is about the files themselves: ``corpus_evidence.verdict_of``); right when :func:`check` finds no difference from the
   truth (status, category, culprits, culprit kind, hardware class, earliest branch, files listed);
 - fr_trace: torch's own ``build_db`` on the same dumps, as ``torchfrtrace DIR --allow-incomplete-ranks``
   reads them (a rank with two files: the one its directory walk reads last wins). fr_trace has no
@@ -28,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzers"))
 
-from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.verdict import Status
 from frwatch_dev.dumps.corpus import Case, Truth, cases, check
+from frwatch_dev.dumps.corpus_evidence import verdict_of
 
 _NUM = re.compile(r"\d+")
 
@@ -45,6 +46,8 @@ def frtrace_culprits(case: Case) -> tuple[set[int] | None, str]:
     )  # os.walk: a folder's files, then subfolders
     details: dict[str, dict[str, Any]] = {}
     version = ""
+    if case.garbage:  # a file that is no dump: torchfrtrace's pickle.load raises on it
+        return None, "crashed: a file is no pickle"
     for name, rank, dump in files:
         details[name] = {
             "host_name": f"host_rank{rank}",
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[Case, bool, bool | None]] = []
     shown = 0
     for case in cases():
-        v = analyze_dumps(case.files(), world_size=case.world_size)
+        v = verdict_of(case)
         wrong = check(v, case.truth)
         if wrong and shown < args.show_wrong:
             shown += 1

@@ -80,7 +80,8 @@ def analyze(
         notes=merged.notes + loaded.notes,
     )
     verdict = unchecked_ranks(diagnose(world), checked.outside)
-    verdict = _with_evidence(verdict, location, inputs, checked.manifest, s3)
+    recorded = {r: t.dumped_ns for r, t in merged.traces.items() if t.dumped_ns}
+    verdict = _with_evidence(verdict, location, inputs, checked.manifest, s3, recorded)
     verdict.stats["from_summaries"] = float(loaded.from_summaries)
     verdict.stats["bytes"] = float(loaded.bytes_read)
     verdict.stats["seconds"] = round(time.perf_counter() - started, 3)
@@ -88,7 +89,12 @@ def analyze(
 
 
 def _with_evidence(
-    verdict: Verdict, location: str, inputs: Inputs, manifest: Manifest | None, s3: S3Config | None
+    verdict: Verdict,
+    location: str,
+    inputs: Inputs,
+    manifest: Manifest | None,
+    s3: S3Config | None,
+    recorded_ns: dict[int, int],
 ) -> Verdict:
     """The verdict with the logs, NCCL debug files and node records found next to the dumps."""
     suspects = {*verdict.culprit_ranks, *verdict.missing_dumps}
@@ -98,7 +104,7 @@ def _with_evidence(
         prefix = split_s3_url(location)[1]
         client = s3_client(s3 or S3Config())
         gathered = gather(prefix, manifest, bucket=inputs.bucket, client=client, suspects=suspects)
-    return with_causes(verdict, gathered, manifest)
+    return with_causes(verdict, gathered, manifest, recorded_ns=recorded_ns)
 
 
 def analyze_dumps(
@@ -148,11 +154,16 @@ def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdi
     if unusable:
         parts.append(f"the files of {ranks_text(unusable)} could not be used")
     if absent:
-        parts.append(f"{ranks_text(absent)} left no dump (none of the others was waiting on it when it dumped)")
+        it = "it" if len(absent) == 1 else "them"
+        parts.append(f"{ranks_text(absent)} left no dump (no rank that dumped was waiting on {it})")
     if outside:
         parts.append(f"{len(outside)} unusable file(s) claim {ranks_text(outside)}, outside the world")
+    seen = verdict.ranks_seen
+    agree = f"the dump of {ranks_text(seen)} shows nothing wrong"
+    if len(seen) > 1:
+        agree = f"{len(seen)} ranks agree"
     headline = (
-        f"inconclusive: {len(verdict.ranks_seen)} rank(s) agree, but {' and '.join(parts)}"
+        f"inconclusive: {agree}, but {' and '.join(parts)}"
         + (" (see bad_files)" if unusable or outside else "")
     )
     summary = (

@@ -6,6 +6,11 @@ whether a suspect node was sick.
   non-zero).
   A rank's cause is its last *primary* signal (an exception, a CUDA error, a gloo abort, a kill); a rank
   with only consequences (a lost peer, a watchdog timeout) keeps its first one.
+- A cause needs a consequence: an exception the rank survived is none. Its own later lines name a later
+  step (:func:`~frwatch_analyzers.logscan.went_on`: a retried metrics push, a skipped bad row), its Flight
+  Recorder record goes on more than a second after the exception's time, its container exited 0 without a
+  restart, or a healthy verdict's dump of it took part in every collective: the summary says it was
+  handled, and it names no one.
 - The first rank to fail in time is the prime suspect (``first``); without times, the only rank with a
   primary cause while the others only lost their peer is. When Flight Recorder could not say why (a rank
   left no dump, or no conclusion), the headline names the cause: ``rank 3 crashed first:
@@ -20,13 +25,16 @@ Every message and excerpt here comes masked (:mod:`~frwatch_analyzers.masking`) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from .evidence_read import Gathered, LogFile
 from .limits import MAX_WORLD_SIZE
-from .logscan import Signal, last_step, scan
-from .manifest import Manifest
+from .logscan import Signal, last_step, scan, went_on
+from .manifest import Manifest, PodRecord
 from .masking import mask
+from .nextsteps import CRASH_CHECK_EXIT, CRASH_READ_LOGS, CRASH_UNSEEN
 from .node_signals import NETWORK_KINDS, hardware_signals, raise_hardware
 from .safe_text import printable
 from .textfmt import ranks_text
@@ -39,6 +47,11 @@ UNRANKED_UNUSED = (
     "log not used: nothing in it reads as a cause (its name names no rank: rank3.log, train_rank_3.out, 3.log, "
     "or a pod of the manifest; a line of it prefixed [rank3]: is rank 3's)"
 )
+#: Seconds by which a rank's Flight Recorder record must outlast an exception of its log for the rank to have
+#: gone on after it (a collective enqueued just before a crash can complete a few ms after it).
+_SAME_MOMENT_S = 1.0
+#: Handled exceptions said in the summary (the others are counted).
+_HANDLED_SAID = 3
 #: Lines of a log shown around a cause: before it, and after it.
 EXCERPT_BEFORE, EXCERPT_AFTER = 6, 2
 _EXCERPT_CHARS = 240
@@ -132,10 +145,45 @@ def _by_launcher(ranked: list[tuple[Signal, int | None]]) -> list[tuple[Signal, 
 
 def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple[Cause, float | None]]:
     """A log's causes, one a rank (its best signal) plus its first network or GPU signal, with times."""
+    return _log_causes(log, manifest, year)[0]
+
+
+def _log_causes(
+    log: LogFile,
+    manifest: Manifest | None,
+    year: int,
+    finished: frozenset[int] = frozenset(),
+    recorded_ns: Mapping[int, int] | None = None,
+    ends: _Ends | None = None,
+) -> tuple[list[tuple[Cause, float | None]], list[str]]:
+    """:func:`log_causes`, and a sentence for each exception the rank went on after (handled: no cause).
+    ``finished``: ranks the dumps show took part in every collective to the end (a healthy verdict);
+    ``recorded_ns``: each dumped rank's latest Flight Recorder timestamp (its own wall clock, as its log's)."""
+    recorded_ns = recorded_ns or {}
+    ends = ends or _Ends.of(manifest)
     by_rank: dict[int | None, list[Signal]] = {}
+    handled: list[str] = []
+    clean = ends.exited_cleanly(log)
+    stopped = ends.stopped
     for sig, rank in _by_launcher(
         [(sig, _rank_of(sig, log.ranks)) for sig in scan(log.text.lines, year=year)]
     ):
+        how = "" if not sig.exception else went_on(log.text.lines, sig, unprefixed=len(log.ranks) == 1)
+        if not how and sig.exception and rank is not None and rank in clean:
+            how = "its container exited 0"
+        # only a time with its zone compares with Flight Recorder's epoch times (glog writes local time)
+        later = 0.0
+        if rank is not None and sig.time is not None and sig.zoned and rank in recorded_ns:
+            later = recorded_ns[rank] / 1e9 - sig.time
+        if not how and sig.exception and later > _SAME_MOMENT_S:
+            how = f"its dump records collectives {later:.1f} s after it"
+        if not how and rank in finished and rank not in stopped:
+            how = "its dump shows it completed every collective its peers did"
+        if how:
+            what = (sig.exception + (f" at {sig.location}" if sig.location else "")) or sig.message[:80]
+            who = f"rank {rank}" if rank is not None else "a rank"
+            handled.append(f"{who}'s {what} ({log.name}, line {sig.line + 1}): {how}.")
+            continue
         by_rank.setdefault(rank, []).append(sig)
     out: list[tuple[Cause, float | None]] = []
     for rank, sigs in by_rank.items():
@@ -152,7 +200,39 @@ def log_causes(log: LogFile, manifest: Manifest | None, year: int) -> list[tuple
         extra = next((s for s in sigs if s is not best and CauseKind(s.kind) in _NETWORK | _GPU), None)
         if extra is not None:
             out.append((_cause(log, extra, rank, manifest), extra.time))
-    return out
+    return out, handled
+
+
+@dataclass(frozen=True)
+class _Ends:
+    """How the ranks' containers ended, once per verdict: the ranks that stopped (an end other than exit code
+    0, or a restart), and each pod's record."""
+
+    stopped: frozenset[int] = frozenset()
+    pods: Mapping[str, PodRecord] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, manifest: Manifest | None) -> _Ends:
+        if manifest is None:
+            return cls()
+        stopped = {
+            r
+            for pod in manifest.pods
+            for e in pod.ended
+            if e.exit_code != 0 or e.restart_count or e.signal
+            for r in pod.ranks
+        }
+        return cls(frozenset(stopped), {p.pod: p for p in manifest.pods})
+
+    def exited_cleanly(self, log: LogFile) -> set[int]:
+        """The ranks of the log's pod whose container (the log's, else every one of the pod) ended with exit
+        code 0 and never restarted: no exception in their log stopped them."""
+        pod = self.pods.get(log.pod) if log.pod and log.variant != "previous" else None
+        if pod is None:
+            return set()
+        ends = [e for e in pod.ended if not log.container or e.container == log.container]
+        ok = ends and all(e.exit_code == 0 and e.restart_count == 0 for e in ends)
+        return set(pod.ranks) if ok else set()
 
 
 def end_causes(manifest: Manifest | None) -> list[Cause]:
@@ -198,17 +278,29 @@ def end_causes(manifest: Manifest | None) -> list[Cause]:
 
 
 def with_causes(
-    verdict: Verdict, gathered: Gathered, manifest: Manifest | None, *, year: int | None = None
+    verdict: Verdict,
+    gathered: Gathered,
+    manifest: Manifest | None,
+    *,
+    year: int | None = None,
+    recorded_ns: Mapping[int, int] | None = None,
 ) -> Verdict:
-    """``verdict`` with the evidence beyond Flight Recorder: causes, the first to fail, hardware signals."""
+    """``verdict`` with the evidence beyond Flight Recorder: causes, the first to fail, hardware signals.
+    ``recorded_ns``: each dumped rank's latest Flight Recorder timestamp (an exception logged well before it
+    was not what stopped the rank)."""
     started = manifest.collection_started[:4] if manifest is not None else ""
     year = year or (int(started) if started.isdigit() else datetime.now(UTC).year)  # for glog's times
     timed: list[tuple[Cause, float | None]] = []
     unused: list[FileProblem] = []
+    handled: list[str] = []
+    # a healthy verdict: every rank that dumped took part in every collective to the end, so nothing stopped it
+    finished = frozenset(verdict.ranks_seen) if verdict.status == Status.healthy else frozenset()
+    ends = _Ends.of(manifest)
     for log in gathered.logs:
-        found = log_causes(log, manifest, year)
+        found, survived = _log_causes(log, manifest, year, finished, recorded_ns, ends)
         timed.extend(found)
-        if not log.ranks and not found:
+        handled.extend(survived)
+        if not log.ranks and not found and not survived:
             unused.append(FileProblem(file=log.name, reason=UNRANKED_UNUSED))
     steps: dict[int, int] = {}  # the step a rank's log last named: where a killed rank was
     for log in gathered.logs:
@@ -220,6 +312,13 @@ def with_causes(
             (end.model_copy(update={"step": steps.get(end.rank)}) if end.rank is not None else end, None)
         )
     update: dict[str, object] = {"bad_files": verdict.bad_files + gathered.problems + unused}
+    if handled:
+        said = " ".join(handled[:_HANDLED_SAID]) + (
+            f" ({len(handled) - _HANDLED_SAID} more)" if len(handled) > _HANDLED_SAID else ""
+        )
+        verdict = verdict.model_copy(
+            update={"summary": f"{verdict.summary} Not causes (the rank went on): {said}".strip()}
+        )
     if not timed and not gathered.nodes:
         return verdict.model_copy(update=update)
     per_rank = _best_per_rank(timed)
@@ -333,4 +432,27 @@ def _name_first(verdict: Verdict, per_rank: dict[int, tuple[Cause, float | None]
             update["culprit_ranks"] = [first]
             update["culprit_kind"] = CulpritKind.crashed
         update["culprit_detail"] = f"{verdict.culprit_detail} {sentence}".strip()
+        update["next_steps"] = _steps_knowing(verdict.next_steps, first, cause)
     return verdict.model_copy(update=update)
+
+
+def _steps_knowing(steps: list[str], first: int, cause: Cause) -> list[str]:
+    """The next steps once the evidence says why ``first`` died: the crash steps that ask for the cause, or say
+    it cannot be seen, give way to one about the cause named."""
+    kept = [s for s in steps if s not in (CRASH_READ_LOGS, CRASH_CHECK_EXIT, CRASH_UNSEEN)]
+    if len(kept) == len(steps):
+        return steps
+    where = f" ({cause.source}{f', line {cause.line}' if cause.line else ''})"
+    if cause.kind in (CauseKind.oom_killed, CauseKind.killed):
+        step = (
+            f"Rank {first} {_VERB[cause.kind]}{where}: look at its memory use and its node's events at that time "
+            "(kubectl describe pod, the node's memory pressure), and raise its memory limit or lower the batch."
+        )
+    elif cause.exception and cause.location:
+        step = (
+            f"Start at {cause.location}: rank {first} raised {cause.message} there{where}; the others only waited "
+            "for it."
+        )
+    else:
+        step = f"Start at what stopped rank {first}: {cause.message}{where}; the others only waited for it."
+    return [step, *kept]

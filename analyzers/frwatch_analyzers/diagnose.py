@@ -56,7 +56,8 @@ def diagnose(world: World) -> Verdict:
     hard = {
         k: list(g.disagreements) for k, g in groups.items() if g.disagreements and not g.benign_call_sites
     }
-    ctx = Context(traces, world.details, groups, expected)
+    unreadable = {p.rank for p in world.problems if p.rank is not None}
+    ctx = Context(traces, world.details, groups, expected, unreadable)
     p2p = [p2p_candidate(ctx, d) for d in compare_p2p(traces, groups, world.details)]
     for c in p2p:
         hard.setdefault(c.group.key, []).append(c.d) if c.d is not None else None

@@ -202,26 +202,45 @@ class RootUrl:
         return AttemptKey.of_root(self.root)
 
 
-#: A dump's file name in a folder of any layout (``nccl_trace_rank_3``, ``rank3.pkl``, ``3.json``, or a key
-#: under ``ranks/``): its rank is the trailing number. ASCII digits only (``\d`` also matches other scripts'
-#: digits, which ``int`` accepts).
-_RANK_IN_NAME = re.compile(r"([0-9]+)(?:\.(?:pickle|pkl|json|bin))?$")
+#: A dump's file name in a folder of any layout: torch writes ``<TORCH_FR_DUMP_TEMP_FILE><global rank>``
+#: (default prefix ``~/.cache/torch/comm_lib_trace_rank_``, older ``nccl_trace_rank_``; DebugInfoWriter in
+#: torch's FlightRecorder.cpp), and a person copying dumps adds what they like behind it
+#: (``nccl_trace_rank_0.final``, ``nccl_trace_rank_0.1``, ``rank3.pkl``); frwatch's own keys are
+#: ``ranks/<rank>.<fmt>``. The rank is the number after the last ``rank`` in the name (``rank_0.1`` is rank
+#: 0, not 1), else the trailing number, with any suffixes of letters after it (``dump_3.final``, ``3.json``).
+#: ASCII digits only (``\d`` also matches other scripts' digits, which ``int`` accepts).
+_RANK_AFTER_WORD = re.compile(r"(?i)rank[_.-]?([0-9]+)")
+_RANK_AT_END = re.compile(r"([0-9]+)(?:\.[A-Za-z][A-Za-z0-9_-]*)*$")
 
 
 def rank_digits(name: str) -> str | None:
-    """The trailing number of a dump's file name as written (None: the name has none)."""
-    m = _RANK_IN_NAME.search(name)
+    """The number of a dump's file name that is its rank, as written (None: the name has none)."""
+    after_word = _RANK_AFTER_WORD.findall(name)
+    if after_word:
+        return str(after_word[-1])
+    m = _RANK_AT_END.search(name)
     return m.group(1) if m else None
 
 
 def rank_from_name(name: str) -> int | None:
-    """The trailing number of a file name; ranks of ``MAX_WORLD_SIZE`` and more are returned as they are
+    """The rank a file name gives (:func:`rank_digits`); ranks of ``MAX_WORLD_SIZE`` and more are returned as they are
     only when short enough to be read (a longer number is returned as ``MAX_WORLD_SIZE``)."""
     digits = rank_digits(name)
     if digits is None:
         return None
     digits = digits.lstrip("0") or "0"
     return int(digits) if len(digits) <= 18 else MAX_WORLD_SIZE
+
+
+#: A later dump's leaf under ``ranks-later/``: ``<rank>.<unix-ms>.<fmt>`` (:meth:`AttemptKey.later`).
+_LATER_LEAF = re.compile(r"([0-9]{1,12})\.[0-9]{1,16}\.(?:pickle|json)")
+
+
+def later_rank(leaf: str) -> int | None:
+    """The rank of a ``ranks-later/`` leaf (None: not such a leaf, or a rank at or past ``MAX_WORLD_SIZE``)."""
+    m = _LATER_LEAF.fullmatch(leaf)
+    rank = int(m.group(1)) if m else None
+    return rank if rank is not None and rank < MAX_WORLD_SIZE else None
 
 
 KeyKind = Literal["rank", "rank-out-of-bounds", "pod", "manifest", "log", "nccl", "node", "other"]

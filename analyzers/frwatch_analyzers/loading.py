@@ -111,7 +111,8 @@ def _summarise_file(
     try:
         rank = ref.rank if ref.rank is not None else _rank_in(dump)
         if rank is None:
-            return _problem(ref, "no rank in the file name (expected a trailing number) nor in the dump")
+            why = "no rank in the file name (a number after 'rank' or at its end) nor in the dump"
+            return _problem(ref, why)
         trace = summarizer.summarize(dump, rank, ref.name, fmt)
     except DumpError as exc:
         return _problem(ref, str(exc))

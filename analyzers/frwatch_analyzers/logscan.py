@@ -22,6 +22,11 @@ Shapes recognised (each pattern below names where its format comes from):
   fallen off the bus.``
 - Lost peers: gloo's ``Connection closed by peer`` / ``Connection reset by peer`` (torch 2.13, observed).
 
+Never a signal: a warning, whatever it says (Python's ``warnings`` format ``path:line: UserWarning: text``
+as torch 2.13 prints it, then the ``  warnings.warn(`` source line; a traceback ending in a ``*Warning``;
+c10d's ``Warning:`` lines): a warning stops nothing. A traceback the rank survived is read, and
+:func:`went_on` says so (causes.py drops it).
+
 Times: an ISO 8601 / RFC 3339 time (Kubernetes' ``timestamps=true`` prefix, Python logging's
 ``%(asctime)s``) or a glog/c10d prefix (``[E1125 14:39:37.123456 ...]``, the year taken from ``year``)
 near the start of a line; a signal takes the latest time at or before its line. torchrun's per-rank line
@@ -64,6 +69,8 @@ class Signal:
     local_rank: int | None = None
     #: torchrun's summary only: the exit code it names (a positive one: the process exited by itself).
     exit_code: int | None = None
+    #: ``time`` came with its zone (an RFC 3339 ``Z`` or offset): comparable with other clocks' epoch times.
+    zoned: bool = False
 
 
 _PREFIX = re.compile(r"^\[(rank|default)(\d{1,7})\]:\s?")
@@ -89,6 +96,9 @@ _XID = re.compile(r"NVRM: Xid \(([^)]{1,64})\): (\d{1,5})(?:, (.*))?$")
 _WATCHDOG = re.compile(
     r"Watchdog caught collective operation timeout|ran for \d{1,12} milliseconds before timing out"
 )
+#: Python's warning line (``warnings.formatwarning``: ``path:line: Category: message``), or c10d's
+#: ``Warning: ...`` (TORCH_WARN). Bounded: a category is a name ending in ``Warning``.
+_WARNING = re.compile(r"(?:^|:\d{1,9}: |\] )[A-Za-z_][\w.]{0,120}Warning: |^Warning: ")
 _PEER_LOST = re.compile(r"Connection (?:closed|reset) by peer|Broken pipe|Connection refused")
 _CUDA = (
     ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")),
@@ -187,6 +197,28 @@ def scan(lines: Sequence[str], *, year: int = 1970) -> list[Signal]:
 
 #: Lines looked back from a signal for its time and its step.
 LOOK_BACK = 500
+#: Lines looked at after a traceback for the rank's going on (:func:`went_on`).
+LOOK_AHEAD = 5000
+
+
+def went_on(lines: Sequence[str], sig: Signal, *, unprefixed: bool) -> str:
+    """How the rank of an exception ``sig`` went on after it (""): a later line of its own names a later
+    training step than the exception did, so the exception was caught and handled (a retried metrics push),
+    not what stopped the rank. Its own lines are those with its ``[rankN]:`` (or ``[defaultN]:``) prefix, and
+    ``unprefixed`` lines when the log is one rank's."""
+    if not sig.exception or sig.kind == "gloo_abort":
+        return ""
+    last = sig.step if sig.step is not None else -1
+    for j in range(sig.line + 1, min(len(lines), sig.line + 1 + LOOK_AHEAD)):
+        body, rank, local = _strip(lines[j])
+        if (rank, local) != (sig.rank, sig.local_rank) or (rank is None and local is None and not unprefixed):
+            continue
+        if body.startswith(_TRACEBACK) or not body.strip():
+            continue
+        found = _STEP.findall(body[:1024])
+        if found and int(found[-1]) > last:
+            return f"it went on to step {int(found[-1])} (line {j + 1})"
+    return ""
 
 
 def last_step(lines: Sequence[str]) -> int | None:
@@ -202,16 +234,25 @@ def _finished(
     sig: Signal, lines: Sequence[str], bodies: Sequence[tuple[str, int | None, int | None]], year: int
 ) -> Signal:
     """A kept signal with its message masked and made printable, and its time and step."""
-    time, step = sig.time, None
+    time, step, zoned = sig.time, None, False
     for j in range(sig.line, max(-1, sig.line - LOOK_BACK), -1):
         if time is None:
             time = line_time(lines[j], year)
+            zoned = time is not None and _zoned(lines[j])
         if step is None and sig.step is None:
             found = _STEP.findall(bodies[j][0][:1024])
             step = int(found[-1]) if found else None
         if time is not None and (step is not None or sig.step is not None):
             break
-    return replace(sig, message=printable(mask(sig.message), MAX_MESSAGE), time=time, step=sig.step or step)
+    return replace(
+        sig, message=printable(mask(sig.message), MAX_MESSAGE), time=time, step=sig.step or step, zoned=zoned
+    )
+
+
+def _zoned(line: str) -> bool:
+    """Does the time :func:`line_time` reads at the start of ``line`` carry its zone? (glog's does not.)"""
+    m = _ISO.search(line[:80])
+    return m is not None and m.group(8) is not None
 
 
 _ROOT_CAUSE = "Root Cause (first observed failure):"
@@ -271,7 +312,8 @@ def _traceback(bodies: Sequence[tuple[str, int | None, int | None]], start: int)
     if exc is None:
         return None, i
     name, text = exc.group(1), (exc.group(2) or "")
-    if name == _LAUNCHER_EXCEPTION:
+    # torchrun reporting its child; a warning raised (-W error) or printed with a stack: never a cause
+    if name == _LAUNCHER_EXCEPTION or name.endswith("Warning"):
         return None, i + 1
     user = [f for f in frames if not any(part in f[0] for part in _NOT_USER)] or frames
     location = f"{user[-1][0].rsplit('/', 1)[-1]}:{user[-1][1]}" if user else ""
@@ -306,7 +348,9 @@ def _exception_kind(name: str, text: str) -> tuple[str, bool]:
 
 
 def _line_signal(body: str, i: int, rank: int | None) -> Signal | None:
-    """The signal of one line outside a traceback (None: it is none)."""
+    """The signal of one line outside a traceback (None: it is none; a warning never is one)."""
+    if "Warning: " in body and _WARNING.search(body):
+        return None
     if "NCCL WARN" in body:
         m = _NCCL_WARN.search(body)
         text = m.group(1) if m else body

@@ -9,6 +9,20 @@ from .rootcause import Candidate
 from .textfmt import op_short, ranks_text
 from .verdict import Category, CulpritKind
 
+#: A crashed rank's steps that only hold while nothing says why it died: :mod:`.causes` replaces them when a
+#: log or a container end names the cause.
+CRASH_READ_LOGS = (
+    "Read the crashed rank's last log lines (kubectl logs --previous) for the exception or the OOM kill "
+    "its exit code points at."
+)
+CRASH_UNSEEN = (
+    "If it was killed from outside (OOM, eviction, a lost node), look at the node's memory and events at "
+    "that time: a kill leaves no traceback in the rank's own log, only its exit code."
+)
+CRASH_CHECK_EXIT = (
+    "Check the culprit pod's exit code and events (OOMKilled, evicted, crashed) and its last log lines."
+)
+
 
 def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: bool) -> list[str]:
     who = ranks_text(c.culprits) if c.culprits else "the members"
@@ -17,18 +31,15 @@ def next_steps(c: Candidate, sites: list[str], nodes: list[str], exit_known: boo
     node_txt = ", ".join(nodes) if nodes else f"the nodes of {who}"
     name = op_short(c.op)
     kind = c.kind
-    if kind == CulpritKind.crashed:
-        first = (
-            "Read the crashed rank's last log lines (kubectl logs --previous) for the exception or the OOM kill "
-            "its exit code points at."
-            if exit_known
-            else "Check the culprit pod's exit code and events (OOMKilled, evicted, crashed) and its last log lines."
-        )
+    unknown = c.states.get("unknown")
+    if unknown:
         return [
-            first,
-            "If it was killed from outside (OOM, eviction, a lost node), look at the node's memory and events at "
-            "that time: a kill leaves no traceback in the rank's own log, only its exit code.",
+            f"Collect the dumps of {ranks_text(unknown)} (the files <TORCH_FR_DUMP_TEMP_FILE><rank>, by default "
+            "~/.cache/torch/comm_lib_trace_rank_<rank>, on their nodes) and analyze again.",
+            f"Read the logs and exit codes of {ranks_text(unknown)}: a rank that crashed says so there.",
         ]
+    if kind == CulpritKind.crashed:
+        return [CRASH_READ_LOGS if exit_known else CRASH_CHECK_EXIT, CRASH_UNSEEN]
     if kind == CulpritKind.cpu_stuck:
         return [
             f"Look at what {who} is doing on the CPU: py-spy dump --pid <pid> (or faulthandler / "

@@ -28,7 +28,11 @@ runs under 500 lines).
      and did not complete);
      no member completed it and the dumps have no start times, or nobody started it -> inconclusive.
      gloo records no states: every member in flight is inconclusive.
-   - members without a dump while dumped members wait -> crashed.
+   - members without a dump while dumped members wait -> crashed; a member whose only file could not be
+     read -> unknown (it wrote something: why it is absent is not known). A member without a usable dump is
+     never evidence of what it issued: it counts for no side of an extra call, and when as many ranks of the
+     world left no usable dump as left one, none of them is named: the verdict is inconclusive and names
+     them as unknown (one dump of four says what that rank issued, nothing of the other three).
    - a send without its recv: the peer that never posted its half is crashed, CPU-stuck or blocked in a
      collective or an earlier transfer (an edge: a rank blocked in a recv cannot post its next send); an open
      pair reads by its states like a collective (recv scheduled while the send started: GPU hang on the
@@ -95,12 +99,20 @@ class Context:
         details: dict[int, EntrySig],
         groups: dict[str, GroupInfo],
         world: list[int] | None = None,
+        unreadable: set[int] | None = None,
     ):
         self.traces, self.details, self.groups = traces, details, groups
         self.world = world if world is not None else sorted(traces)
+        #: ranks of the world whose files could not be used (no evidence: unknown, never "crashed")
+        self.unreadable = (unreadable or set()) - set(traces)
         self._timelines: dict[int, Timeline] = {}
         self.timing = any(t.has_timing for t in traces.values())
         self.states = any(t.has_states for t in traces.values())
+
+    @property
+    def few_dumps(self) -> bool:
+        """As many ranks of the world left no usable dump as left one: their absence singles out none."""
+        return len(set(self.world) - set(self.traces)) >= len(self.traces)
 
     def timeline(self, rank: int) -> Timeline:
         tl = self._timelines.get(rank)
@@ -287,8 +299,8 @@ def _absent(ctx: Context, c: Candidate, present: list[int]) -> Candidate:
     absent, dead = c.states["absent"], c.states["no dump"]
     backend = _backend(ctx, g, present)
     c.statuses = {r: ctx.timeline(r).status(g.key, backend) for r in absent}
-    c.statuses.update({r: Status("no_dump") for r in dead})
-    if len(absent) + len(dead) >= len(present) and novel(ctx.traces, present[0], g.key, c.seq):
+    c.statuses.update({r: Status("unreadable" if r in ctx.unreadable else "no_dump") for r in dead})
+    if len(absent) >= len(present) and novel(ctx.traces, present[0], g.key, c.seq):
         # the few went ahead with a call the group never issues: they issued an extra one
         c.category, c.kind, c.culprits = Category.desync, CulpritKind.extra_call, sorted(present)
         c.note = "the call is one this group never issued before"
@@ -297,6 +309,10 @@ def _absent(ctx: Context, c: Candidate, present: list[int]) -> Candidate:
         if st.what == "blocked" and st.where is not None and st.where.key != g.key:
             c.edges[r] = st.where
     culprits = sorted(r for r, st in c.statuses.items() if st.what != "blocked")
+    if ctx.few_dumps:
+        culprits = [r for r in culprits if r not in dead]
+        if not culprits and not c.edges:
+            return _unknown(c, dead)
     kinds = {c.statuses[r].what for r in culprits}
     c.culprits = culprits
     for what, kind in (
@@ -307,6 +323,13 @@ def _absent(ctx: Context, c: Candidate, present: list[int]) -> Candidate:
         if what in kinds:
             c.kind = kind
             break
+    return c
+
+
+def _unknown(c: Candidate, ranks: list[int]) -> Candidate:
+    """Too few dumps to name anyone: inconclusive, with the ranks whose record is missing as unknown."""
+    c.category, c.kind, c.culprits = Category.inconclusive, CulpritKind.unknown, []
+    c.states["unknown"] = sorted(ranks)
     return c
 
 
@@ -321,11 +344,15 @@ def _by_state(ctx: Context, c: Candidate) -> Candidate:
         return c
     if not ctx.states:
         unseen = sorted(set(ctx.world) - set(ctx.traces))
+        if not c.group.complete and unseen and ctx.few_dumps:
+            return _unknown(c, unseen)
         if not c.group.complete and unseen:
             # gloo's pg_config names no members: the members are the ranks whose entries name the group, so a
             # member without a dump is invisible here; the ranks without a dump are the peers they wait for
             c.kind, c.culprits = CulpritKind.crashed, unseen
-            c.statuses = {r: Status("no_dump") for r in unseen}
+            c.statuses = {r: Status("unreadable" if r in ctx.unreadable else "no_dump") for r in unseen}
+            if all(r in ctx.unreadable for r in unseen):
+                c.kind = CulpritKind.unknown
             c.note = "gloo's pg_config does not list the members: the ranks without a dump may be members"
             return c
         c.category, c.kind, c.culprits = Category.inconclusive, CulpritKind.unknown, []
@@ -399,7 +426,9 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
     if d.category == Category.missing_rank:
         waiter, culprit = first.ranks[0], d.odd[0]
         c.states = {"started": [waiter], "absent": [culprit]}
-        if culprit not in ctx.traces:
+        if culprit not in ctx.traces and (ctx.few_dumps or culprit in ctx.unreadable):
+            c = _unknown(c, [culprit])  # its record is missing: what it posted is not known
+        elif culprit not in ctx.traces:
             c.kind = CulpritKind.crashed
             return c
         bp = ctx.timeline(culprit).blocking()

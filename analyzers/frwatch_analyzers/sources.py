@@ -1,20 +1,23 @@
 """Where dumps come from: a local folder or an ``s3://bucket/prefix``. Lists inputs; reads bytes on demand.
 
-A folder (or prefix) may be a job attempt's root in the frwatch layout (``ranks/``, ``pods/``,
-``manifest.json``) or any flat folder of dump files with any name prefix (``nccl_trace_rank_3``,
-``rank3.pkl``, ``3.json`` ...): the rank is the trailing number of the file name.
+A folder (or prefix) may be a job attempt's root in the frwatch layout (``ranks/``, the later dumps of
+``ranks-later/``, ``pods/``, ``manifest.json``) or any flat folder of dump files with any name prefix
+(``nccl_trace_rank_3``, ``rank3.pkl``, ``3.json``, ``nccl_trace_rank_3.final`` ...): the rank is the number
+after the name's last ``rank``, else its trailing number (:func:`~frwatch_analyzers.layout.rank_digits`).
+Every file of a rank is listed: which is used is decided by content (:mod:`~frwatch_analyzers.merge`).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from .layout import (
+    LATER_DIR,
     LOG_SUFFIXES,
     LOGS_DIR,
     MANIFEST,
@@ -26,6 +29,7 @@ from .layout import (
     REPORT_HTML,
     SUMMARIES_DIR,
     VERDICT,
+    later_rank,
     rank_digits,
     rank_from_name,
     s3_url,
@@ -38,7 +42,7 @@ from .verdict import FileProblem
 _SKIP_NAMES = {MANIFEST, VERDICT, REPORT, REPORT_HTML}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".md", *LOG_SUFFIXES)
 # evidence: frwatch_analyzers.evidence_read; summaries: frwatch_analyzers.from_summaries
-_LAYOUT_DIRS = {RANKS_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR, SUMMARIES_DIR}
+_LAYOUT_DIRS = {RANKS_DIR, LATER_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR, SUMMARIES_DIR}
 
 
 class SourceError(Exception):
@@ -119,11 +123,16 @@ def _kind(mode: int) -> str:
 
 
 def _candidate(
-    path: str, name: str, st: os.stat_result, dumps: list[DumpRef], skipped: list[FileProblem]
+    path: str,
+    name: str,
+    st: os.stat_result,
+    dumps: list[DumpRef],
+    skipped: list[FileProblem],
+    rank_of: Callable[[str], int | None] = rank_from_name,
 ) -> None:
     """Add one folder entry (``st`` from lstat) to ``dumps`` or, with the reason, to ``skipped``."""
     shown = display_name(path)
-    rank = rank_from_name(name)
+    rank = rank_of(name)
     if stat.S_ISLNK(st.st_mode):
         try:
             target = display_name(os.readlink(path))
@@ -153,14 +162,32 @@ def _discover_dir(path: Path) -> Inputs:
         _candidate(real, path.name, os.lstat(real), dumps, skipped)
         return Inputs(str(path), dumps, None, skipped=skipped)
     root = path
-    folder = path / RANKS_DIR if (path / RANKS_DIR).is_dir() else path
+    layout = (path / RANKS_DIR).is_dir()
+    folder = path / RANKS_DIR if layout else path
     manifest, skipped = _local_manifest(path / MANIFEST)
     dumps = []
+    _scan(path, folder, dumps, skipped, rank_from_name)
+    if layout and (path / LATER_DIR).is_dir():  # a later, different dump of a rank: merged by content
+        _scan(path, path / LATER_DIR, dumps, skipped, later_rank)
+    dumps.sort(key=lambda d: d.location)
+    return Inputs(
+        str(root), dumps, manifest, skipped=skipped, summaries=_local_summaries(path / SUMMARIES_DIR)
+    )
+
+
+def _scan(
+    root: Path,
+    folder: Path,
+    dumps: list[DumpRef],
+    skipped: list[FileProblem],
+    rank_of: Callable[[str], int | None],
+) -> None:
+    """Every candidate dump of one folder (at most ``MAX_FILES``; the rest counted and said)."""
     listed = 0
     try:
         with os.scandir(folder) as it:
             for entry in it:
-                if not _wanted(entry.name) or (folder == path and entry.name in _LAYOUT_DIRS):
+                if not _wanted(entry.name) or (folder == root and entry.name in _LAYOUT_DIRS):
                     continue
                 listed += 1
                 if listed > MAX_FILES:
@@ -170,15 +197,11 @@ def _discover_dir(path: Path) -> Inputs:
                 except OSError as exc:
                     skipped.append(FileProblem(file=display_name(entry.path), reason=f"cannot read: {exc}"))
                     continue
-                _candidate(entry.path, entry.name, st, dumps, skipped)
+                _candidate(entry.path, entry.name, st, dumps, skipped, rank_of)
     except OSError as exc:
         raise SourceError(f"{display_name(str(folder))}: cannot list: {exc}") from exc
     if listed > MAX_FILES:
         skipped.append(_too_many(display_name(str(folder)), listed))
-    dumps.sort(key=lambda d: d.location)
-    return Inputs(
-        str(root), dumps, manifest, skipped=skipped, summaries=_local_summaries(path / SUMMARIES_DIR)
-    )
 
 
 def _local_summaries(folder: Path) -> dict[int, DumpRef]:
@@ -302,6 +325,7 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
         raise SourceError(f"{url}: cannot list the dumps: {store_error_text(exc)}") from exc
     manifest = None
     ranks_prefix = f"{base}{RANKS_DIR}/"
+    later_prefix = f"{base}{LATER_DIR}/"
     has_layout = any(k.startswith(ranks_prefix) for k, _, _ in objects)
     dumps: list[DumpRef] = []
     summaries: dict[int, DumpRef] = {}
@@ -316,14 +340,15 @@ def _discover_s3(url: str, s3: S3Config) -> Inputs:
         if rel == MANIFEST:
             manifest = DumpRef(display_name(s3_url(bucket, key)), key, None, size)
             continue
-        if has_layout and not key.startswith(ranks_prefix):
+        later = has_layout and key.startswith(later_prefix) and "/" not in key[len(later_prefix) :]
+        if has_layout and not key.startswith(ranks_prefix) and not later:
             continue
         if "/" in rel and not has_layout:
             continue  # a flat prefix: its direct children only
         leaf = rel.rsplit("/", 1)[-1]
         if rel.startswith(PODS_DIR + "/") or not _wanted(leaf):
             continue
-        rank = rank_from_name(leaf)
+        rank = later_rank(leaf) if later else rank_from_name(leaf)
         shown = display_name(s3_url(bucket, key))
         if rank is not None and rank >= MAX_WORLD_SIZE:
             digits = printable(rank_digits(leaf) or "", 40)

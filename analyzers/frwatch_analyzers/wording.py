@@ -25,6 +25,15 @@ def headline(ctx: Context, c: Candidate) -> str:
     if c.d is not None and c.d.p2p:
         return _p2p_headline(ctx, c)
     waiting = _waiting(c)
+    if c.states.get("unknown"):
+        return _unknown_headline(c)
+    unread = _unreadable(c)
+    if unread and unread == c.culprits:
+        verb = "wait" if len(waiting) > 1 else "waits"
+        return (
+            f"{ranks_text(waiting)} {verb} in {op} at collective #{s} of {g.label} for {ranks_text(unread)}, whose "
+            f"dump could not be read: what {'it' if len(unread) == 1 else 'they'} issued is unknown"
+        )
     if c.kind == CulpritKind.crashed:
         verb = "wait" if len(waiting) > 1 else "waits"
         return f"{ranks_text(c.culprits)} left no dump while {ranks_text(waiting)} {verb} in {at(op, s, g.label)}"
@@ -35,11 +44,13 @@ def headline(ctx: Context, c: Candidate) -> str:
     if c.category == Category.missing_rank:
         verb = "wait" if len(waiting) > 1 else "waits"
         return f"{ranks_text(waiting)} {verb} in {at(op, s, g.label)} for ranks blocked elsewhere"
-    if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
-        absent = c.states.get("absent", []) + c.states.get("no dump", [])
+    if c.kind == CulpritKind.extra_call and _only_absent_differ(c):
+        absent, dead = c.states.get("absent", []), c.states.get("no dump", [])
+        unknown = f" ({ranks_text(dead)}: no dump, unknown)" if dead and absent else ""
+        never = f"that {ranks_text(absent)} never issued" if absent else "that no other rank's dump shows"
         return (
             f"desync at collective #{s} of {g.label}: {ranks_text(c.culprits)} issued an extra {op_short(ctx.op(g, s, c.culprits))} "
-            f"that {ranks_text(absent)} never issued"
+            f"{never}{unknown}"
         )
     if c.category == Category.gpu_hang:
         others = sorted(set(c.states["started"]) | set(c.states["completed"]))
@@ -69,10 +80,38 @@ def at(op: str, seq: int, label: str = "") -> str:
     return f"{op} at collective #{seq}{f' of {label}' if label else ''}"
 
 
+def _only_absent_differ(c: Candidate) -> bool:
+    """The ranks that differ from the extra call's issuers never enqueued anything there (no other call)."""
+    return c.d is None or c.d.majority_absent or all(v.sig is None for v in c.d.views[1:])
+
+
+def _unknown_headline(c: Candidate) -> str:
+    """Too few usable dumps to name anyone: what the dumped ranks did, and who is unknown."""
+    g, op, s, unknown = c.group, op_short(c.op), c.seq, c.states["unknown"]
+    waiting = sorted(set(c.states.get("started", [])) | set(c.states.get("scheduled", [])))
+    done = c.states.get("completed", [])
+    if waiting:
+        did = f"{ranks_text(waiting)} {'wait' if len(waiting) > 1 else 'waits'} in {op} at collective #{s} of {g.label}"
+    else:
+        did = f"{ranks_text(done)} issued {op} at collective #{s} of {g.label}"
+    pron = "it" if len(unknown) == 1 else "they"
+    return f"{did}; what {ranks_text(unknown)} issued is unknown ({pron} left no usable dump)"
+
+
+def _unreadable(c: Candidate) -> list[int]:
+    return sorted(r for r, st in c.statuses.items() if st.what == "unreadable")
+
+
 def _p2p_headline(ctx: Context, c: Candidate) -> str:
     d = c.d
     assert d is not None
     first = d.views[0]
+    if c.states.get("unknown") or c.kind == CulpritKind.crashed:
+        waiter, culprit = first.ranks[0], d.odd[0]
+        where = f"{op_short(c.op)} (p2p #{d.seq} of rank {waiter}) in {c.group.label}"
+        if c.kind == CulpritKind.crashed:
+            return f"rank {culprit} left no dump while rank {waiter} waits in its {where}"
+        return f"rank {waiter} waits in its {where}; what rank {culprit} posted is unknown (no usable dump)"
     if c.category in (Category.gpu_hang, Category.network_hang, Category.transport_stall, Category.inconclusive) and d.transfer:
         src, dst = d.transfer
         pair = f"the transfer rank {src} -> rank {dst} (send p2p #{d.seq} of rank {src}) in {c.group.label}"
@@ -218,7 +257,7 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
         return _p2p_detail(ctx, c, head, manifest)
     if c.category == Category.missing_rank:
         return " ".join([f"{head}.", *_absent_texts(ctx, c, manifest)]).strip()
-    if c.kind == CulpritKind.extra_call and (c.d is None or c.d.majority_absent):
+    if c.kind == CulpritKind.extra_call and _only_absent_differ(c):
         absent = c.states.get("absent", [])
         not_stuck = (
             f" {ranks_text(absent)} {'is' if len(absent) == 1 else 'are'} not stuck in it." if absent else ""
@@ -245,6 +284,13 @@ def detail(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
             f"{ranks_text(c.culprits)} took part and then stalled: a partial transport stall (a link or NIC "
             "between some ranks), not a GPU that never started. The dumps do not say which node or link; "
             "nothing here is proven hardware."
+        )
+    if c.category == Category.inconclusive and c.states.get("unknown"):
+        unknown = c.states["unknown"]
+        return (
+            f"{head}. Only {len(ctx.traces)} of {len(ctx.world)} ranks left a usable dump: a rank without one may "
+            f"have crashed, be stuck elsewhere, or its dump was not collected, and the dumps cannot say which nor "
+            f"what it issued. Collect the dumps of {ranks_text(unknown)} (or their logs and exit codes) to decide."
         )
     if c.category == Category.inconclusive:
         return head + ". " + _inconclusive_text(ctx, c)
@@ -277,6 +323,12 @@ def _absent_text(ctx: Context, c: Candidate, ranks: list[int], manifest: Manifes
     it, its, is_ = ("it", "its", "is") if one else ("they", "their", "are")
     st = c.statuses.get(r)
     waiting = _waiting(c)
+    if st is not None and st.what == "unreadable":
+        return (
+            f"{who} left {'a file' if one else 'files'} that could not be read as a dump (see bad_files) while "
+            f"{ranks_text(waiting)} waited at #{c.seq}: what {it} issued is unknown, so {it} {is_} named only as "
+            f"the absent member{'' if one else 's'}, not as crashed."
+        )
     if st is None or st.what == "no_dump":
         ended = "".join(_ended_text(manifest, x) for x in ranks[:4])
         return (
@@ -477,6 +529,8 @@ def short(ctx: Context, c: Candidate, manifest: Manifest | None) -> str:
             text = f"desync: {who} issued {mine} where the others issued {op}, {where}"
         else:
             text = f"{kind_words(ctx, c)}: {who} at {mine}, {where}"
+    elif c.category == Category.inconclusive and c.states.get("unknown"):
+        text = f"inconclusive: no usable dump from {ranks_text(c.states['unknown'])}; {op}, {where}"
     elif c.category == Category.inconclusive:
         text = f"inconclusive: every member waits in {op}, {where}"
     else:

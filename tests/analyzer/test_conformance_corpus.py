@@ -7,15 +7,15 @@ from collections import Counter
 
 import pytest
 
-from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_dev.dumps.corpus import TYPES, Case, cases, check
+from frwatch_dev.dumps.corpus_evidence import verdict_of
 
 CASES = cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_frwatch_says_the_truth(case: Case) -> None:
-    v = analyze_dumps(case.files(), world_size=case.world_size)
+    v = verdict_of(case)
     assert not check(v, case.truth), f"{case.name}: {check(v, case.truth)}\n{v.headline}\n{v.culprit_detail}"
 
 
@@ -31,3 +31,5 @@ def test_the_corpus_covers_every_type_and_class() -> None:
     assert {"one group", "split groups", "subgroup", "three groups"} <= layouts
     assert any("timing off" in c.name for c in CASES) and any("timing on" in c.name for c in CASES)
     assert any("[gloo" in c.name for c in CASES)
+    assert by_class["partial evidence"] >= 40 and by_class["dump names"] >= 16
+    assert any(c.on_disk for c in CASES)

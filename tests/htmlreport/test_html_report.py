@@ -114,9 +114,10 @@ def test_cli_writes_the_page_and_refuses_a_source_that_is_not_a_folder(tmp_path:
 
 def test_every_case_of_the_conformance_corpus_renders_a_page_with_its_branch_in_view() -> None:
     from frwatch_dev.dumps.corpus import cases
+    from frwatch_dev.dumps.corpus_evidence import verdict_of
 
     for case in cases():
-        verdict = analyze_dumps(case.files(), world_size=case.world_size)
+        verdict = verdict_of(case)  # a case about its files (garbage, names) through the files
         page = render_html(verdict)
         assert page.rstrip().endswith("</html>") and "<script" not in page, case.name
         for tl in verdict.timelines:

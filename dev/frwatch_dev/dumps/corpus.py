@@ -52,6 +52,10 @@ class Case:
     build: Callable[[], list[tuple[str, int, Dump]]] = field(repr=False, compare=False)
     truth: Truth
     world_size: int = SIZE
+    #: analyzed through its files on disk (each file's rank from its name; corpus_evidence.verdict_of)
+    on_disk: bool = False
+    #: ``(file name, rank)`` of files beside the dumps that are no dump (garbage): written only on disk
+    garbage: tuple[tuple[str, int], ...] = ()
 
     def files(self) -> list[tuple[str, int, Dump]]:
         """``[(file name, rank, dump)]``: one per rank, two for a rank with two dumps."""
@@ -418,10 +422,11 @@ def cases() -> list[Case]:
             out += _collective_cases(t, GLOO_LAYOUTS[i % len(GLOO_LAYOUTS)], "gloo", i)
     for kind in ("send/recv", "batch_isend_irecv"):
         out += _p2p_cases(kind)
+    from .corpus_evidence import evidence_cases  # it builds on this module's layouts
     from .corpus_roots import all_to_all_cases, rooted_cases  # they build on this module's Case and Truth
     from .corpus_states import cases as state_cases
 
-    return out + rooted_cases() + all_to_all_cases() + state_cases()
+    return out + rooted_cases() + all_to_all_cases() + state_cases() + evidence_cases()
 
 
 def check(v: Verdict, truth: Truth) -> list[str]:

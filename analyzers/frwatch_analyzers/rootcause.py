@@ -427,8 +427,8 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
         waiter, culprit = first.ranks[0], d.odd[0]
         c.states = {"started": [waiter], "absent": [culprit]}
         if culprit not in ctx.traces and (ctx.few_dumps or culprit in ctx.unreadable):
-            c = _unknown(c, [culprit])  # its record is missing: what it posted is not known
-        elif culprit not in ctx.traces:
+            return _unknown(c, [culprit])  # its record is missing: what it posted is not known
+        if culprit not in ctx.traces:
             c.kind = CulpritKind.crashed
             return c
         bp = ctx.timeline(culprit).blocking()

@@ -194,8 +194,25 @@ def numel(sizes: Sequence[Sequence[int]]) -> int:
     return total
 
 
-#: The dtype c10 names an undefined tensor (``at::Tensor()``).
+#: The dtype c10 names an undefined tensor (``at::Tensor()``) in torch's own test data and the issue's text.
 UNDEFINED = "Undefined"
+#: Every name an undefined tensor's dtype is recorded under. An undefined tensor's ``dtype()`` is
+#: ``ScalarType::Undefined`` (``UndefinedTensorImpl`` is built with a default ``caffe2::TypeMeta()``), and the
+#: recorder writes it with ``c10::toString(ScalarType)``, whose switch names only the defined scalar types and
+#: answers ``"UNKNOWN_SCALAR"`` for any other: torch 2.13 records ``UNKNOWN_SCALAR`` (measured,
+#: ``tests/blind/undefined_tensor_probe.cpp``). No defined tensor is recorded under either name.
+UNDEFINED_DTYPES = frozenset({UNDEFINED, "UNKNOWN_SCALAR"})
+
+
+def placeholder(shape: Sequence[int], dtype: str) -> bool:
+    """Is this recorded tensor the undefined placeholder NCCL's non-root gather/scatter member passes?
+
+    Its dtype is an undefined one (:data:`UNDEFINED_DTYPES`) and it holds no element. The sizes come in two
+    forms: ``[]`` (torch's ``test_fr_analysis.py``, the issue's text) and ``[0]``, what torch 2.13 really
+    records: ``UndefinedTensorImpl`` does not make ``sizes()`` throw ("empirically it does not!", its
+    constructor says) and answers the default ``SizesAndStrides``, one dimension of size 0 (measured with
+    the probe above). A tensor holding elements is never taken for the placeholder, whatever its dtype."""
+    return dtype in UNDEFINED_DTYPES and (not shape or 0 in shape)
 
 
 def elements(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> int:
@@ -203,13 +220,14 @@ def elements(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> int:
 
     NCCL's non-root members of ``gather`` (outputs) and ``scatter`` (inputs) hand the recorder one
     undefined placeholder tensor: ``ProcessGroupNCCL::gather`` does ``outputs.emplace_back()`` "to fit the
-    collective interface", and the recorder (``FlightRecorder<>::recordWithResetEnabled``) writes its
-    ``sizes()`` (``[]``) and ``dtype`` (``Undefined``). Read as a shape, ``[]`` is a scalar of one element;
-    it is no tensor at all, so such a member records nothing on the root's side, as gloo's ``[]`` says.
-    torch's own matcher (``types.py``, ``Op.match``) ignores gather outputs and scatter inputs likewise."""
-    if UNDEFINED not in dtypes or len(dtypes) != len(sizes):
+    collective interface", and the recorder (``FlightRecorder<>::record``) writes its ``sizes()`` and
+    ``dtype`` unguarded: ``[0]`` and ``UNKNOWN_SCALAR`` on torch 2.13, ``[]`` and ``Undefined`` in torch's
+    tests (:func:`placeholder`). Read as a shape, ``[]`` is a scalar of one element; it is no tensor at all,
+    so such a member records nothing on the root's side, as gloo's ``[]`` says. torch's own matcher
+    (``types.py``, ``Op.match``) ignores gather outputs and scatter inputs likewise."""
+    if len(dtypes) != len(sizes) or not any(d in UNDEFINED_DTYPES for d in dtypes):
         return numel(sizes)
-    return numel([s for s, d in zip(sizes, dtypes, strict=True) if d != UNDEFINED])
+    return numel([s for s, d in zip(sizes, dtypes, strict=True) if not placeholder(s, d)])
 
 
 def syntax_problem(rule: Rule, n: int, ins: Sequence[Sequence[int]], outs: Sequence[Sequence[int]]) -> str:
@@ -260,8 +278,14 @@ def api_order(
 
 
 def _nothing(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> bool:
-    """No tensor (gloo's ``[]``) or only undefined placeholders (NCCL's ``[[]]``, ``Undefined``)."""
-    return not sizes or (len(dtypes) == len(sizes) and all(d == UNDEFINED for d in dtypes))
+    """No tensor (gloo's ``[]``) or only undefined placeholders in any of their recorded forms (NCCL's
+    ``[[0]]``/``UNKNOWN_SCALAR`` on torch 2.13, ``[[]]``/``Undefined`` in torch's tests, see
+    :func:`placeholder`). Read as tensors, ``[[0]]`` would be a list of one empty tensor, fewer elements than
+    the one tensor each member sends: the sides would be swapped and the placeholder's dtype compared with
+    the others' as if it were the tensor sent, a dtype mismatch on every healthy NCCL gather."""
+    return not sizes or (
+        len(dtypes) == len(sizes) and all(placeholder(s, d) for s, d in zip(sizes, dtypes, strict=True))
+    )
 
 
 @dataclass(frozen=True)

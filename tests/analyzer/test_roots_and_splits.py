@@ -8,9 +8,10 @@ non-root gather/scatter member records one undefined tensor (``[[]]``, ``Undefin
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.rules import Balance, api_order, check_balance, elements, predict_root
+from frwatch_analyzers.rules import Balance, api_order, check_balance, elements, placeholder, predict_root
 from frwatch_analyzers.verdict import Category, CulpritKind, Status
 from frwatch_dev.dumps import world
+from frwatch_dev.dumps.corpus_roots import MEASURED, MIXED, as_recorded
 
 MEMBERS = [0, 1, 2, 3]
 
@@ -20,6 +21,38 @@ def test_an_undefined_placeholder_holds_no_element_and_a_scalar_holds_one() -> N
     assert elements([], []) == 0  # gloo's
     assert elements([[]], ["Float"]) == 1  # a real scalar tensor
     assert elements([[4, 2], [8]], ["Float", "Float"]) == 16
+
+
+def test_the_placeholder_as_torch_2_13_records_it_holds_no_element_and_is_no_tensor() -> None:
+    # FlightRecorder<>::record writes an undefined tensor's sizes() ([0]) and c10::toString of its
+    # ScalarType::Undefined ("UNKNOWN_SCALAR"): measured with tests/blind/undefined_tensor_probe.cpp
+    for shape, dtype in (([], "Undefined"), ([0], "UNKNOWN_SCALAR"), ([0], "Undefined"), ([], "UNKNOWN_SCALAR")):
+        assert placeholder(shape, dtype)
+        assert elements([shape], [dtype]) == 0
+    assert not placeholder([0], "Float")  # an empty defined tensor is a tensor
+    assert not placeholder([4], "UNKNOWN_SCALAR")  # a tensor holding elements is never the placeholder
+    one, f = ((8,),), ("Float",)
+    for form in ((((0,),), ("UNKNOWN_SCALAR",)), (((0,),), ("Undefined",))):
+        # the placeholder stays on the list's side: gather's outputs, NCCL scatter's recorded outputs
+        assert api_order(Balance.GATHER, one, f, *form) == (one, f, *form)
+        assert api_order(Balance.SCATTER, one, f, *form) == (*form, one, f)
+
+
+def test_a_rotating_nccl_gather_and_scatter_are_healthy_in_every_form_of_the_placeholder() -> None:
+    w = world(4)
+    for step in range(4):
+        w = w.gather(root=step).scatter(root=step).all_reduce()
+    for form in (MEASURED, MIXED):
+        dumps = {r: as_recorded(d, form) for r, d in w.dumps().items()}
+        e = next(e for e in dumps[1]["entries"] if e["profiling_name"] == "nccl:gather")
+        assert (e["output_sizes"], e["output_dtypes"]) == ([form[0]], [form[1]])
+        v = analyze_dumps(dumps)
+        assert v.status == Status.healthy and v.category == Category.healthy, v.headline
+    # and a second root at one seq is still that rank's desync, not a dtype mismatch of the non-roots
+    bad = w.rank(1).root_at(10, 1)  # the 4th gather (seq 10): roots 0, 1, 2 before give rank 3; rank 1 too
+    v = analyze_dumps({r: as_recorded(d, MEASURED) for r, d in bad.dumps().items()})
+    assert v.category == Category.desync and v.culprit_ranks == [1], v.headline
+    assert v.earliest_branch is not None and v.earliest_branch.seq == 10
 
 
 def test_nccl_non_root_members_record_the_placeholder_and_a_healthy_gather_is_healthy() -> None:

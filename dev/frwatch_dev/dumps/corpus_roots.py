@@ -80,7 +80,9 @@ def as_recorded(dump: Dump, form: tuple[list[int], str]) -> Dump:
     return {**dump, "entries": entries}
 
 
-def _recorded_case(name: str, collective: str, klass: str, w: World, truth: Truth, form: tuple[list[int], str]) -> Case:
+def _recorded_case(
+    name: str, collective: str, klass: str, w: World, truth: Truth, form: tuple[list[int], str]
+) -> Case:
     files = _files(w)
     return Case(name, collective, klass, lambda: [(f, r, as_recorded(d, form)) for f, r, d in files()], truth)
 
@@ -231,6 +233,19 @@ def all_to_all_cases() -> list[Case]:
             "all_to_all",
             "split",
             routed.rank(2).sizes_at(7, mine, expected),
+            _problem(Category.size_mismatch, (2,), 7),
+        )
+    )
+    # the same routing; at step 4 rank 2's input split for rank 1 is one row more than rank 1's output split
+    # expects from it (every other pair agrees): rank 2's input total disagrees with what its peers expect,
+    # the one sender whose rows do (principle 7); no earlier exchange was even, so the totals alone cannot say
+    more_rows = [(rows[2][j] + (1 if j == 1 else 0), HIDDEN) for j in range(SIZE)]
+    out.append(
+        _case(
+            "all_to_all/uneven split, rank 2 sends rank 1 a row more than rank 1 expects [nccl]",
+            "all_to_all",
+            "split",
+            routed.rank(2).sizes_at(7, more_rows, expected),
             _problem(Category.size_mismatch, (2,), 7),
         )
     )

@@ -1,8 +1,9 @@
 """Rooted collectives and the all_to_all balance as torch records them, and the words of a mismatch.
 
 What the dumps hold is read from torch's source (cited in ``frwatch_dev.dumps.corpus_roots``): NCCL's
-non-root gather/scatter member records one undefined tensor (``[[]]``, ``Undefined``), gloo's records
-``[]``; FR records no root; all_to_all_single records one total a side.
+non-root gather/scatter member records one undefined tensor (``[[0]]``, ``UNKNOWN_SCALAR`` on torch 2.13;
+``[[]]``, ``Undefined`` in torch's tests), gloo's records ``[]``; FR records no root; all_to_all_single records
+one total a side; all_to_all with lists records what each rank sends and expects peer by peer.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ backend records is in ``testing/kinds.py``). frwatch is stricter than torch only
 itself would fail or corrupt data: the all_to_all balance (what rank i sends to j is what j expects from
 i, where the dumps record it; otherwise the sums over the group), the root of gather and scatter, the
 sums of uneven all_gather and reduce_scatter. Who broke a balance is decided here too: the root a call's
-history expects (:func:`predict_root`), the one member whose all_to_all totals stand apart from an even
-split; where the records cannot say, the text says why and no rank is named. Backends record gather and
+history expects (:func:`predict_root`), the one sender whose all_to_all rows disagree with what its peers
+expect (:func:`_pairs_named`), the one member whose totals stand apart from an even split; where the
+records cannot say, the text says why and no rank is named. Backends record gather and
 scatter in different orders and with placeholders; :func:`api_order` and :func:`elements` read them alike.
 
 The summary of an entry (its *signature*) keeps only the fields that must agree, so ranks that differ
@@ -194,8 +195,25 @@ def numel(sizes: Sequence[Sequence[int]]) -> int:
     return total
 
 
-#: The dtype c10 names an undefined tensor (``at::Tensor()``).
+#: The dtype c10 names an undefined tensor (``at::Tensor()``) in torch's own test data and the issue's text.
 UNDEFINED = "Undefined"
+#: Every name an undefined tensor's dtype is recorded under. An undefined tensor's ``dtype()`` is
+#: ``ScalarType::Undefined`` (``UndefinedTensorImpl`` is built with a default ``caffe2::TypeMeta()``), and the
+#: recorder writes it with ``c10::toString(ScalarType)``, whose switch names only the defined scalar types and
+#: answers ``"UNKNOWN_SCALAR"`` for any other: torch 2.13 records ``UNKNOWN_SCALAR`` (measured,
+#: ``tests/blind/undefined_tensor_probe.cpp``). No defined tensor is recorded under either name.
+UNDEFINED_DTYPES = frozenset({UNDEFINED, "UNKNOWN_SCALAR"})
+
+
+def placeholder(shape: Sequence[int], dtype: str) -> bool:
+    """Is this recorded tensor the undefined placeholder NCCL's non-root gather/scatter member passes?
+
+    Its dtype is an undefined one (:data:`UNDEFINED_DTYPES`) and it holds no element. The sizes come in two
+    forms: ``[]`` (torch's ``test_fr_analysis.py``, the issue's text) and ``[0]``, what torch 2.13 really
+    records: ``UndefinedTensorImpl`` does not make ``sizes()`` throw ("empirically it does not!", its
+    constructor says) and answers the default ``SizesAndStrides``, one dimension of size 0 (measured with
+    the probe above). A tensor holding elements is never taken for the placeholder, whatever its dtype."""
+    return dtype in UNDEFINED_DTYPES and (not shape or 0 in shape)
 
 
 def elements(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> int:
@@ -203,13 +221,14 @@ def elements(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> int:
 
     NCCL's non-root members of ``gather`` (outputs) and ``scatter`` (inputs) hand the recorder one
     undefined placeholder tensor: ``ProcessGroupNCCL::gather`` does ``outputs.emplace_back()`` "to fit the
-    collective interface", and the recorder (``FlightRecorder<>::recordWithResetEnabled``) writes its
-    ``sizes()`` (``[]``) and ``dtype`` (``Undefined``). Read as a shape, ``[]`` is a scalar of one element;
-    it is no tensor at all, so such a member records nothing on the root's side, as gloo's ``[]`` says.
-    torch's own matcher (``types.py``, ``Op.match``) ignores gather outputs and scatter inputs likewise."""
-    if UNDEFINED not in dtypes or len(dtypes) != len(sizes):
+    collective interface", and the recorder (``FlightRecorder<>::record``) writes its ``sizes()`` and
+    ``dtype`` unguarded: ``[0]`` and ``UNKNOWN_SCALAR`` on torch 2.13, ``[]`` and ``Undefined`` in torch's
+    tests (:func:`placeholder`). Read as a shape, ``[]`` is a scalar of one element; it is no tensor at all,
+    so such a member records nothing on the root's side, as gloo's ``[]`` says. torch's own matcher
+    (``types.py``, ``Op.match``) ignores gather outputs and scatter inputs likewise."""
+    if len(dtypes) != len(sizes) or not any(d in UNDEFINED_DTYPES for d in dtypes):
         return numel(sizes)
-    return numel([s for s, d in zip(sizes, dtypes, strict=True) if d != UNDEFINED])
+    return numel([s for s, d in zip(sizes, dtypes, strict=True) if not placeholder(s, d)])
 
 
 def syntax_problem(rule: Rule, n: int, ins: Sequence[Sequence[int]], outs: Sequence[Sequence[int]]) -> str:
@@ -260,8 +279,14 @@ def api_order(
 
 
 def _nothing(sizes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> bool:
-    """No tensor (gloo's ``[]``) or only undefined placeholders (NCCL's ``[[]]``, ``Undefined``)."""
-    return not sizes or (len(dtypes) == len(sizes) and all(d == UNDEFINED for d in dtypes))
+    """No tensor (gloo's ``[]``) or only undefined placeholders in any of their recorded forms (NCCL's
+    ``[[0]]``/``UNKNOWN_SCALAR`` on torch 2.13, ``[[]]``/``Undefined`` in torch's tests, see
+    :func:`placeholder`). Read as tensors, ``[[0]]`` would be a list of one empty tensor, fewer elements than
+    the one tensor each member sends: the sides would be swapped and the placeholder's dtype compared with
+    the others' as if it were the tensor sent, a dtype mismatch on every healthy NCCL gather."""
+    return not sizes or (
+        len(dtypes) == len(sizes) and all(placeholder(s, d) for s, d in zip(sizes, dtypes, strict=True))
+    )
 
 
 @dataclass(frozen=True)
@@ -310,14 +335,11 @@ def _all_to_all(
     splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] | None,
     even_before: bool | None,
 ) -> Imbalance | None:
-    """Per pair where every member recorded one tensor per peer: the rank that breaks most pairs (a rank
-    whose own list is wrong breaks a pair with each peer it misjudged; each of those peers breaks one).
-    Two ranks that break the one pair between them are as suspect as each other (neither is named) unless
-    the call splits evenly (its history says so): then the one whose totals stand apart from every other
-    member's is wrong. With totals only (``all_to_all_single`` records one tensor a side), a rank can be named only when
-    the call splits evenly: every other member then sends and receives the same total T, so each of them
-    expects T/N from every member, and the one rank whose input total is not T sends what its peers'
-    output splits do not expect (or its output total is not T: it expects what they do not send)."""
+    """Per pair where every member recorded one tensor per peer (:func:`_pairs_named`); with totals only
+    (``all_to_all_single`` records one tensor a side), a rank can be named only when the call splits evenly:
+    every other member then sends and receives the same total T, so each of them expects T/N from every
+    member, and the one rank whose input total is not T sends what its peers' output splits do not expect
+    (or its output total is not T: it expects what they do not send)."""
     n = len(members)
     if (
         splits is not None
@@ -325,33 +347,9 @@ def _all_to_all(
         and all(len(i) == n == len(o) for i, o in splits.values())
         and not _pairs_agree(members, splits)
     ):
-        pos = {r: k for k, r in enumerate(members)}
-        wrong: dict[int, int] = {}
-        pairs = []
-        for i in members:
-            for j in members:
-                sent, expected = splits[i][0][pos[j]], splits[j][1][pos[i]]
-                if sent != expected:
-                    pairs.append(f"rank {i} sends {sent} to rank {j}, which expects {expected}")
-                    wrong[i] = wrong.get(i, 0) + 1
-                    wrong[j] = wrong.get(j, 0) + 1
-        if pairs:
-            top = max(wrong.values())
-            culprits = sorted(r for r, c in wrong.items() if c == top)
-            more = f" (and {len(pairs) - 2} more pairs)" if len(pairs) > 2 else ""
-            text = "; ".join(pairs[:2]) + more
-            if len(culprits) == 2:
-                odd = _odd_totals(members, counts) if even_before else None
-                if odd is not None and odd[0] in culprits:
-                    return Imbalance([odd[0]], f"{text}; {_odd_text(odd, counts, True)}")
-                return Imbalance(  # one pair, two records: naming both would blame an innocent rank
-                    [],
-                    f"{text}; the two records of that pair disagree and neither rank's totals stand apart, "
-                    f"so which of ranks {culprits[0]} and {culprits[1]} is wrong is not in the dumps",
-                )
-            if len(culprits) > 2:
-                culprits = []
-            return Imbalance(culprits, text)
+        found = _pairs_named(members, counts, splits, even_before)
+        if found is not None:
+            return found
     sent = sum(i for i, _ in counts.values())
     got = sum(o for _, o in counts.values())
     if sent == got:
@@ -384,6 +382,90 @@ def _pairs_agree(members: Sequence[int], splits: dict[int, tuple[tuple[int, ...]
     # expected_from[i]: what each member j expects from member i
     expected_from = list(zip(*(splits[j][1] for j in members), strict=True))
     return all(splits[i][0] == expected_from[k] for k, i in enumerate(members))
+
+
+def _pairs_named(
+    members: Sequence[int],
+    counts: dict[int, tuple[int, int]],
+    splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]],
+    even_before: bool | None,
+) -> Imbalance | None:
+    """The pairs whose two records disagree (what i sends j is not what j expects from i), and who is wrong.
+
+    A rank's row is what it sends each peer (its input splits); its peers' output splits say what they
+    expect from it. When exactly one rank's row disagrees with its peers' expectations, that sender is
+    named: its input total (or, when the total is right, its rows peer by peer) is not what its peers' output
+    splits expect from it, and every other rank sends what is expected. One wrong pair has two records, the
+    sender's and the receiver's; the issue's convention (principle 7) reads the sender's input as the split
+    that is wrong. The totals override the convention only when they say more: in a call that split evenly
+    at every earlier exchange (``even_before``), the one member whose totals stand apart departs from its
+    own earlier calls and is named, sender or receiver. When several rows disagree but one rank is in every
+    pair that does (one receiver's output splits misjudge several peers), that rank's own lists explain
+    them all and it is named. When two ranks each send the other what it does not expect, the records are
+    symmetric and the totals cannot break it; with more disagreeing rows than one rank explains, neither do
+    they: no rank is named, and the text says why."""
+    pos = {r: k for k, r in enumerate(members)}
+    pairs: list[tuple[int, int, int, int]] = []  # (sender, receiver, sent, expected)
+    for i in members:
+        for j in members:
+            sent, expected = splits[i][0][pos[j]], splits[j][1][pos[i]]
+            if sent != expected:
+                pairs.append((i, j, sent, expected))
+    if not pairs:
+        return None
+    said = [f"rank {i} sends {s} to rank {j}, which expects {e}" for i, j, s, e in pairs]
+    more = f" (and {len(pairs) - 2} more pairs)" if len(pairs) > 2 else ""
+    text = "; ".join(said[:2]) + more
+    rows = sorted({p[0] for p in pairs})
+    cover = [r for r in members if all(r in p[:2] for p in pairs)]  # ranks on one side of every such pair
+    odd = _odd_totals(members, counts) if even_before else None
+    if odd is not None and odd[0] in cover:  # the totals say who departs from the even split
+        return Imbalance([odd[0]], f"{text}; {_odd_text(odd, counts, True)}")
+    if len(rows) == 1:
+        return Imbalance([rows[0]], f"{text}; {_row_text(rows[0], members, splits)}")
+    if len(cover) == 1:
+        r = cover[0]
+        got = sum(splits[i][0][pos[r]] for i in members)
+        also = (
+            f"rank {r}'s output splits expect {counts[r][1]} elements in all where its peers send it {got}; "
+            if got != counts[r][1]
+            else ""
+        )
+        return Imbalance(
+            [r], f"{text}; {also}rank {r} is in every pair that disagrees: its own splits explain them all"
+        )
+    if len(cover) == 2:  # each of two ranks sends the other what it does not expect
+        a, b = cover
+        return Imbalance(
+            [],
+            f"{text}; the two records of each pair disagree and neither rank's totals stand apart, "
+            f"so which of ranks {a} and {b} is wrong is not in the dumps",
+        )
+    return Imbalance(
+        [],
+        f"{text}; {_ranks(rows)} each send a peer what it does not expect and no one rank is in every such "
+        "pair, so which rank's split is wrong is not in the dumps",
+    )
+
+
+def _row_text(
+    i: int, members: Sequence[int], splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]
+) -> str:
+    """Why the one sender whose row disagrees is named: its input total against what its peers expect."""
+    k = list(members).index(i)
+    sent = sum(splits[i][0])
+    expected = sum(splits[j][1][k] for j in members)
+    if sent != expected:
+        how = (
+            f"rank {i}'s input splits sum to {sent} elements where its peers' output splits expect {expected} "
+            "from it"
+        )
+    else:
+        how = (
+            f"rank {i}'s input splits sum to the {sent} elements its peers expect from it, but not peer by peer "
+            "(its rows go to other peers than their splits say)"
+        )
+    return f"{how}; every other rank sends each peer what that peer expects"
 
 
 def _odd_totals(members: Sequence[int], counts: dict[int, tuple[int, int]]) -> tuple[int, int] | None:

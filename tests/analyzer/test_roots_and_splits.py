@@ -1,16 +1,18 @@
 """Rooted collectives and the all_to_all balance as torch records them, and the words of a mismatch.
 
 What the dumps hold is read from torch's source (cited in ``frwatch_dev.dumps.corpus_roots``): NCCL's
-non-root gather/scatter member records one undefined tensor (``[[]]``, ``Undefined``), gloo's records
-``[]``; FR records no root; all_to_all_single records one total a side.
+non-root gather/scatter member records one undefined tensor (``[[0]]``, ``UNKNOWN_SCALAR`` on torch 2.13;
+``[[]]``, ``Undefined`` in torch's tests), gloo's records ``[]``; FR records no root; all_to_all_single records
+one total a side; all_to_all with lists records what each rank sends and expects peer by peer.
 """
 
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.rules import Balance, api_order, check_balance, elements, predict_root
+from frwatch_analyzers.rules import Balance, api_order, check_balance, elements, placeholder, predict_root
 from frwatch_analyzers.verdict import Category, CulpritKind, Status
 from frwatch_dev.dumps import world
+from frwatch_dev.dumps.corpus_roots import MEASURED, MIXED, as_recorded
 
 MEMBERS = [0, 1, 2, 3]
 
@@ -20,6 +22,43 @@ def test_an_undefined_placeholder_holds_no_element_and_a_scalar_holds_one() -> N
     assert elements([], []) == 0  # gloo's
     assert elements([[]], ["Float"]) == 1  # a real scalar tensor
     assert elements([[4, 2], [8]], ["Float", "Float"]) == 16
+
+
+def test_the_placeholder_as_torch_2_13_records_it_holds_no_element_and_is_no_tensor() -> None:
+    # FlightRecorder<>::record writes an undefined tensor's sizes() ([0]) and c10::toString of its
+    # ScalarType::Undefined ("UNKNOWN_SCALAR"): measured with tests/blind/undefined_tensor_probe.cpp
+    for shape, dtype in (
+        ([], "Undefined"),
+        ([0], "UNKNOWN_SCALAR"),
+        ([0], "Undefined"),
+        ([], "UNKNOWN_SCALAR"),
+    ):
+        assert placeholder(shape, dtype)
+        assert elements([shape], [dtype]) == 0
+    assert not placeholder([0], "Float")  # an empty defined tensor is a tensor
+    assert not placeholder([4], "UNKNOWN_SCALAR")  # a tensor holding elements is never the placeholder
+    one, f = ((8,),), ("Float",)
+    for form in ((((0,),), ("UNKNOWN_SCALAR",)), (((0,),), ("Undefined",))):
+        # the placeholder stays on the list's side: gather's outputs, NCCL scatter's recorded outputs
+        assert api_order(Balance.GATHER, one, f, *form) == (one, f, *form)
+        assert api_order(Balance.SCATTER, one, f, *form) == (*form, one, f)
+
+
+def test_a_rotating_nccl_gather_and_scatter_are_healthy_in_every_form_of_the_placeholder() -> None:
+    w = world(4)
+    for step in range(4):
+        w = w.gather(root=step).scatter(root=step).all_reduce()
+    for form in (MEASURED, MIXED):
+        dumps = {r: as_recorded(d, form) for r, d in w.dumps().items()}
+        e = next(e for e in dumps[1]["entries"] if e["profiling_name"] == "nccl:gather")
+        assert (e["output_sizes"], e["output_dtypes"]) == ([form[0]], [form[1]])
+        v = analyze_dumps(dumps)
+        assert v.status == Status.healthy and v.category == Category.healthy, v.headline
+    # and a second root at one seq is still that rank's desync, not a dtype mismatch of the non-roots
+    bad = w.rank(1).root_at(10, 1)  # the 4th gather (seq 10): roots 0, 1, 2 before give rank 3; rank 1 too
+    v = analyze_dumps({r: as_recorded(d, MEASURED) for r, d in bad.dumps().items()})
+    assert v.category == Category.desync and v.culprit_ranks == [1], v.headline
+    assert v.earliest_branch is not None and v.earliest_branch.seq == 10
 
 
 def test_nccl_non_root_members_record_the_placeholder_and_a_healthy_gather_is_healthy() -> None:
@@ -95,11 +134,74 @@ def test_a_single_wrong_pair_names_the_sender_when_the_split_is_even() -> None:
     counts = {r: (8, 8) for r in MEMBERS} | {2: (9, 8)}
     found = check_balance(Balance.ALL_TO_ALL, MEMBERS, counts, splits, even_before=True)
     assert found is not None and found.ranks == [2]
-    tie = check_balance(Balance.ALL_TO_ALL, MEMBERS, counts, splits, even_before=None)
+    assert "as every member did at every earlier exchange of this call" in found.text  # its own history too
+    # no history: the sender is still the one rank whose sends disagree with what its peers expect
+    alone = check_balance(Balance.ALL_TO_ALL, MEMBERS, counts, splits, even_before=None)
+    assert alone is not None and alone.ranks == [2]
     assert (
-        tie is not None
-        and tie.ranks == []
-        and "which of ranks 0 and 2 is wrong is not in the dumps" in tie.text
+        "rank 2's input splits sum to 9 elements where its peers' output splits expect 8 from it"
+        in alone.text
+    )
+
+
+def test_the_totals_of_an_even_history_name_the_receiver_whose_splits_depart_from_it() -> None:
+    base = ((2, 2, 2, 2), (2, 2, 2, 2))
+    splits = {r: base for r in MEMBERS} | {0: ((2, 2, 2, 2), (2, 2, 3, 2))}  # rank 0 expects one more from 2
+    counts = {r: (8, 8) for r in MEMBERS} | {0: (8, 9)}
+    found = check_balance(Balance.ALL_TO_ALL, MEMBERS, counts, splits, even_before=True)
+    assert found is not None and found.ranks == [0] and "rank 0 expects 9 elements in all" in found.text
+    uneven = check_balance(Balance.ALL_TO_ALL, MEMBERS, counts, splits, even_before=False)
+    assert uneven is not None and uneven.ranks == [2]  # no even history: the sender, by the convention
+
+
+def _uneven(rows: list[list[int]]) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Per-peer lists from a table ``rows[i][j]`` (what i sends j, what j expects from i)."""
+    return {i: (tuple(rows[i]), tuple(rows[j][i] for j in MEMBERS)) for i in MEMBERS}
+
+
+def _totals(splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]) -> dict[int, tuple[int, int]]:
+    return {r: (sum(i), sum(o)) for r, (i, o) in splits.items()}
+
+
+ROWS = [[3, 2, 1, 4], [2, 6, 0, 3], [5, 6, 2, 4], [1, 1, 4, 4]]  # uneven: what rank i sends rank j
+
+
+def test_one_sender_whose_rows_disagree_with_its_peers_is_named_in_an_uneven_exchange() -> None:
+    splits = _uneven(ROWS)
+    splits[2] = ((5, 7, 2, 4), splits[2][1])  # rank 2 sends rank 1 seven rows; rank 1 expects six
+    found = check_balance(Balance.ALL_TO_ALL, MEMBERS, _totals(splits), splits, even_before=False)
+    assert found is not None and found.ranks == [2]
+    assert "rank 2 sends 7 to rank 1, which expects 6" in found.text
+    assert "rank 2's input splits sum to 18 elements where its peers' output splits expect 17" in found.text
+    # the same rows sent to the wrong peers: the total is right, the pairs are not
+    splits = _uneven(ROWS)
+    splits[2] = ((4, 5, 6, 2), splits[2][1])
+    found = check_balance(Balance.ALL_TO_ALL, MEMBERS, _totals(splits), splits, even_before=False)
+    assert found is not None and found.ranks == [2] and "but not peer by peer" in found.text
+
+
+def test_a_receiver_whose_splits_misjudge_several_peers_is_named() -> None:
+    splits = _uneven(ROWS)
+    splits[1] = (splits[1][0], (3, 6, 5, 1))  # rank 1 expects 3 from 0 (2 sent) and 5 from 2 (6 sent)
+    found = check_balance(Balance.ALL_TO_ALL, MEMBERS, _totals(splits), splits, even_before=False)
+    assert found is not None and found.ranks == [1]
+    assert "rank 1 is in every pair that disagrees" in found.text
+
+
+def test_symmetric_or_scattered_pairs_name_nobody_and_say_why() -> None:
+    splits = _uneven(ROWS)
+    splits[0] = ((3, 3, 1, 4), splits[0][1])  # rank 0 sends rank 1 one more than it expects ...
+    splits[1] = ((3, 6, 0, 3), splits[1][1])  # ... and rank 1 sends rank 0 one more: either list fits
+    found = check_balance(Balance.ALL_TO_ALL, MEMBERS, _totals(splits), splits, even_before=False)
+    assert found is not None and found.ranks == []
+    assert "which of ranks 0 and 1 is wrong is not in the dumps" in found.text
+    splits = _uneven(ROWS)
+    splits[0] = ((3, 3, 1, 4), splits[0][1])  # rank 0 -> 1 and rank 2 -> 3: two rows, nobody in both pairs
+    splits[2] = ((5, 6, 2, 5), splits[2][1])
+    found = check_balance(Balance.ALL_TO_ALL, MEMBERS, _totals(splits), splits, even_before=False)
+    assert found is not None and found.ranks == []
+    assert (
+        "ranks 0, 2 each send a peer what it does not expect and no one rank is in every such" in found.text
     )
 
 

@@ -9,6 +9,13 @@
   the placeholder as output. gloo records the API's order and ``[]`` for no tensor. torch's matcher
   (torch/distributed/flight_recorder/components/types.py, ``Op.match``) ignores gather outputs and scatter
   inputs, so such a member fully matches the root (test/distributed/flight_recorder/test_fr_analysis.py).
+  That ``[[]]``/``Undefined`` form is the one torch's tests write; torch 2.13 itself records ``[[0]]`` and
+  ``UNKNOWN_SCALAR``: ``FlightRecorder<>::record`` (torch/csrc/distributed/c10d/FlightRecorderDetail.hpp) reads
+  ``sizes()`` and ``dtype().toScalarType()`` unguarded; ``UndefinedTensorImpl`` (c10/core/UndefinedTensorImpl.cpp)
+  lets ``sizes()`` answer the default ``SizesAndStrides`` (one dimension of size 0,
+  c10/core/impl/SizesAndStrides.h), and ``c10::toString(ScalarType::Undefined)`` (c10/core/ScalarType.h)
+  falls to its ``"UNKNOWN_SCALAR"`` default. Measured with ``tests/blind/undefined_tensor_probe.cpp`` built
+  against torch 2.13. :func:`as_recorded` rewrites the builder's placeholder into that form.
 - FR 2.10 records no root: a rooted call whose root changes from call to call looks, on the non-roots,
   exactly like one whose root never changes; ``broadcast``/``reduce`` record the same tensors on every
   member whatever the root (``ProcessGroupNCCL::broadcast`` passes ``collective(tensor, tensor, ...)``).
@@ -51,6 +58,33 @@ def _rotating(kind: str, backend: str, *, steps: int = STEPS) -> World:
 
 def _case(name: str, collective: str, klass: str, w: World, truth: Truth) -> Case:
     return Case(name, collective, klass, _files(w), truth)
+
+
+#: The forms an NCCL non-root's undefined placeholder is recorded in: (sizes, dtype) of its one tensor.
+MEASURED = ([0], "UNKNOWN_SCALAR")  # torch 2.13, measured (see the module docstring)
+MIXED = ([0], "Undefined")  # the measured sizes with the dtype torch's tests write
+
+
+def as_recorded(dump: Dump, form: tuple[list[int], str]) -> Dump:
+    """``dump`` with every undefined placeholder (the builder's ``[]``/``Undefined`` tensor) recorded in
+    ``form`` instead; every other tensor as it was."""
+    sizes, dtype = form
+    entries = []
+    for e in dump["entries"]:
+        e = dict(e)
+        for side in ("input", "output"):
+            dts = e[f"{side}_dtypes"]
+            if len(dts) == 1 and dts[0] == "Undefined" and e[f"{side}_sizes"] == [[]]:
+                e[f"{side}_sizes"], e[f"{side}_dtypes"] = [list(sizes)], [dtype]
+        entries.append(e)
+    return {**dump, "entries": entries}
+
+
+def _recorded_case(
+    name: str, collective: str, klass: str, w: World, truth: Truth, form: tuple[list[int], str]
+) -> Case:
+    files = _files(w)
+    return Case(name, collective, klass, lambda: [(f, r, as_recorded(d, form)) for f, r, d in files()], truth)
 
 
 def _problem(cat: Category, culprits: tuple[int, ...], seq: int) -> Truth:
@@ -127,6 +161,30 @@ def rooted_cases() -> list[Case]:
             Truth(Status.problem, Category.desync, (), None, "0", 1),
         )
     )
+    # the same rooted calls with the placeholder as torch 2.13 records it (and with the measured sizes beside
+    # the tests' dtype): a matching non-root in every form
+    for form, label in ((MEASURED, "[[0]], UNKNOWN_SCALAR"), (MIXED, "[[0]], Undefined")):
+        for kind in ("gather", "scatter"):
+            out.append(
+                _recorded_case(
+                    f"{kind}/rotating root, the placeholder recorded as {label} [nccl]",
+                    kind,
+                    "rotating root",
+                    _rotating(kind, "nccl"),
+                    healthy,
+                    form,
+                )
+            )
+    out.append(
+        _recorded_case(
+            "gather/second root off the rotation, the placeholder recorded as [[0]], UNKNOWN_SCALAR [nccl]",
+            "gather",
+            "second root",
+            _rotating("gather", "nccl").rank(2).root_at(9, 2),
+            _problem(Category.desync, (2,), 9),
+            MEASURED,
+        )
+    )
     return out
 
 
@@ -175,6 +233,19 @@ def all_to_all_cases() -> list[Case]:
             "all_to_all",
             "split",
             routed.rank(2).sizes_at(7, mine, expected),
+            _problem(Category.size_mismatch, (2,), 7),
+        )
+    )
+    # the same routing; at step 4 rank 2's input split for rank 1 is one row more than rank 1's output split
+    # expects from it (every other pair agrees): rank 2's input total disagrees with what its peers expect,
+    # the one sender whose rows do (principle 7); no earlier exchange was even, so the totals alone cannot say
+    more_rows = [(rows[2][j] + (1 if j == 1 else 0), HIDDEN) for j in range(SIZE)]
+    out.append(
+        _case(
+            "all_to_all/uneven split, rank 2 sends rank 1 a row more than rank 1 expects [nccl]",
+            "all_to_all",
+            "split",
+            routed.rank(2).sizes_at(7, more_rows, expected),
             _problem(Category.size_mismatch, (2,), 7),
         )
     )

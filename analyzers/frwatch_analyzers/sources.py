@@ -296,7 +296,10 @@ def s3_client(s3: S3Config) -> Any:
         connect_timeout=5,
         read_timeout=60,
     )
-    return boto3.client("s3", endpoint_url=s3.endpoint_url, region_name=s3.region, config=cfg)
+    # a session of its own: boto3.client() would reuse boto3's default session, whose credentials are resolved
+    # once (from the environment as it was at the first call) and kept for the life of the process
+    session = boto3.session.Session()
+    return session.client("s3", endpoint_url=s3.endpoint_url, region_name=s3.region, config=cfg)
 
 
 def _discover_s3(url: str, s3: S3Config) -> Inputs:

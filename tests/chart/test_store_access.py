@@ -222,3 +222,29 @@ def test_notes_say_where_each_partys_credentials_come_from_and_name_every_job_ki
     assert "trainjob/NAME" in keys and "PyTorchJob, TrainJob, JobSet" in keys
     keyless = _notes(IRSA)
     assert f"{RELEASE}-analyzer in {NAMESPACE}" in keyless and "Secret" not in keyless
+
+
+def test_each_analyzer_client_resolves_its_credentials_from_the_environment_it_starts_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """boto3's default session resolves credentials once for the process: a client made after the environment
+    changed (web identity first, static keys later) must not carry the first one's (it asked STS at AWS)."""
+    from frwatch_analyzers.sources import S3Config, s3_client
+
+    token = tmp_path / "token"
+    token.write_text("a-projected-service-account-token")
+    for name in (*KEY_NAMES, "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ROLE_ARN", ANALYZER_ROLE)
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+    first = s3_client(S3Config.from_env())
+    assert first._request_signer._credentials.method == "assume-role-with-web-identity"
+    monkeypatch.delenv("AWS_ROLE_ARN")
+    monkeypatch.delenv("AWS_WEB_IDENTITY_TOKEN_FILE")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    later = s3_client(S3Config.from_env())
+    assert later._request_signer._credentials.method == "env"

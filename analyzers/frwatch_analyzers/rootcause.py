@@ -306,6 +306,12 @@ def _absent(ctx: Context, c: Candidate, present: list[int]) -> Candidate:
         c.note = "the call is one this group never issued before"
         return c
     for r, st in c.statuses.items():
+        held = _held(ctx, r) if st.what in ("idle", "blocked") else None
+        if held is not None:
+            # it waits in an open transfer (a recv whose data never came) recorded before any collective it
+            # has not completed: it cannot enqueue anything behind it, this call included, so its absence is
+            # a consequence of that transfer (a wait-for edge to its finding), in this group or another
+            c.statuses[r] = st = Status("blocked", held, st.history)
         if st.what == "blocked" and st.where is not None and st.where.key != g.key:
             c.edges[r] = st.where
     culprits = sorted(r for r, st in c.statuses.items() if st.what != "blocked")
@@ -432,12 +438,11 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
             c.kind = CulpritKind.crashed
             return c
         bp = ctx.timeline(culprit).blocking()
-        held = open_transfer(ctx.traces[culprit], groups)
-        if held is not None and (bp is None or held[1].record_id < bp.record_id):
+        held = _held(ctx, culprit)
+        if held is not None:
             # blocked in an earlier transfer (a recv whose data never came): it cannot post this half
-            t, e = held
             c.kind, c.culprits = CulpritKind.unknown, []
-            c.edges = {culprit: Step(e.record_id, transfer_key(t), e.p2p_seq, e.sig, False)}
+            c.edges = {culprit: held}
         elif bp is None:
             c.kind = CulpritKind.cpu_stuck
         elif bp.key in groups and bp.key != d.pg:
@@ -446,6 +451,31 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
         else:
             c.kind = CulpritKind.unknown
     return c
+
+
+def _held(ctx: Context, r: int) -> Step | None:
+    """The open transfer rank ``r`` waits in, as a step whose key is the transfer's finding: its earliest p2p
+    op not completed, when no collective it has not completed comes before it (record ids order the calls of
+    one recorder: NCCL records p2p ops and collectives in one ring) and nothing after it completed (a rank
+    that went on past it was not held there)."""
+    if r not in ctx.traces:
+        return None
+    trace = ctx.traces[r]
+    found = open_transfer(trace, ctx.groups)
+    if found is None:
+        return None
+    t, e = found
+    if any(x.record_id > e.record_id and x.state == _COMPLETED for x in trace.p2p):
+        return None
+    bp = ctx.timeline(r).blocking()
+    if bp is not None and bp.record_id < e.record_id:
+        return None
+    pg = trace.pgs.get(e.pg)
+    backend = pg.backend if pg is not None else None
+    for s in ctx.timeline(r).steps.get(backend or "", []):
+        if s.record_id > e.record_id and s.done is True:
+            return None  # a collective it enqueued after the transfer completed: the rank went on
+    return Step(e.record_id, transfer_key(t), e.p2p_seq, e.sig, False)
 
 
 # --- 3. the root ----------------------------------------------------------------------------------------------

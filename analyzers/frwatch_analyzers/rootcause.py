@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 
 from .align import ABSENT, Disagreement, GroupInfo, tail_entry
 from .history import new_transition, novel, shift, sig_at
-from .p2p import open_transfer, transfer_key
+from .p2p import entries_of, open_transfer, transfer_key
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
 from .tail_rows import finished, first_open
@@ -84,6 +84,8 @@ class Candidate:
     # ranks whose nodes are suspect where the evidence singles out no rank (a network hang: every member in it)
     suspects: list[int] = field(default_factory=list)
     chain: str = ""  # a p2p finding: its transfer's key (p2p.transfer_key), what edges into it name
+    # a p2p finding: rank -> (recorder, record id) of its entry there, to order it on a rank's own record
+    marks: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def hardware(self) -> bool:
@@ -415,6 +417,9 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
     c = Candidate(g, d.seq, op, d.category, CulpritKind.mismatched_call, sorted(d.odd), d, when=d.when)
     if d.transfer is not None:
         c.chain = transfer_key((d.pg, *d.transfer))
+        for r, e in entries_of(ctx.traces, groups, d).items():
+            pg = ctx.traces[r].pgs.get(e.pg)
+            c.marks[r] = (pg.backend if pg is not None else "", e.record_id)
     if d.category in _P2P_KINDS:
         c.kind = _P2P_KINDS[d.category]
         src, dst = d.transfer or (first.ranks[0], d.views[-1].ranks[0])
@@ -521,6 +526,17 @@ def root(ctx: Context, cands: list[Candidate]) -> tuple[Candidate | None, list[C
 def _earlier(ctx: Context, a: Candidate, b: Candidate) -> bool:
     """Is ``a`` earlier than ``b``? On one rank's own clock when a rank recorded both, else the earliest
     creation time of each; a software finding before a state one at the same time."""
+    if a.marks or b.marks:
+        # a p2p finding's seq counts that rank's p2p ops (p2p_seq_id), not its group's collectives: on a rank
+        # that recorded both, its own record ids order them (one recorder writes p2p ops and collectives
+        # alike), never a collective of the same number nor another rank's clock
+        for r in sorted(set(_ranks(a)) & set(_ranks(b))):
+            ra, rb = _record(ctx, a, r), _record(ctx, b, r)
+            if ra is not None and rb is not None and ra[0] == rb[0] and ra[1] != rb[1]:
+                return ra[1] < rb[1]
+        if a.when and b.when and a.when != b.when:
+            return a.when < b.when
+        return (a.hardware, a.group.key) < (b.hardware, b.group.key)
     common = sorted(set(a.group.dumped) & set(b.group.dumped))
     for r in common:
         ta, tb = ctx.created(r, a.group.key, a.seq), ctx.created(r, b.group.key, b.seq)
@@ -529,6 +545,19 @@ def _earlier(ctx: Context, a: Candidate, b: Candidate) -> bool:
     if a.when and b.when and a.when != b.when:
         return a.when < b.when
     return (a.hardware, a.group.key) < (b.hardware, b.group.key)
+
+
+def _ranks(c: Candidate) -> list[int]:
+    return sorted(c.marks) if c.chain else list(c.group.dumped)
+
+
+def _record(ctx: Context, c: Candidate, r: int) -> tuple[str, int] | None:
+    """(recorder, record id) of candidate ``c``'s entry on rank ``r``."""
+    if c.chain:
+        return c.marks.get(r)
+    pg = ctx.traces[r].pgs.get(c.group.key) if r in ctx.traces else None
+    t = tail_entry(pg, c.seq) if pg is not None else None
+    return (pg.backend, t.record_id) if pg is not None and t is not None else None
 
 
 # --- helpers --------------------------------------------------------------------------------------------------

@@ -119,6 +119,21 @@ def test_a_changed_send_shape_with_the_all_reduce_behind_is_the_senders() -> Non
     assert (v.category, v.culprit_ranks) == (Category.size_mismatch, [1]), v.headline
 
 
+def test_a_p2p_finding_and_a_collective_one_are_ordered_on_a_ranks_own_record() -> None:
+    """Two findings neither explains (the open pair 1->2; rank 3 idle, it never posted its recv nor enqueued the
+    all_reduce): the earlier is the one first in the record of a rank that holds both (rank 1 posted its send
+    before the all_reduce), not the one whose creation time on another rank's clock is earlier (rank 0, the
+    pipeline's head, enqueued its all_reduce before rank 1 posted its send)."""
+
+    def edit(dumps: dict) -> None:  # type: ignore[type-arg]
+        _stall("started", "started")(dumps)
+        dumps[3]["entries"].remove(_p2p(dumps[3], "recv", "3<-2"))
+
+    v = analyze_dumps(_build(PIPE_AR, edit)(), world_size=4)
+    assert (v.category, v.culprit_ranks) == (Category.network_hang, []), v.headline
+    assert [c.ranks for c in v.consequences if c.op == "nccl:all_reduce"] == [[3]]
+
+
 def test_frwatch_analyze_on_a_folder_names_the_head_of_the_chain(tmp_path: Path) -> None:
     """End to end: the chain's dumps as pickle files in a folder, ``frwatch analyze DIR --format json``."""
     from frwatch_dev.dumps.encode import pickle_bytes

@@ -154,7 +154,8 @@ PIPE_AR_DP = (
 
 
 def _last_all_reduce(d: Dump) -> dict[str, Any]:
-    return [e for e in d["entries"] if e["profiling_name"] == "nccl:all_reduce"][-1]
+    found: list[dict[str, Any]] = [e for e in d["entries"] if e["profiling_name"] == "nccl:all_reduce"]
+    return found[-1]
 
 
 def _stall(
@@ -187,7 +188,7 @@ def _stall(
         _open(_p2p(dumps[3], "recv", "3<-2"), "scheduled")
         for r in (2, 3):
             dumps[r]["entries"].remove(_last_all_reduce(dumps[r]))
-        for r, d in dumps.items():  # pg_status as ProcessGroupNCCL keeps it: the all_reduce's seq per state
+        for d in dumps.values():  # pg_status as ProcessGroupNCCL keeps it: the all_reduce's seq per state
             seq = _last_all_reduce(d)["collective_seq_id"]
             state = _last_all_reduce(d)["state"]
             st = d["pg_status"][_last_all_reduce(d)["process_group"][0]]

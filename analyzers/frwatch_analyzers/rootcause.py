@@ -16,7 +16,9 @@ runs under 500 lines).
      cannot be right, or whose call the group never issues, is the culprit; else both are named.
    - a member that never enqueued the collective: no dump -> crashed; idle (nothing in flight) -> cpu_stuck;
      what it enqueued after its last call here is not what it always did -> took_another_path (it moved
-     on); blocked in another group's collective -> not a culprit here: a *wait-for edge* to that group.
+     on); blocked in another group's collective -> not a culprit here: a *wait-for edge* to that group;
+     waiting in an open p2p transfer (a recv whose data never came) with nothing after it completed -> it
+     cannot enqueue anything behind it: an edge to that transfer's finding (same group or another).
      When the absent members are as many as the present ones or more, the present ones went ahead: they
      issued an extra call only if their call is one the group never issued; else the absent ones' states
      decide (idle, blocked, moved on); else the verdict says it cannot decide.
@@ -40,7 +42,7 @@ runs under 500 lines).
      or dtypes names the side that departs from the direction's earlier transfers, else both ranks.
 3. The root is a candidate no other candidate explains. A candidate is explained when it waits only on
    ranks blocked in other candidates' groups (and names no culprit of its own). Several roots: the earliest
-   (on one rank's clock where they share a rank). A cycle of waiting with no history to break it is
+   (on one rank's clock where they share a rank; a p2p finding by that rank's record ids). A cycle of waiting with no history to break it is
    reported as undecided.
 """
 

@@ -51,6 +51,32 @@ def open_transfer(trace: RankTrace, groups: dict[str, GroupInfo]) -> tuple[Trans
     return transfer_of(e, groups), e
 
 
+def entries_of(
+    traces: dict[int, RankTrace], groups: dict[str, GroupInfo], d: Disagreement
+) -> dict[int, P2PEntry]:
+    """A p2p finding's entries on its ranks: the k-th send src->dst and the k-th recv at dst from src, found
+    from the entry its first view names (the send, or the lone half of a pair whose other half is missing)."""
+    if d.transfer is None or not d.views or not d.views[0].ranks:
+        return {}
+    key: Transfer = (d.pg, *d.transfer)
+    src, dst = d.transfer
+
+    def of(rank: int, kind: str) -> list[P2PEntry]:
+        t = traces.get(rank)
+        mine = [e for e in t.p2p if e.kind == kind and transfer_of(e, groups) == key] if t else []
+        return sorted(mine, key=lambda e: e.p2p_seq)
+
+    sends, recvs = of(src, "send"), of(dst, "recv")
+    first, other, peer = (sends, recvs, dst) if d.views[0].ranks[0] == src else (recvs, sends, src)
+    for k, e in enumerate(first):
+        if e.p2p_seq == d.seq:
+            found = {d.views[0].ranks[0]: e}
+            if k < len(other):
+                found[peer] = other[k]
+            return found
+    return {}
+
+
 def compare_p2p(
     traces: dict[int, RankTrace], groups: dict[str, GroupInfo], details: dict[int, EntrySig]
 ) -> list[Disagreement]:

@@ -16,7 +16,9 @@ runs under 500 lines).
      cannot be right, or whose call the group never issues, is the culprit; else both are named.
    - a member that never enqueued the collective: no dump -> crashed; idle (nothing in flight) -> cpu_stuck;
      what it enqueued after its last call here is not what it always did -> took_another_path (it moved
-     on); blocked in another group's collective -> not a culprit here: a *wait-for edge* to that group.
+     on); blocked in another group's collective -> not a culprit here: a *wait-for edge* to that group;
+     waiting in an open p2p transfer (a recv whose data never came) with nothing after it completed -> it
+     cannot enqueue anything behind it: an edge to that transfer's finding (same group or another).
      When the absent members are as many as the present ones or more, the present ones went ahead: they
      issued an extra call only if their call is one the group never issued; else the absent ones' states
      decide (idle, blocked, moved on); else the verdict says it cannot decide.
@@ -40,7 +42,7 @@ runs under 500 lines).
      or dtypes names the side that departs from the direction's earlier transfers, else both ranks.
 3. The root is a candidate no other candidate explains. A candidate is explained when it waits only on
    ranks blocked in other candidates' groups (and names no culprit of its own). Several roots: the earliest
-   (on one rank's clock where they share a rank). A cycle of waiting with no history to break it is
+   (on one rank's clock where they share a rank; a p2p finding by that rank's record ids). A cycle of waiting with no history to break it is
    reported as undecided.
 """
 
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field, replace
 
 from .align import ABSENT, Disagreement, GroupInfo, tail_entry
 from .history import new_transition, novel, shift, sig_at
-from .p2p import open_transfer, transfer_key
+from .p2p import entries_of, open_transfer, transfer_key
 from .rules import rule_for, syntax_problem
 from .summarize import STATE_CODES, EntrySig, RankTrace
 from .tail_rows import finished, first_open
@@ -84,6 +86,8 @@ class Candidate:
     # ranks whose nodes are suspect where the evidence singles out no rank (a network hang: every member in it)
     suspects: list[int] = field(default_factory=list)
     chain: str = ""  # a p2p finding: its transfer's key (p2p.transfer_key), what edges into it name
+    # a p2p finding: rank -> (recorder, record id) of its entry there, to order it on a rank's own record
+    marks: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def hardware(self) -> bool:
@@ -306,6 +310,12 @@ def _absent(ctx: Context, c: Candidate, present: list[int]) -> Candidate:
         c.note = "the call is one this group never issued before"
         return c
     for r, st in c.statuses.items():
+        held = _held(ctx, r) if st.what in ("idle", "blocked") else None
+        if held is not None:
+            # it waits in an open transfer (a recv whose data never came) recorded before any collective it
+            # has not completed: it cannot enqueue anything behind it, this call included, so its absence is
+            # a consequence of that transfer (a wait-for edge to its finding), in this group or another
+            c.statuses[r] = st = Status("blocked", held, st.history)
         if st.what == "blocked" and st.where is not None and st.where.key != g.key:
             c.edges[r] = st.where
     culprits = sorted(r for r, st in c.statuses.items() if st.what != "blocked")
@@ -409,6 +419,9 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
     c = Candidate(g, d.seq, op, d.category, CulpritKind.mismatched_call, sorted(d.odd), d, when=d.when)
     if d.transfer is not None:
         c.chain = transfer_key((d.pg, *d.transfer))
+        for r, e in entries_of(ctx.traces, groups, d).items():
+            pg = ctx.traces[r].pgs.get(e.pg)
+            c.marks[r] = (pg.backend if pg is not None else "", e.record_id)
     if d.category in _P2P_KINDS:
         c.kind = _P2P_KINDS[d.category]
         src, dst = d.transfer or (first.ranks[0], d.views[-1].ranks[0])
@@ -432,12 +445,11 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
             c.kind = CulpritKind.crashed
             return c
         bp = ctx.timeline(culprit).blocking()
-        held = open_transfer(ctx.traces[culprit], groups)
-        if held is not None and (bp is None or held[1].record_id < bp.record_id):
+        held = _held(ctx, culprit)
+        if held is not None:
             # blocked in an earlier transfer (a recv whose data never came): it cannot post this half
-            t, e = held
             c.kind, c.culprits = CulpritKind.unknown, []
-            c.edges = {culprit: Step(e.record_id, transfer_key(t), e.p2p_seq, e.sig, False)}
+            c.edges = {culprit: held}
         elif bp is None:
             c.kind = CulpritKind.cpu_stuck
         elif bp.key in groups and bp.key != d.pg:
@@ -446,6 +458,31 @@ def p2p_candidate(ctx: Context, d: Disagreement) -> Candidate:
         else:
             c.kind = CulpritKind.unknown
     return c
+
+
+def _held(ctx: Context, r: int) -> Step | None:
+    """The open transfer rank ``r`` waits in, as a step whose key is the transfer's finding: its earliest p2p
+    op not completed, when no collective it has not completed comes before it (record ids order the calls of
+    one recorder: NCCL records p2p ops and collectives in one ring) and nothing after it completed (a rank
+    that went on past it was not held there)."""
+    if r not in ctx.traces:
+        return None
+    trace = ctx.traces[r]
+    found = open_transfer(trace, ctx.groups)
+    if found is None:
+        return None
+    t, e = found
+    if any(x.record_id > e.record_id and x.state == _COMPLETED for x in trace.p2p):
+        return None
+    bp = ctx.timeline(r).blocking()
+    if bp is not None and bp.record_id < e.record_id:
+        return None
+    pg = trace.pgs.get(e.pg)
+    backend = pg.backend if pg is not None else None
+    for s in ctx.timeline(r).steps.get(backend or "", []):
+        if s.record_id > e.record_id and s.done is True:
+            return None  # a collective it enqueued after the transfer completed: the rank went on
+    return Step(e.record_id, transfer_key(t), e.p2p_seq, e.sig, False)
 
 
 # --- 3. the root ----------------------------------------------------------------------------------------------
@@ -491,6 +528,17 @@ def root(ctx: Context, cands: list[Candidate]) -> tuple[Candidate | None, list[C
 def _earlier(ctx: Context, a: Candidate, b: Candidate) -> bool:
     """Is ``a`` earlier than ``b``? On one rank's own clock when a rank recorded both, else the earliest
     creation time of each; a software finding before a state one at the same time."""
+    if a.marks or b.marks:
+        # a p2p finding's seq counts that rank's p2p ops (p2p_seq_id), not its group's collectives: on a rank
+        # that recorded both, its own record ids order them (one recorder writes p2p ops and collectives
+        # alike), never a collective of the same number nor another rank's clock
+        for r in sorted(set(_ranks(a)) & set(_ranks(b))):
+            ra, rb = _record(ctx, a, r), _record(ctx, b, r)
+            if ra is not None and rb is not None and ra[0] == rb[0] and ra[1] != rb[1]:
+                return ra[1] < rb[1]
+        if a.when and b.when and a.when != b.when:
+            return a.when < b.when
+        return (a.hardware, a.group.key) < (b.hardware, b.group.key)
     common = sorted(set(a.group.dumped) & set(b.group.dumped))
     for r in common:
         ta, tb = ctx.created(r, a.group.key, a.seq), ctx.created(r, b.group.key, b.seq)
@@ -499,6 +547,19 @@ def _earlier(ctx: Context, a: Candidate, b: Candidate) -> bool:
     if a.when and b.when and a.when != b.when:
         return a.when < b.when
     return (a.hardware, a.group.key) < (b.hardware, b.group.key)
+
+
+def _ranks(c: Candidate) -> list[int]:
+    return sorted(c.marks) if c.chain else list(c.group.dumped)
+
+
+def _record(ctx: Context, c: Candidate, r: int) -> tuple[str, int] | None:
+    """(recorder, record id) of candidate ``c``'s entry on rank ``r``."""
+    if c.chain:
+        return c.marks.get(r)
+    pg = ctx.traces[r].pgs.get(c.group.key) if r in ctx.traces else None
+    t = tail_entry(pg, c.seq) if pg is not None else None
+    return (pg.backend, t.record_id) if pg is not None and t is not None else None
 
 
 # --- helpers --------------------------------------------------------------------------------------------------

@@ -137,6 +137,68 @@ def _chain(head_send: str | None, head_recv: str) -> Callable[[dict[int, Dump]],
     return edit
 
 
+# One group for all: all_reduce, then recv from i-1 / send to i+1, then all_reduce (a pipeline stage whose next
+# step needs the activation it receives). ProcessGroupNCCL records p2p ops and collectives in the same ring
+# (FlightRecorder::record from ProcessGroupNCCL::collective and ::pointToPoint), so record ids order them.
+PIPE_AR = world(SIZE, timing=True).repeat(5, _pipeline).send(0, 1).send(1, 2).send(2, 3).all_reduce()
+# the same with the all_reduce in a group of its own ("dp"): p2p in pg 0, the collective in pg 1
+PIPE_AR_DP = (
+    world(SIZE, timing=True)
+    .group("dp", ranks=list(range(SIZE)))
+    .repeat(5, lambda x: x.send(0, 1).send(1, 2).send(2, 3).all_reduce(group="dp"))
+    .send(0, 1)
+    .send(1, 2)
+    .send(2, 3)
+    .all_reduce(group="dp")
+)
+
+
+def _last_all_reduce(d: Dump) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [e for e in d["entries"] if e["profiling_name"] == "nccl:all_reduce"]
+    return found[-1]
+
+
+def _stall(
+    send_state: str | None, recv_state: str, resize: bool = False
+) -> Callable[[dict[int, Dump]], None]:
+    """The last round stops at the transfer 1->2 of a PIPE_AR pipeline: rank 2 waits in its recv from 1
+    (``recv_state``), so it never posts its send to 3 nor enqueues the all_reduce behind it; rank 3 waits in
+    its recv from 2 and never enqueues the all_reduce either. ``send_state``: rank 1's send (None: rank 1,
+    its recv from 0 done, never posted it nor the all_reduce). Ranks 0 and 1 wait in the all_reduce.
+    ``resize``: rank 1 sends a shape it never sent before (NCCL hangs on the count mismatch)."""
+
+    def edit(dumps: dict[int, Dump]) -> None:
+        send = _p2p(dumps[1], "send", "1->2")
+        if send_state is None:
+            dumps[1]["entries"].remove(send)
+            dumps[1]["entries"].remove(_last_all_reduce(dumps[1]))
+        else:
+            if send_state != "completed":
+                _open(send, send_state)
+            if resize:
+                send["input_sizes"] = send["output_sizes"] = [[8, 4096, 512]]
+            _open(_last_all_reduce(dumps[1]), "scheduled")
+        head = _last_all_reduce(dumps[0])
+        _open(head, "started")
+        # the head's send is asynchronous (ProcessGroupNCCL::pointToPoint returns its work at enqueue): it
+        # enqueues the all_reduce right behind it, before rank 1 even got its data and posted its own send
+        head["time_created_ns"] = _p2p(dumps[0], "send", "0->1")["time_created_ns"] + 20_000_000
+        _open(_p2p(dumps[2], "recv", "2<-1"), recv_state)
+        dumps[2]["entries"].remove(_p2p(dumps[2], "send", "2->3"))
+        _open(_p2p(dumps[3], "recv", "3<-2"), "scheduled")
+        for r in (2, 3):
+            dumps[r]["entries"].remove(_last_all_reduce(dumps[r]))
+        for d in dumps.values():  # pg_status as ProcessGroupNCCL keeps it: the all_reduce's seq per state
+            seq = _last_all_reduce(d)["collective_seq_id"]
+            state = _last_all_reduce(d)["state"]
+            st = d["pg_status"][_last_all_reduce(d)["process_group"][0]]
+            st["last_enqueued_collective"] = seq
+            st["last_started_collective"] = seq if state in ("started", "completed") else seq - 1
+            st["last_completed_collective"] = seq if state == "completed" else seq - 1
+
+    return edit
+
+
 def _resized(rank: int, kind: str, name: str) -> Callable[[dict[int, Dump]], None]:
     def edit(dumps: dict[int, Dump]) -> None:
         e = _p2p(dumps[rank], kind, name)
@@ -172,6 +234,24 @@ def _p2p_cases() -> list[Case]:
         Case("p2p pair/the receiver changed its shape [nccl]", p2p, "p2p chain",
              _build(PIPE, _resized(2, "recv", "2<-1")),
              Truth(Status.problem, Category.size_mismatch, (2,), CulpritKind.mismatched_call, "0")),
+        Case("p2p chain, one group/GPU hang on the receiver, the all_reduce behind it [nccl, timing on]", p2p,
+             "p2p chain", _build(PIPE_AR, _stall("started", "scheduled")),
+             Truth(Status.problem, Category.gpu_hang, (2,), CulpritKind.gpu_hang, "0", hardware=True)),
+        Case("p2p chain, one group/network hang, the all_reduce behind it [nccl, timing on]", p2p, "p2p chain",
+             _build(PIPE_AR, _stall("started", "started")),
+             Truth(Status.problem, Category.network_hang, (), CulpritKind.network_hang, "0", hardware=True)),
+        Case("p2p chain, one group/the sender never posted, the all_reduce behind it [nccl, timing on]", p2p,
+             "p2p chain", _build(PIPE_AR, _stall(None, "scheduled")),
+             Truth(Status.problem, Category.missing_rank, (1,), CulpritKind.cpu_stuck, "0")),
+        Case("p2p chain, one group/the sender changed its shape, the all_reduce behind it [nccl]", p2p,
+             "p2p chain", _build(PIPE_AR, _stall("started", "started", resize=True)),
+             Truth(Status.problem, Category.size_mismatch, (1,), CulpritKind.mismatched_call, "0")),
+        Case("p2p chain, all_reduce in its own group/GPU hang on the receiver [nccl, timing on]", p2p,
+             "p2p chain", _build(PIPE_AR_DP, _stall("started", "scheduled")),
+             Truth(Status.problem, Category.gpu_hang, (2,), CulpritKind.gpu_hang, "0", hardware=True)),
+        Case("p2p chain, all_reduce in its own group/the sender never posted [nccl, timing on]", p2p,
+             "p2p chain", _build(PIPE_AR_DP, _stall(None, "scheduled")),
+             Truth(Status.problem, Category.missing_rank, (1,), CulpritKind.cpu_stuck, "0")),
     ]  # fmt: skip
 
 

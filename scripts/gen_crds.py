@@ -262,18 +262,14 @@ def incident_crd() -> Schema:
             "description": "Ranks whose dump reached the store.",
             "priority": 1,
         },
-        {
-            "name": "Verdict",
-            "type": "string",
-            "jsonPath": ".status.verdict.short",
-            "description": "The verdict in at most 120 characters.",
-            "priority": 1,
-        },
+        # no Verdict column over .status.verdict.short: a Reported Incident's message begins with that line
+        # (issue 26: the two columns said it twice); the message adds what the short line does not
         {
             "name": "Message",
             "type": "string",
             "jsonPath": ".status.message",
-            "description": "The verdict in one line, or why frwatch failed.",
+            "description": "Reported: the verdict in one line, then any caveat and what frwatch did (probes, "
+            "the cordon plan, the source step); Failed: why; otherwise what frwatch is doing.",
             "priority": 1,
         },
         _age(),

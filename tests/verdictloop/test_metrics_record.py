@@ -11,7 +11,7 @@ from vl_builders import hardware_verdict
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.metrics import Metrics
-from frwatch_operator.verdictloop.analyzing import Observed
+from frwatch_operator.verdictloop.analysis_steps import Observed
 from frwatch_operator.verdictloop.breaker import BreakerState, BreakerStatus
 from frwatch_operator.verdictloop.cordoning import RemediationResult
 from frwatch_operator.verdictloop.handler import record

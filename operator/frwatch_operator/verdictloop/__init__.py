@@ -8,7 +8,8 @@ Kubernetes is reached through :class:`frwatch_operator.kube.Kube` (the ``KubeAct
 :class:`frwatch_operator.s3store.S3Store`.
 """
 
-from frwatch_operator.verdictloop.analyzing import AnalysisRequest, Step, advance_analysis, start_analysis
+from frwatch_operator.verdictloop.analysis_steps import Step
+from frwatch_operator.verdictloop.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.verdictloop.ports import KubeActions
 
 __all__ = ["AnalysisRequest", "KubeActions", "Step", "advance_analysis", "start_analysis"]

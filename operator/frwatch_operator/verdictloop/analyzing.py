@@ -23,15 +23,16 @@ between calls: progress lives in the Incident's status, so a restarted operator 
 idempotent (deterministic Job and Event names, merge patches, the breaker persisted before a cordon).
 
 Over 400 lines: the Analyzing phase's two entry points, its two endings and the bounded refused passes
-share :class:`Step`, :class:`Observed` and the helpers at the bottom; the pure parts are elsewhere
-(``job_outcome``, ``job_report``, ``exit_verdict``, ``evidence_check``, ``remediation``).
+share the helpers at the bottom; creating the Jobs (the map step included) is in ``analysis_jobs``,
+:class:`Step` and :class:`Observed` in ``analysis_steps``; the pure parts are elsewhere (``job_outcome``,
+``job_report``, ``exit_verdict``, ``evidence_check``, ``remediation``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,9 +41,8 @@ from frwatch_analyzers.layout import MANIFEST, REPORT, REPORT_HTML, VERDICT, Roo
 from frwatch_analyzers.report import render
 from frwatch_analyzers.verdict import Verdict
 from frwatch_analyzers.verdict_binding import digest_of
-from frwatch_operator import constants as c
 from frwatch_operator.config import Config
-from frwatch_operator.errors import ApiRefusedError, FatalError, FrwatchError, RetryableError
+from frwatch_operator.errors import ApiRefusedError, FatalError, FrwatchError
 from frwatch_operator.incident import Incident, IncidentIdentity, evidence_url
 from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.resources import (
@@ -56,11 +56,12 @@ from frwatch_operator.resources import (
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.verdictloop import corroborating, probe_step, source_step
-from frwatch_operator.verdictloop.analyzer_job import analyzer_job, analyzer_job_ref, effective_run
+from frwatch_operator.verdictloop.analysis_jobs import STEP_MAP, advance_map, start_jobs
+from frwatch_operator.verdictloop.analysis_steps import POLL_SECONDS, Observed, Step
+from frwatch_operator.verdictloop.analyzer_job import analyzer_job_ref
 from frwatch_operator.verdictloop.events import event_object, involved
 from frwatch_operator.verdictloop.evidence_check import check_verdict
 from frwatch_operator.verdictloop.exit_verdict import exit_verdict
-from frwatch_operator.verdictloop.fanout import failed_shards, map_job, map_job_ref, shard_count
 from frwatch_operator.verdictloop.job_outcome import JobState
 from frwatch_operator.verdictloop.job_reading import read_job
 from frwatch_operator.verdictloop.job_report import (
@@ -79,26 +80,6 @@ from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, rea
 logger = logging.getLogger(__name__)
 
 
-#: How soon to look at a running analyzer Job again (seconds).
-POLL_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Observed:
-    """What one call saw happen, for the operator's metrics (nothing here drives the Incident)."""
-
-    #: The analyzer Job's end, seen in this call: ``succeeded``, ``failed`` or ``deadline`` ("": none).
-    analyzer_job: str = ""
-    #: The verdict stored and surfaced in this call: its category ("": none) and hardware_class.
-    category: str = ""
-    hardware_class: bool = False
-    seconds_since_detection: float = 0.0
-    cordoned: int = 0  #: nodes cordoned (spec.unschedulable set) in this call
-    would_cordon: int = 0  #: nodes a dry-run plan would have cordoned
-    skipped: tuple[str, ...] = ()  #: a SkipReason code for each suspect node left alone
-    breaker_tripped: bool | None = None  #: the circuit breaker as stored (None: not read)
-
-
 @dataclass(frozen=True)
 class AnalysisRequest:
     """What collection hands to analysis when it ends: the Incident and where its evidence is."""
@@ -109,19 +90,6 @@ class AnalysisRequest:
     storage_url: str  #: s3://bucket/<attempt root>: ranks/, pods/, manifest.json
     settings: CaptureSettings  #: the job's effective settings (analyzer image, resources, deadline)
     ranks: int | None = None  #: the world size, when known: more than analyzer.ranks_per_pod fans out
-
-
-@dataclass(frozen=True)
-class Step:
-    """What one call did: the Incident status merge patch to write ({}: nothing), and what comes next."""
-
-    status: dict[str, Any] = field(default_factory=dict)
-    #: The Analyzing phase is over (Reported or Failed): stop calling advance_analysis.
-    done: bool = False
-    #: Still analyzing: call advance_analysis again after this many seconds.
-    retry_after: float | None = None
-    #: What happened, for the metrics (the caller records it once the status is written).
-    observed: Observed = field(default_factory=Observed)
 
 
 def _job_ended(state: JobState, reason: str) -> str:
@@ -151,7 +119,7 @@ def start_analysis(
     incident = IncidentIdentity(request.namespace, request.incident, request.incident_uid)
     ns, name = analyzer_job_ref(incident, config.analyzer)
     try:
-        return _start_jobs(
+        return start_jobs(
             incident, request.storage_url, config, request.settings, kube, now, (), request.ranks
         )
     except ApiRefusedError as exc:  # bounded: the verdict loop retries the create with backoff, then gives up
@@ -180,120 +148,6 @@ def start_analysis(
             **refused,
         }
         return Step(status, done=False, retry_after=config.operator.refused_backoff_seconds)
-
-
-def _create_analyzer_job(
-    incident: IncidentIdentity,
-    storage_url: str,
-    config: Config,
-    settings: CaptureSettings | None,
-    kube: KubeActions,
-    now: datetime,
-    conditions: tuple[Condition, ...] | list[Condition] = (),
-) -> Step:
-    """Create the Incident's analyzer Job (idempotent), post AnalyzerStarted; the status for Analyzing."""
-    url = evidence_url(storage_url, f"Incident {incident.key}")
-    run = effective_run(config.analyzer, settings)
-    manifest = analyzer_job(incident, evidence_url=url, s3=config.s3, run=run, settings=config.analyzer)
-    name, ns, _ = _create_announced(incident, manifest, kube, now, lambda where: f"analyzing the dumps at {url} in Job {where}")
-    status = {**analyzing_status(name, now=now, conditions=conditions), "analyzerNamespace": ns}
-    return Step(status, done=False, retry_after=POLL_SECONDS)
-
-
-def _create_announced(
-    incident: IncidentIdentity, manifest: Obj, kube: KubeActions, now: datetime, said: Callable[[str], str]
-) -> tuple[str, str, str]:
-    """The one path that creates an analysis Job (the analyzer's or the map's): create it (idempotent), post
-    ``AnalyzerStarted`` on the Incident with ``said(where)``; (name, namespace, what was said)."""
-    name, ns = _create_own_job(incident, manifest, kube)
-    text = said(name if ns == incident.namespace else f"{ns}/{name}")
-    spec = Notice("Normal", Reason.ANALYZER_STARTED, text)
-    kube.create_event(event_object(spec, about=incident.reference(), incident_uid=incident.uid, now=now))
-    return name, ns, text
-
-
-def _create_own_job(incident: IncidentIdentity, manifest: Obj, kube: KubeActions) -> tuple[str, str]:
-    """Create the Job (idempotent: a second create finds it); (name, namespace). One of an earlier Incident
-    of the same name is deleted and :class:`RetryableError` raised (the next pass creates this one's)."""
-    job = kube.create_job(manifest)
-    name, ns = str(manifest["metadata"]["name"]), str(manifest["metadata"]["namespace"])
-    meta = job.get("metadata") or {}
-    owners = [ref.get("uid") for ref in meta.get("ownerReferences") or []]
-    if incident.uid not in owners and (meta.get("annotations") or {}).get(c.ANN_INCIDENT_UID) != incident.uid:
-        kube.delete_job(ns, name)
-        raise RetryableError(
-            f"Job {ns}/{name} belongs to an earlier Incident of the same name; deleting it, "
-            "will create this Incident's Job after",
-            delay=2.0,
-        )
-    return name, ns
-
-
-# --- fan-out: the map step (verdictloop.fanout) before the analyzer Job --------------------------------
-
-#: ``status.analysisStep`` while the Indexed map Job runs; then ``Reduce`` (the analyzer Job).
-STEP_MAP, STEP_REDUCE = "Map", "Reduce"
-
-
-def _start_jobs(
-    incident: IncidentIdentity,
-    storage_url: str,
-    config: Config,
-    settings: CaptureSettings | None,
-    kube: KubeActions,
-    now: datetime,
-    conditions: tuple[Condition, ...] | list[Condition],
-    ranks: int | None,
-) -> Step:
-    """The analyzer Job, or (more ranks than ``analyzer.ranks_per_pod``) the Indexed map Job first."""
-    shards = shard_count(ranks, config.analyzer.ranks_per_pod)
-    if shards < 2:
-        return _create_analyzer_job(incident, storage_url, config, settings, kube, now, conditions)
-    url = evidence_url(storage_url, f"Incident {incident.key}")
-    run = effective_run(config.analyzer, settings)
-    manifest = map_job(
-        incident, evidence_url=url, s3=config.s3, run=run, shards=shards, settings=config.analyzer
-    )
-    name, ns, said = _create_announced(
-        incident, manifest, kube, now,
-        lambda where: f"summarising the dumps of {ranks} ranks in {shards} map pods (Indexed Job {where}), then analyzing",
-    )  # fmt: skip
-    status = {
-        **analyzing_status(name, now=now, conditions=conditions),
-        "analyzerJob": "",
-        "analyzerMapJob": name,
-        "analyzerNamespace": ns,
-        "analysisStep": STEP_MAP,
-        "message": f"analyzing: {said}",
-    }
-    return Step(status, done=False, retry_after=POLL_SECONDS)
-
-
-def _advance_map(
-    view: Incident, config: Config, kube: KubeActions, settings: CaptureSettings | None, now: datetime
-) -> Step:
-    """The map Job running: look again later. Ended (done, failed, or gone): create the analyzer Job, which
-    reduces the summaries the map pods wrote and decodes (or names) the dumps of ranks they did not."""
-    ns, name = map_job_ref(view.identity, config.analyzer)
-    ns, name = view.status.analyzer_namespace or ns, view.status.analyzer_map_job or name
-    read = read_job(kube, ns, name, analyzer=config.analyzer, settings=settings, now=now)
-    if read is None:
-        ended = f"map Job {name} was gone when frwatch looked"
-    else:
-        outcome = read.outcome
-        if outcome.state is JobState.RUNNING:
-            message = f"map step: {outcome.message}"
-            patch = {"message": message} if message != view.status.message else {}
-            return Step(patch, done=False, retry_after=POLL_SECONDS)
-        ended = f"map Job {name}: {outcome.message}"
-        shards_failed = failed_shards(read.job)
-        if shards_failed:
-            ended = f"{ended}; {shards_failed}"
-    step = _create_analyzer_job(
-        view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions
-    )
-    message = one_line(f"{step.status.get('message', '')}; {ended}", 1024)
-    return replace(step, status={**step.status, "analysisStep": STEP_REDUCE, "message": message})
 
 
 def advance_analysis(
@@ -354,12 +208,12 @@ def _advance(
             return _report_exits(view, verdict, config, kube, store, settings, now)
     # status.observed cannot say it (the analyzer decides, as usual), or an earlier create was refused
     if exits_only or _analyzed_reason(view) == ConditionReason.ANALYZER_JOB_NOT_CREATED:
-        return _start_jobs(
+        return start_jobs(
             view.identity, view.spec.storage_url, config, settings, kube, now, view.status.conditions,
             view.status.counts.expected_ranks,
         )  # fmt: skip
     if view.status.analysis_step == STEP_MAP:
-        return _advance_map(view, config, kube, settings, now)
+        return advance_map(view, config, kube, settings, now)
     url = evidence_url(view.spec.storage_url, f"Incident {view.key}")
     ns, name = analyzer_job_ref(view.identity, config.analyzer)
     if view.status.analyzer_job:  # where this Incident's Job was created (the setting may have changed since)

@@ -15,7 +15,7 @@ from frwatch_operator.errors import FrwatchError
 from frwatch_operator.handlers import Deps
 from frwatch_operator.metrics import Metrics
 from frwatch_operator.verdictloop import breaker
-from frwatch_operator.verdictloop.analyzing import Observed
+from frwatch_operator.verdictloop.analysis_steps import Observed
 
 logger = logging.getLogger(__name__)
 

@@ -294,10 +294,14 @@ def reported_status(
     namespace: str = "",
 ) -> dict[str, Any]:
     """The status patch when the verdict is stored and surfaced (phase Reported), with the
-    ``Remediated`` condition when the cordon policy ran. Suspect nodes only for a hardware-class verdict."""
+    ``Remediated`` condition when the cordon policy ran. Suspect nodes only for a hardware-class verdict.
+    ``status.message`` (the Message column of ``kubectl get -o wide``) is the verdict line, the note and what
+    the cordon policy did (as after probes, :mod:`.probe_step`)."""
     message = verdict_line(verdict) + (f" ({note})" if note else "")
+    said = message
     if remediation is not None:
         conditions = [c for c in conditions if c.type != remediation.type] + [remediation]
+        said = f"{message}; {remediation.message}"
     return {
         "phase": IncidentPhase.REPORTED.value,
         "analyzedAt": rfc3339(now),
@@ -309,7 +313,7 @@ def reported_status(
         "reportUrl": report,
         "reportHtmlUrl": report_html_url(report),
         "verdict": verdict_summary(verdict, report=report, observed=observed, namespace=namespace).wire(),
-        "message": one_line(message, 1024),
+        "message": one_line(said, 1024),
         "conditions": with_condition(
             conditions,
             Condition(

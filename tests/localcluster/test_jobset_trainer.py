@@ -252,7 +252,14 @@ def test_trainjob_becomes_a_jobset_with_the_torch_env(cluster: LocalCluster, ns:
 
 
 def test_trainjob_failure_is_copied_from_its_jobset(cluster: LocalCluster, ns: str) -> None:
-    apply(cluster, ns, trainjob("broken", ["python", "-c", "raise SystemExit(2)"], nodes=1, nproc=1))
+    # the torch-distributed runtime with backoffLimit 0 on its Job: the first failed container fails the Job
+    # (the default, 6, only adds about 35 s of restarts with back-off before the same Failed)
+    runtime = kubectl_json(cluster, "get", "clustertrainingruntime", "torch-distributed")
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    apply(cluster, ns, {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+                        "metadata": {"name": "no-retries"}, "spec": runtime["spec"]})  # fmt: skip
+    apply(cluster, ns, trainjob("broken", ["python", "-c", "raise SystemExit(2)"], runtime="no-retries",
+                                kind="TrainingRuntime", nodes=1, nproc=1))  # fmt: skip
     tj = wait_condition(cluster, "trainjob", ns, "broken", ("Complete", "Failed"))
     failed = condition(tj, "Failed")
     assert failed is not None and failed["reason"] == "FailedJobs", tj["status"]

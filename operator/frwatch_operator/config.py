@@ -90,7 +90,7 @@ class WebhookSettings(_Section):
         "untouched (pods can arrive right after their job). Kept far below the API server's 10 s timeout.",
     )
     # tls.mode=operator: the operator makes, keeps and rotates its own CA and certificate
-    # (frwatch_operator.webhook_tls; RBAC: get/create/update of certs_secret in namespace, get/patch of
+    # (frwatch_operator.capture.webhook_tls; RBAC: get/create/update of certs_secret in namespace, get/patch of
     # configuration_name).
     manage_certs: bool = Field(
         default=False,
@@ -185,7 +185,7 @@ class FlightRecorderSettings(_Section):
         "and whose image does not name it: from 2.9 the Flight Recorder variables are set under their new names "
         "only, before 2.9 under the old ones only (what that torch reads without a warning); 'any' (the "
         "default): both, so no torch loses its dumps, at the price of one deprecation warning a rank from 2.9 on "
-        "(frwatch_operator.torch_env_names).",
+        "(frwatch_operator.capture.torch_env_names).",
     )
 
     @property
@@ -612,8 +612,8 @@ class AgentSettings(_Section):
     token: SecretStr | None = Field(
         default=None,
         description="This pod's agent token, injected by the webhook into this agent only: derived from the "
-        "operator's agent key, the pod's namespace, job and frwatch.io/agent-id (frwatch_operator.agentkeys). "
-        "Never sent: calls are signed with it and answers proven with it (frwatch_operator.agentauth). Unset: "
+        "operator's agent key, the pod's namespace, job and frwatch.io/agent-id (frwatch_operator.capture.agent_keys). "
+        "Never sent: calls are signed with it and answers proven with it (frwatch_operator.agent.auth). Unset: "
         "every control call is refused (503).",
     )
     key_secret: str = Field(

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
-from frwatch_operator.incident_naming import next_attempt
+from frwatch_operator.incident.naming import next_attempt
 
 
 class Reason(StrEnum):

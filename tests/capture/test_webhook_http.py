@@ -20,11 +20,11 @@ from builders import env_of, job, pod, policy
 from frwatch_dev.testing.admission import review
 from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
-from frwatch_operator.agentkeys import AgentKeys
+from frwatch_operator.capture.agent_keys import AgentKeys
+from frwatch_operator.capture.sidecar import SECURITY_CONTEXT
+from frwatch_operator.capture.webhook import AdmissionNote, JobIndex, register
+from frwatch_operator.capture.webhook_patch import MAX_CONTAINERS, MAX_LIST_ITEMS
 from frwatch_operator.config import Config, env_name
-from frwatch_operator.injection import MAX_CONTAINERS, MAX_LIST_ITEMS
-from frwatch_operator.sidecar import SECURITY_CONTEXT
-from frwatch_operator.webhook import AdmissionNote, JobIndex, register
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_the_kopf_handler_counts_each_outcome(index, monkeypatch):
     assert [x["name"] for x in again["spec"]["initContainers"]] == [c.AGENT_CONTAINER, c.LOOKALIKE_CONTAINER]
     admit(pod("plain"))  # not opted in
     admit(pod("typo"))  # malformed opt-in: left untouched
-    monkeypatch.setattr("frwatch_operator.webhook.inject", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("frwatch_operator.capture.webhook.inject", lambda *a, **k: 1 / 0)
     admit(pod("llama", index=1))
     assert outcomes == ["injected", "injected", "untouched", "untouched", "error"]
 
@@ -265,7 +265,7 @@ def test_pods_frwatch_does_not_inject_are_admitted_unchanged_with_the_reason(ser
 def test_a_huge_pod_is_refused_before_any_injection_work(server, monkeypatch):
     """4000 containers (the issue's pod) blocked the operator's loop past the webhook timeout: the budget
     is checked first, so no per-container work runs (benchmarks/bench_webhook.py --huge times it)."""
-    import frwatch_operator.injection as injection
+    import frwatch_operator.capture.webhook_patch as injection
 
     def no_per_container_work(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("per-container work ran for a pod past the budget")

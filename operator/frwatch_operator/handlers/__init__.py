@@ -6,7 +6,7 @@ the job index (opt-in, Events for a malformed opt-in or a bad spec); ``policies`
 the same index; ``pods``: failures of opted-in jobs' pods (each kind's pod label) -> one Incident per job
 attempt; ``incident_phases``: each Incident's one state machine, driven by phase from its persisted
 status (``incidents``: its Collecting phase; ``frwatch_operator.verdictloop``: its Analyzing phase); plus the admission
-webhook (``frwatch_operator.webhook``) fed by the same index.
+webhook (``frwatch_operator.capture.webhook``) fed by the same index.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any, TypeVar
 
 import kopf
 
-from frwatch_operator.agentclient import Refusals
-from frwatch_operator.agentkeys import AgentKeys
+from frwatch_operator.agent.client import Refusals
+from frwatch_operator.capture.agent_keys import AgentKeys
+from frwatch_operator.capture.webhook import JobIndex
 from frwatch_operator.config import Config
+from frwatch_operator.detect.observations import Observations
 from frwatch_operator.errors import FatalError, RetryableError
-from frwatch_operator.kube import Kube
+from frwatch_operator.kube.adapter import Kube
 from frwatch_operator.leader_election import Alone, Leadership
 from frwatch_operator.metrics import Metrics
-from frwatch_operator.observations import Observations
-from frwatch_operator.s3store import S3Store
-from frwatch_operator.webhook import JobIndex
+from frwatch_operator.store.s3 import S3Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 logger = logging.getLogger(__name__)
@@ -88,8 +88,7 @@ def retrying(handle: Callable[[], object], what: str) -> None:
 
 
 def register_all(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    from frwatch_operator.handlers import admission, incident_phases, jobs, live, pods, policies
-    from frwatch_operator.verdictloop import handler as verdict_loop
+    from frwatch_operator.handlers import admission, incident_phases, jobs, live, pods, policies, verdict_loop
 
     admission.register(registry, deps)
     jobs.register(registry, deps)

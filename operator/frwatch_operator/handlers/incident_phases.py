@@ -23,6 +23,7 @@ from typing import Any
 import kopf
 
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.errors import NotFoundError
 from frwatch_operator.handlers import Deps, translate_errors
 from frwatch_operator.handlers.incidents import (
@@ -35,7 +36,9 @@ from frwatch_operator.handlers.incidents import (
     start,
     write_status,
 )
-from frwatch_operator.incident import Incident
+from frwatch_operator.handlers.verdict_loop import record
+from frwatch_operator.incident.record import Incident
+from frwatch_operator.kube.ports import KubeActions
 from frwatch_operator.resources import (
     Condition,
     ConditionReason,
@@ -44,8 +47,6 @@ from frwatch_operator.resources import (
     IncidentStatus,
 )
 from frwatch_operator.times import parse_rfc3339
-from frwatch_operator.verdictloop import AnalysisRequest, KubeActions, advance_analysis, start_analysis
-from frwatch_operator.verdictloop.handler import record
 
 
 def handed_over(status: IncidentStatus) -> bool:

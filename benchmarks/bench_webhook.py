@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_webhook.py [--rate 100] [--seconds 10]
 
-Starts ``python -m frwatch_operator.capture.webhook`` as its own process (an index of 50 jobs, half opted in, and
+Starts ``python -m frwatch_operator.webhook`` as its own process (an index of 50 jobs, half opted in, and
 a CapturePolicy), then sends Pod CREATE AdmissionReviews open-loop at ``--rate`` per second (each timed
 from its scheduled send time, so a slow answer cannot hide the ones queued behind it) over keep-alive
 connections, and prints p50/p99/max. Target: p99 < 10 ms at 100 requests/s on the 2-core machine.
@@ -58,7 +58,7 @@ def main() -> int:
         "FRWATCH_LOG_LEVEL": "WARNING",
     }
     server = subprocess.Popen(
-        [sys.executable, "-m", "frwatch_operator.capture.webhook", "--objects", str(tmp / "objects.json")],
+        [sys.executable, "-m", "frwatch_operator.webhook", "--objects", str(tmp / "objects.json")],
         env=env,
         stdout=subprocess.PIPE,
         text=True,

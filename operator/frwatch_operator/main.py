@@ -50,7 +50,7 @@ def kopf_settings(config: Config) -> object:
     """kopf's settings for frwatch (see the module docstring)."""
     import kopf
 
-    from frwatch_operator.capture.webhook import webhook_server
+    from frwatch_operator.webhook import webhook_server
 
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.KOPF_PERSISTENCE_PREFIX)
@@ -78,13 +78,13 @@ def run(config: Config) -> None:
     from kubernetes import client
     from kubernetes import config as kube_config
 
-    from frwatch_operator.capture.webhook import JobIndex
     from frwatch_operator.detect.observations import Observations
     from frwatch_operator.handlers import Deps, register_all
     from frwatch_operator.kinds.job_kind import enabled_kinds
     from frwatch_operator.kube.adapter import Kube
     from frwatch_operator.metrics import Metrics, serve
     from frwatch_operator.store.s3 import S3Store
+    from frwatch_operator.webhook import JobIndex
 
     try:
         kube_config.load_incluster_config()

@@ -26,9 +26,9 @@ from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_conf
 from frwatch_operator import constants as c
 from frwatch_operator.capture.optin import defaults
 from frwatch_operator.capture.sidecar import JobContext
-from frwatch_operator.capture.webhook import HANDLER_ID, JobIndex
 from frwatch_operator.capture.webhook_patch import apply_ops, inject
 from frwatch_operator.config import Config
+from frwatch_operator.webhook import HANDLER_ID, JobIndex
 
 #: What a user's training container sets to run in a restricted namespace.
 RESTRICTED_CONTAINER = {

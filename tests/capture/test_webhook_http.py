@@ -22,9 +22,9 @@ from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_conf
 from frwatch_operator import constants as c
 from frwatch_operator.capture.agent_keys import AgentKeys
 from frwatch_operator.capture.sidecar import SECURITY_CONTEXT
-from frwatch_operator.capture.webhook import AdmissionNote, JobIndex, register
 from frwatch_operator.capture.webhook_patch import MAX_CONTAINERS, MAX_LIST_ITEMS
 from frwatch_operator.config import Config, env_name
+from frwatch_operator.webhook import AdmissionNote, JobIndex, register
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_the_kopf_handler_counts_each_outcome(index, monkeypatch):
     assert [x["name"] for x in again["spec"]["initContainers"]] == [c.AGENT_CONTAINER, c.LOOKALIKE_CONTAINER]
     admit(pod("plain"))  # not opted in
     admit(pod("typo"))  # malformed opt-in: left untouched
-    monkeypatch.setattr("frwatch_operator.capture.webhook.inject", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("frwatch_operator.webhook.inject", lambda *a, **k: 1 / 0)
     admit(pod("llama", index=1))
     assert outcomes == ["injected", "injected", "untouched", "untouched", "error"]
 

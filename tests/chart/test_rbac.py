@@ -62,10 +62,10 @@ def kopf_calls(*, namespaced: bool = False, kinds: str = ALL_KINDS) -> list[Audi
     import kopf
     from kubernetes import client
 
-    from frwatch_operator.capture.webhook import JobIndex
     from frwatch_operator.detect.observations import Observations
     from frwatch_operator.handlers import Deps, register_all
     from frwatch_operator.kube.adapter import Kube
+    from frwatch_operator.webhook import JobIndex
 
     registry = kopf.OperatorRegistry()
     config = load_config({"FRWATCH_OPERATOR_JOB_KINDS": kinds})

@@ -16,10 +16,10 @@ from frwatch_operator import constants as c
 from frwatch_operator.capture.live_patch import live_ops
 from frwatch_operator.capture.optin import defaults
 from frwatch_operator.capture.sidecar import JobContext
-from frwatch_operator.capture.webhook import JobIndex
 from frwatch_operator.capture.webhook_patch import apply_ops, inject
 from frwatch_operator.config import Config, env_name
 from frwatch_operator.live.policy import live_requested
+from frwatch_operator.webhook import JobIndex
 
 CFG = Config()
 JOB = JobContext("PyTorchJob", "llama", "uid-1", "0")

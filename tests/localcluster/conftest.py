@@ -11,8 +11,8 @@ import pytest
 from kube import Kube
 
 from frwatch_dev.localcluster.cluster import LocalCluster
-from frwatch_operator.capture.webhook import JobIndex, serve
 from frwatch_operator.config import load_config
+from frwatch_operator.webhook import JobIndex, serve
 
 
 @pytest.fixture(scope="session")

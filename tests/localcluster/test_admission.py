@@ -8,7 +8,7 @@ from kube import Kube, env_of, jobs_path, pytorchjob, wait_for
 
 from frwatch_dev.localcluster.cluster import LocalCluster
 from frwatch_operator import constants as c
-from frwatch_operator.capture.webhook import JobIndex
+from frwatch_operator.webhook import JobIndex
 
 MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 

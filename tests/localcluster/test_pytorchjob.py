@@ -8,7 +8,7 @@ from kube import Kube, env_of, jobs_path, pytorchjob, true_conditions, wait_for
 
 from frwatch_dev.localcluster.cluster import LocalCluster
 from frwatch_operator import constants as c
-from frwatch_operator.capture.webhook import JobIndex
+from frwatch_operator.webhook import JobIndex
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,6 @@ from kind_bodies import jobset, mnist_container, pod, trainer_container, trainjo
 
 from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
-from frwatch_operator.capture.webhook import JobIndex, mutate_pod
 from frwatch_operator.capture.webhook_patch import apply_ops
 from frwatch_operator.config import load_config
 from frwatch_operator.detect.observations import Observations
@@ -28,6 +27,7 @@ from frwatch_operator.kinds.jobset_trainjob import JOBSET, TRAINJOB
 from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.resources import ConditionType
+from frwatch_operator.webhook import JobIndex, mutate_pod
 
 ENABLED = {c.ANN_CAPTURE: c.CAPTURE_ENABLED}
 

@@ -15,7 +15,6 @@ from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.pod_record import StoredPodRecord, parse_pod_record
 from frwatch_analyzers.safe_text import printable
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
-from frwatch_operator.capture.webhook import JobIndex, mutate_pod
 from frwatch_operator.collect.progress import (
     check_records,
     out_of_range,
@@ -33,6 +32,7 @@ from frwatch_operator.remediation.breaker import BreakerState
 from frwatch_operator.remediation.cordon_policy import Rules, plan_cordons
 from frwatch_operator.resources import OBSERVED_PODS_MAX, IncidentObserved, ObservedPod
 from frwatch_operator.verdict.evidence_check import check_verdict
+from frwatch_operator.webhook import JobIndex, mutate_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

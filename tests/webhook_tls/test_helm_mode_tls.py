@@ -13,8 +13,8 @@ from frwatch_dev.ports import free_port
 from frwatch_dev.testing.admission import patched, review
 from frwatch_dev.testing.webhook_thread import WebhookThread
 from frwatch_operator import constants as c
-from frwatch_operator.capture.webhook import JobIndex
 from frwatch_operator.config import Config, WebhookSettings
+from frwatch_operator.webhook import JobIndex
 
 NS = "frwatch-system"
 

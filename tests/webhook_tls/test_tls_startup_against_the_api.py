@@ -31,12 +31,12 @@ from frwatch_dev.ports import free_port
 from frwatch_dev.testing.admission import patched, review
 from frwatch_dev.testing.webhook_thread import WebhookThread
 from frwatch_operator import constants as c
-from frwatch_operator.capture.webhook import JobIndex
-from frwatch_operator.capture.webhook import review as review_fn
 from frwatch_operator.capture.webhook_certs import issue_ca
 from frwatch_operator.capture.webhook_tls import CA_CRT, TLS_CRT, certificate_names, dns_names
 from frwatch_operator.config import Config, WebhookSettings
 from frwatch_operator.store.webhook_cert_secret import CertKeeper, TlsKube, start_webhook_tls
+from frwatch_operator.webhook import JobIndex
+from frwatch_operator.webhook import review as review_fn
 
 SECRET = "frwatch-webhook-certs"
 

@@ -15,7 +15,7 @@ import urllib3
 import yaml
 
 from frwatch_operator import constants as c
-from frwatch_operator.capture.webhook import HANDLER_ID
+from frwatch_operator.webhook import HANDLER_ID
 
 SERVICE = "frwatch-webhook"
 

@@ -442,7 +442,7 @@ class LocalCluster:
             raise RuntimeError(
                 f"`frwatch operator` did not open its webhook port {self.webhook_port} within 60 s"
             )
-        from frwatch_operator.capture.webhook import HANDLER_ID
+        from frwatch_operator.webhook import HANDLER_ID
 
         self.replicas.start()
         self.operator_status = f"running (pid {proc.pid})"

@@ -11,8 +11,8 @@ from typing import Any
 
 from frwatch_dev.ports import free_port
 from frwatch_operator.capture.agent_keys import AgentKeys, KeyRing, new_key
-from frwatch_operator.capture.webhook import AdmissionNote, JobIndex, serve
 from frwatch_operator.config import AgentSettings, Config, WebhookSettings
+from frwatch_operator.webhook import AdmissionNote, JobIndex, serve
 
 
 class WebhookThread:

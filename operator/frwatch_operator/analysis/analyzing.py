@@ -41,7 +41,7 @@ from frwatch_analyzers.layout import MANIFEST, REPORT, REPORT_HTML, VERDICT, Roo
 from frwatch_analyzers.report import render
 from frwatch_analyzers.verdict import Verdict
 from frwatch_analyzers.verdict_binding import digest_of
-from frwatch_operator.analysis import source_step
+from frwatch_operator.analysis import probe_step, source_step
 from frwatch_operator.analysis.analyzer_job import analyzer_job_ref
 from frwatch_operator.analysis.job_outcome import JobState
 from frwatch_operator.analysis.job_reading import read_job
@@ -53,7 +53,6 @@ from frwatch_operator.incident.record import Incident, IncidentIdentity, evidenc
 from frwatch_operator.kube.ports import KubeActions, Obj
 from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.remediation import corroboration as corroborating
-from frwatch_operator.remediation import probe_step
 from frwatch_operator.remediation.cordon_policy import effective_rules
 from frwatch_operator.resources import (
     ApiRefusals,

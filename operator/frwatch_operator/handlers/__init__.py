@@ -6,7 +6,7 @@ the job index (opt-in, Events for a malformed opt-in or a bad spec); ``policies`
 the same index; ``pods``: failures of opted-in jobs' pods (each kind's pod label) -> one Incident per job
 attempt; ``incident_phases``: each Incident's one state machine, driven by phase from its persisted
 status (``incidents``: its Collecting phase; ``frwatch_operator.verdictloop``: its Analyzing phase); plus the admission
-webhook (``frwatch_operator.capture.webhook``) fed by the same index.
+webhook (``frwatch_operator.webhook``) fed by the same index.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import kopf
 
 from frwatch_operator.agent.client import Refusals
 from frwatch_operator.capture.agent_keys import AgentKeys
-from frwatch_operator.capture.webhook import JobIndex
 from frwatch_operator.config import Config
 from frwatch_operator.detect.observations import Observations
 from frwatch_operator.errors import FatalError, RetryableError
@@ -30,6 +29,7 @@ from frwatch_operator.kube.adapter import Kube
 from frwatch_operator.leader_election import Alone, Leadership
 from frwatch_operator.metrics import Metrics
 from frwatch_operator.store.s3 import S3Store
+from frwatch_operator.webhook import JobIndex
 
 F = TypeVar("F", bound=Callable[..., Any])
 logger = logging.getLogger(__name__)

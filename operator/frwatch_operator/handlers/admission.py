@@ -1,4 +1,4 @@
-"""The admission webhook inside the operator: ``frwatch_operator.capture.webhook``'s mutate handler, fed by the
+"""The admission webhook inside the operator: ``frwatch_operator.webhook``'s mutate handler, fed by the
 same job index as detection, and an observer that turns admission notes into Events on the job (posted
 in a worker thread, never in the admission request's path)."""
 
@@ -10,12 +10,12 @@ import logging
 import kopf
 
 from frwatch_operator import notices
-from frwatch_operator.capture.webhook import AdmissionNote
-from frwatch_operator.capture.webhook import register as register_webhook
 from frwatch_operator.handlers import Deps
 from frwatch_operator.kinds.job_kind import PYTORCHJOB, api_version, kind_of
 from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.notices import Notice, Reason
+from frwatch_operator.webhook import AdmissionNote
+from frwatch_operator.webhook import register as register_webhook
 
 logger = logging.getLogger(__name__)
 

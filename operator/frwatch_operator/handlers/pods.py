@@ -27,7 +27,6 @@ from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.capture.gaps import gap_of, whole_attempt_uncaptured
 from frwatch_operator.capture.optin import resolve
-from frwatch_operator.capture.webhook import JobEntry
 from frwatch_operator.collect import evidence as evidence_collection
 from frwatch_operator.detect.job_failure import current_attempt, start_to_record
 from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
@@ -48,6 +47,7 @@ from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.live import judge as live_judge
 from frwatch_operator.resources import CaptureSettings, IncidentCounts, IncidentPhase, IncidentStatus
 from frwatch_operator.times import parse_rfc3339, rfc3339
+from frwatch_operator.webhook import JobEntry
 
 logger = logging.getLogger(__name__)
 UNKNOWN_LAYOUT = RankLayout(world_size=None, nproc_per_node=None, masters=0)

@@ -358,12 +358,12 @@ def register(
     return frwatch_inject
 
 
-# --- `python -m frwatch_operator.capture.webhook`: the standalone server for local runs and the benchmark -------
+# --- `python -m frwatch_operator.webhook`: the standalone server for local runs and the benchmark -------
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the webhook standalone with an index loaded from a JSON file of job/policy bodies."""
-    parser = argparse.ArgumentParser(prog="python -m frwatch_operator.capture.webhook")
+    parser = argparse.ArgumentParser(prog="python -m frwatch_operator.webhook")
     parser.add_argument("--objects", help="JSON file: a list of job (any kind) and CapturePolicy bodies")
     args = parser.parse_args(argv)
     config = load_config(os.environ)

@@ -14,12 +14,12 @@ from frwatch_operator import constants as c
 from frwatch_operator.analysis.analyzer_job import (
     analysis_budget_seconds,
     analyzer_job_name,
-    label_value,
     worker_count,
 )
 from frwatch_operator.analysis.analyzing import AnalysisRequest, start_analysis
 from frwatch_operator.config import AnalyzerSettings, Config, S3Settings
 from frwatch_operator.errors import FatalError, RetryableError
+from frwatch_operator.kube.names import label_value
 from frwatch_operator.resources import ComputeResources
 
 KUBE_VERSION = "1.32.0"

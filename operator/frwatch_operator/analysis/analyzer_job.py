@@ -14,9 +14,7 @@ one-line summary lands in the container's termination message (``FallbackToLogsO
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +22,12 @@ from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, S3Settings
 from frwatch_operator.incident.record import IncidentIdentity
+from frwatch_operator.kube.names import fit_name, label_value
 from frwatch_operator.resources import CaptureSettings, ComputeResources
 
 JOB_NAME_PREFIX = "frwatch-analyze-"
 #: The analyzer runs as this non-root user (any image frwatch ships has no need of root).
 RUN_AS_USER = 65532
-_NAME_MAX = 63  # a Job's name becomes its pods' label value: at most 63 characters
 
 
 @dataclass(frozen=True)
@@ -55,14 +53,6 @@ def effective_run(settings: AnalyzerSettings, capture: CaptureSettings | None = 
     )
 
 
-def fit_name(base: str, limit: int = _NAME_MAX) -> str:
-    """``base`` if it fits in ``limit`` characters, else a prefix of it plus a short hash (stable, unique)."""
-    if len(base) <= limit:
-        return base
-    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
-    return base[: limit - 9].rstrip("-.") + "-" + digest
-
-
 def analyzer_job_name(incident_name: str, incident_namespace: str = "") -> str:
     """The analyzer Job's name: one per incident, so creating it twice is a no-op (409). Run outside the
     Incident's namespace, the name carries that namespace (incidents of two namespaces share the Jobs')."""
@@ -74,12 +64,6 @@ def analyzer_job_ref(incident: IncidentIdentity, settings: AnalyzerSettings) -> 
     """(namespace, name) of the incident's analyzer Job."""
     ns = settings.namespace
     return ns, analyzer_job_name(incident.name, "" if ns == incident.namespace else incident.namespace)
-
-
-def label_value(text: str) -> str:
-    """A valid label value for ``text`` (63 characters at most, alphanumeric at both ends)."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "-", text).strip("-_.")
-    return fit_name(cleaned).strip("-_.")
 
 
 def worker_count(resources: ComputeResources) -> int:

@@ -32,11 +32,11 @@ from frwatch_operator.analysis.analyzer_job import (
     analysis_budget_seconds,
     analyzer_job,
     analyzer_job_ref,
-    fit_name,
     worker_count,
 )
 from frwatch_operator.config import AnalyzerSettings, S3Settings
 from frwatch_operator.incident.record import IncidentIdentity
+from frwatch_operator.kube.names import fit_name
 
 #: Map pods of one analysis at most (each is a pod; 131,072 ranks at 1024 a pod are 128).
 MAX_SHARDS = 1024

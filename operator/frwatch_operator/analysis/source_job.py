@@ -43,10 +43,10 @@ from frwatch_operator.analysis.analyzer_job import (
     analyzer_job,
     analyzer_job_ref,
     analyzer_labels,
-    fit_name,
 )
 from frwatch_operator.config import AnalyzerSettings, S3Settings
 from frwatch_operator.incident.record import IncidentIdentity
+from frwatch_operator.kube.names import fit_name
 
 #: Files copied at most (the bridge reads at most 12 sides of 9 frames, most of them the same files).
 MAX_FILES = 32

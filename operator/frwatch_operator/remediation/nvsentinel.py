@@ -21,7 +21,7 @@ import hashlib
 from typing import Any
 
 from frwatch_operator import constants as c
-from frwatch_operator.analysis.analyzer_job import fit_name, label_value
+from frwatch_operator.kube.names import fit_name, label_value
 from frwatch_operator.verdict.report import one_line
 
 GROUP = "nvsentinel.dgxc.nvidia.com"

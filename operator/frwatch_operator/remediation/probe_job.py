@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from frwatch_operator import constants as c
-from frwatch_operator.analysis.analyzer_job import fit_name, label_value
 from frwatch_operator.config import AnalyzerSettings, RemediationSettings
 from frwatch_operator.incident.record import IncidentIdentity
+from frwatch_operator.kube.names import fit_name, label_value
 
 PROBE_CONTAINER = "probe"
 JOB_PREFIX = "frwatch-probe-"

@@ -13,7 +13,7 @@ from typing import Any
 
 from frwatch_analyzers.safe_text import printable
 from frwatch_operator import constants as c
-from frwatch_operator.analysis.analyzer_job import fit_name
+from frwatch_operator.kube.names import fit_name
 from frwatch_operator.notices import Notice
 from frwatch_operator.times import rfc3339
 

@@ -83,6 +83,10 @@ ENV_AWS_ENDPOINT_URL_S3: Final = "AWS_ENDPOINT_URL_S3"
 ENV_AWS_REGION: Final = "AWS_REGION"
 ENV_AWS_ACCESS_KEY_ID: Final = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_ACCESS_KEY: Final = "AWS_SECRET_ACCESS_KEY"
+#: The source step's bundle, under the attempt's root (written by ``frwatch source hand-over``).
+SOURCE_BUNDLE_KEY: Final = "source/files.json"
+#: The env var holding the presigned PUT URL in the source step's hand-over container.
+ENV_SOURCE_PUT_URL: Final = "FRWATCH_SOURCE_PUT_URL"
 
 # --- Kubeflow training-operator labels (PyTorchJob kubeflow.org/v1) ----------------------------------------
 KF_GROUP: Final = "kubeflow.org"

@@ -33,10 +33,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from frwatch_operator import constants as c
 from frwatch_operator.analysis import source_copier
 
 #: The bundle's key under the attempt's root.
-BUNDLE_KEY = "source/files.json"
+BUNDLE_KEY = c.SOURCE_BUNDLE_KEY
 #: The copier's bounds (:mod:`.source_job` passes the same to the copier; a test holds them equal).
 MAX_FILES = 32
 MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -46,7 +47,7 @@ MAX_BUNDLE_BYTES = 2 * MAX_TOTAL_BYTES + 64 * 1024
 #: The PUT's total time at most (seconds): the Job's deadline stops it anyway.
 PUT_TIMEOUT_SECONDS = 60.0
 #: The env var holding the presigned URL in the hand-over container.
-ENV_PUT_URL = "FRWATCH_SOURCE_PUT_URL"
+ENV_PUT_URL = c.ENV_SOURCE_PUT_URL
 BUNDLE_VERSION = 1
 
 

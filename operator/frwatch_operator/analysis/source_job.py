@@ -36,7 +36,7 @@ from typing import Any
 
 from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
-from frwatch_operator.analysis import source_copier, source_handover
+from frwatch_operator.analysis import source_copier
 from frwatch_operator.analysis.analyzer_job import (
     RUN_AS_USER,
     AnalyzerRun,
@@ -164,7 +164,7 @@ def copy_job_ref(incident: IncidentIdentity) -> tuple[str, str]:
 
 def bundle_url(evidence_url: str) -> str:
     """``s3://`` URL of the hand-over object under the attempt's root."""
-    return RootUrl.parse(evidence_url).url(source_handover.BUNDLE_KEY)
+    return RootUrl.parse(evidence_url).url(c.SOURCE_BUNDLE_KEY)
 
 
 def copier_command(python: str, files: Iterable[str]) -> list[str]:
@@ -217,7 +217,7 @@ def copy_job(
         "name": HANDOVER_CONTAINER,
         "image": image,
         "command": ["frwatch", "source", "hand-over", SOURCE_DIR, "--termination-log", COPY_TERMINATION_LOG],
-        "env": [{"name": source_handover.ENV_PUT_URL, "value": put_url}],
+        "env": [{"name": c.ENV_SOURCE_PUT_URL, "value": put_url}],
         "resources": copy.deepcopy(HANDOVER_RESOURCES),
         "terminationMessagePath": COPY_TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",

@@ -10,7 +10,7 @@ import logging
 import kopf
 
 from frwatch_operator import notices
-from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.kinds.job_kind import PYTORCHJOB, api_version, kind_of
 from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.notices import Notice, Reason

@@ -20,7 +20,7 @@ from concurrent.futures import Future, wait
 
 from frwatch_operator import notices
 from frwatch_operator.detect.pod_failure import PodFacts
-from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.kube.adapter import ObjectRef
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import kopf
 from frwatch_operator import constants as c
 from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.errors import NotFoundError
-from frwatch_operator.handlers import Deps, translate_errors
+from frwatch_operator.handlers.deps import Deps, translate_errors
 from frwatch_operator.handlers.incidents import (
     NOTHING_TO_ALIGN_MESSAGE,
     OPEN,

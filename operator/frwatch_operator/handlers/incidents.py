@@ -56,8 +56,8 @@ from frwatch_operator.collect.progress import (
 )
 from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
 from frwatch_operator.errors import NotFoundError
-from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.agent_calls import PerJob, refused, targets
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
 from frwatch_operator.incident.observed_facts import facts_of, observe
 from frwatch_operator.incident.record import Incident

@@ -20,7 +20,7 @@ from frwatch_operator import notices
 from frwatch_operator.capture.optin import CaptureDecision, OptIn
 from frwatch_operator.detect.job_failure import job_end
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.handlers import Deps, retrying, translate_errors
+from frwatch_operator.handlers.deps import Deps, retrying, translate_errors
 from frwatch_operator.handlers.pods import not_captured, open_incident
 from frwatch_operator.kinds.job_kind import PYTORCHJOB, JobKind, api_version, enabled_kinds
 from frwatch_operator.kinds.jobset_trainjob import TRAINJOB, runtime_ref

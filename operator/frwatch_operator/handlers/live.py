@@ -38,8 +38,8 @@ from frwatch_operator import notices
 from frwatch_operator.detect.job_failure import current_attempt
 from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
 from frwatch_operator.errors import FatalError, FrwatchError
-from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.agent_calls import PerJob, refused, targets
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.handlers.live_actions import (
     PendingAbort,
     abort_when_reported,

@@ -38,8 +38,8 @@ from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.detect.pod_failure import PodFacts
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.agent_calls import refused, targets
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.incident.record import Incident
 from frwatch_operator.kinds.job_kind import JobKind
 from frwatch_operator.live import judge as live_judge

@@ -31,7 +31,7 @@ from frwatch_operator.collect import evidence as evidence_collection
 from frwatch_operator.detect.job_failure import current_attempt, start_to_record
 from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.handlers import Deps, retrying, translate_errors
+from frwatch_operator.handlers.deps import Deps, retrying, translate_errors
 from frwatch_operator.incident.naming import incident_body, incident_name, storage_url
 from frwatch_operator.incident.record import Incident
 from frwatch_operator.kinds.job_kind import (

@@ -13,7 +13,7 @@ import kopf
 
 from frwatch_operator.analysis.steps import Observed
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.handlers import Deps
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.metrics import Metrics
 from frwatch_operator.remediation import breaker
 

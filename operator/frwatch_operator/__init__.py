@@ -2,13 +2,13 @@
 
 Layers, top to bottom (``[tool.importlinter]`` in pyproject.toml keeps them):
 
-- shell: ``cli``, ``main``, ``handlers`` (the kopf functions), ``leader_election``;
-- phases: ``analysis`` (the Analyzing phase and its Jobs), ``live`` (live watch);
-- steps: ``remediation``, ``collect``;
-- rules: ``verdict``, ``capture``, ``incident``, ``detect``, ``kinds``;
-- adapters: ``kube``, ``store``, ``agent`` (the sidecar program and the operator's client of it);
-- the shared base: ``config``, ``constants``, ``errors``, ``metrics``, ``notices``, ``resources``, ``times``,
-  ``logsetup``, ``repeating``.
+- the shell: ``main``, ``handlers`` (the kopf functions), ``webhook`` (the admission server), ``cli``'s commands;
+- the Analyzing phase: ``analysis``; then ``remediation``; then ``live``, ``verdict``, ``collect``;
+- the adapters: ``agent`` (the sidecar program and the operator's client of it), ``store``, ``kube``,
+  ``leader_election``;
+- the pure rules, which may import one another: ``capture``, ``incident``, ``detect``, ``kinds``, ``notices``;
+- the shared base: ``cli`` (its parser), ``config`` (with ``config_agent``, ``config_verdict_loop``),
+  ``constants``, ``errors``, ``metrics``, ``logsetup``, ``repeating``, ``resources``, ``times``.
 
 Each package's ``__init__`` says what it owns and what it may import; docs/design.md has the map.
 """

@@ -86,7 +86,7 @@ class AnalyzerSettings(_Section):
         "namespace copies the source files the branch's frames name from its image (an init container running "
         "that image's Python; no credentials, no service-account token) and hands them over through a "
         "presigned URL for one key; then a render Job in analyzer.namespace renders report.html with the code "
-        "around each call site and the condition where the paths part (verdictloop.source_job). The tenant's "
+        "around each call site and the condition where the paths part (analysis.source_job). The tenant's "
         "image never runs in analyzer.namespace. Off: report.html says what it would need. Needs the chart's "
         "RBAC for Jobs in the training jobs' namespaces (analyzer.sourceFromImage).",
     )

@@ -76,7 +76,7 @@ def _create_own_job(incident: IncidentIdentity, manifest: Obj, kube: KubeActions
     return name, ns
 
 
-# --- fan-out: the map step (verdictloop.fanout) before the analyzer Job --------------------------------
+# --- fan-out: the map step (analysis.fanout) before the analyzer Job --------------------------------
 
 #: ``status.analysisStep`` while the Indexed map Job runs; then ``Reduce`` (the analyzer Job).
 STEP_MAP, STEP_REDUCE = "Map", "Reduce"

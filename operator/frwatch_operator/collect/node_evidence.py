@@ -5,7 +5,7 @@ Whatever wrote them is read the same way: node-problem-detector's conditions (``
 ``ReadonlyFilesystem``, a GPU health condition an NPD plugin or DCGM exporter sets) and Events (an Xid
 reported by NVSentinel, DCGM or an NPD custom plugin, the kubelet's own ``NodeNotReady``): the operator
 needs none of them installed. The record is evidence for the analyzer; a cordon still rests on the
-Incident's ``status.observed`` and the node the API shows (``verdictloop.cordoning``).
+Incident's ``status.observed`` and the node the API shows (``remediation.apply``).
 """
 
 from __future__ import annotations

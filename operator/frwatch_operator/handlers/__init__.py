@@ -5,7 +5,7 @@ adapters. Each module has a ``register(registry, deps)``; :func:`register_all` w
 the job index (opt-in, Events for a malformed opt-in or a bad spec); ``policies``: CapturePolicies into
 the same index; ``pods``: failures of opted-in jobs' pods (each kind's pod label) -> one Incident per job
 attempt; ``incident_phases``: each Incident's one state machine, driven by phase from its persisted
-status (``incidents``: its Collecting phase; ``frwatch_operator.verdictloop``: its Analyzing phase); plus the admission
+status (``incidents``: its Collecting phase; ``frwatch_operator.analysis``: its Analyzing phase); plus the admission
 webhook (``frwatch_operator.webhook``) fed by the same index.
 """
 

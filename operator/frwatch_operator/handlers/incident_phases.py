@@ -5,9 +5,9 @@ interval, on the leader): ``Detected`` -> ``Collecting`` -> ``Analyzing`` -> ``R
   the deadline and the expected ranks, :func:`~frwatch_operator.handlers.incidents.collect` waits for every
   rank's dump and writes the manifest.
 - The first ``Analyzing`` pass (:func:`hand_off`) asks for the analyzer Job
-  (:func:`frwatch_operator.verdictloop.start_analysis`), recorded in the condition ``AnalysisRequested``;
+  (:func:`frwatch_operator.analysis.analyzing.start_analysis`), recorded in the condition ``AnalysisRequested``;
   when every rank exited before any dump there is nothing to align, and no Job.
-- Every later ``Analyzing`` pass (:func:`analyze`) calls :func:`frwatch_operator.verdictloop.advance_analysis`,
+- Every later ``Analyzing`` pass (:func:`analyze`) calls :func:`frwatch_operator.analysis.analyzing.advance_analysis`,
   which watches the Job and ends the Incident ``Reported`` (verdict on the job, cordon policy) or ``Failed``.
 
 A restarted operator resumes where the status says; the timer stops (and kopf drops its finalizer) once the

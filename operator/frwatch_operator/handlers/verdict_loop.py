@@ -1,7 +1,7 @@
 """The verdict loop's kopf side: the circuit breaker's gauge at start-up, and the metrics of an Analyzing
 pass. The Analyzing passes themselves are driven by the Incident's one timer
-(:mod:`frwatch_operator.handlers.incident_phases`), which calls :func:`~frwatch_operator.verdictloop.start_analysis`
-and :func:`~frwatch_operator.verdictloop.advance_analysis`.
+(:mod:`frwatch_operator.handlers.incident_phases`), which calls :func:`~frwatch_operator.analysis.analyzing.start_analysis`
+and :func:`~frwatch_operator.analysis.analyzing.advance_analysis`.
 """
 
 from __future__ import annotations

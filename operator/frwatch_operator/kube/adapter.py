@@ -425,7 +425,7 @@ class Kube:
             ),
         )
 
-    # --- the verdict loop's Events (built whole by verdictloop.events) ---------------------------------
+    # --- the verdict loop's Events (built whole by verdict.events) ---------------------------------
     def create_event(self, event: Mapping[str, Any]) -> None:
         ns = event["metadata"]["namespace"]
         try:

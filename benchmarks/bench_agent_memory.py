@@ -28,7 +28,7 @@ from fixtures.seaweed import SeaweedFS  # noqa: E402
 from frwatch_analyzers.layout import AttemptKey  # noqa: E402
 from frwatch_dev.testing.agent_process import big_dump, start_agent  # noqa: E402
 from frwatch_operator import constants as c  # noqa: E402
-from frwatch_operator.s3store import S3Store  # noqa: E402
+from frwatch_operator.store.s3 import S3Store  # noqa: E402
 
 
 def main() -> int:

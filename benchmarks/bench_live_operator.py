@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT / "tests" / "live"))
 from fake_worker import fr_answer  # noqa: E402
 
 from frwatch_analyzers.live_summary import LivePod, summarize_live  # noqa: E402
-from frwatch_operator.live_judge import LiveJudge  # noqa: E402
-from frwatch_operator.live_pull import pull_all  # noqa: E402
-from frwatch_operator.live_shards import shard_of  # noqa: E402
+from frwatch_operator.live.judge import LiveJudge  # noqa: E402
+from frwatch_operator.live.pull import pull_all  # noqa: E402
+from frwatch_operator.live.shards import shard_of  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -60,7 +60,7 @@ def serve(socks: list[socket.socket], ranks_per_pod: int, pods_per_job: int, rea
     """The simulated agents (run in a child process)."""
     from aiohttp import web
 
-    from frwatch_operator.agentauth import PROOF_HEADER, CallChecker, answer_proof
+    from frwatch_operator.agent.auth import PROOF_HEADER, CallChecker, answer_proof
 
     checker = CallChecker(TOKEN)
     count: dict[int, int] = {}

@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "operator"))
 
 from frwatch_analyzers.layout import AttemptKey  # noqa: E402
 from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, RankUpload, StoredPodRecord, parse_pod_record  # noqa: E402
-from frwatch_operator.collection import read_listing  # noqa: E402
+from frwatch_operator.collect.progress import read_listing  # noqa: E402
 
 
 def median_seconds(fn: Callable[[], object], repeat: int) -> float:

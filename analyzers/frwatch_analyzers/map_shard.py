@@ -1,6 +1,6 @@
 """``frwatch analyze LOCATION --map-shard I/N``: the map step of a fanned-out analysis.
 
-One index of the analyzer's Indexed Job (see ``frwatch_operator.verdictloop.fanout``) summarises the raw
+One index of the analyzer's Indexed Job (see ``frwatch_operator.analysis.fanout``) summarises the raw
 dumps of its shard of ranks into the store, where an agent would have left them (``summaries/<rank>.json``,
 :meth:`frwatch_analyzers.layout.AttemptKey.summary`), so the reduce step (a plain ``frwatch analyze``)
 reads summaries instead of decoding every dump in one pod.

@@ -5,7 +5,7 @@ verdict.json sits in the store, under a prefix that tenants' keys may reach; the
 termination message is written by the analyzer alone (a pod of frwatch's Job, in frwatch's namespace) and
 read from the Kubernetes API. The analyzer starts its termination message with ``verdict-sha256:<hex>`` of
 the exact bytes it wrote to ``--out``; the operator acts on a stored verdict only when its bytes have that
-digest (``frwatch_operator.verdictloop.verdict_reading``). A verdict replaced in the store after the
+digest (``frwatch_operator.verdict.reading``). A verdict replaced in the store after the
 analyzer wrote it is then refused, whoever wrote it.
 """
 

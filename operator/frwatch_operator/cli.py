@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("frwatch_operator.agent.main", "the per-pod sidecar: upload dumps to S3, dump on demand"),
     "operator": ("frwatch_operator.main", "run the operator (kopf) and its admission webhook"),
     "source": (
-        "frwatch_operator.verdictloop.source_handover",
+        "frwatch_operator.analysis.source_handover",
         "the source step's hand-over: pack a copy and PUT it to a presigned URL, or fetch and unpack it",
     ),
     "demo": ("frwatch_dev.demo.main", "run a real multi-rank torch job that hangs, and diagnose it"),

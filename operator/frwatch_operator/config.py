@@ -9,9 +9,10 @@ from ``FRWATCH_<S>_<F>`` (upper case), e.g. ``FRWATCH_S3_BUCKET``, ``FRWATCH_FR_
 JSON. S3 credentials come from the usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
 ``AWS_SESSION_TOKEN``; unset, boto3's default chain applies. :func:`env_names` lists every name.
 
-Over 400 lines by choice: every setting (unit, default, bound, reason) is one documented field of one
-model here; the env-var names are derived from it and the chart's environment is checked against them.
-One module is the one place to look for a setting.
+Every setting (unit, default, bound, reason) is one documented field of one model; the env-var names are
+derived from them and the chart's environment is checked against them. For size, the verdict loop's two
+sections (the analyzer Job, remediation) are in ``config_verdict_loop`` and the agent's three in
+``config_agent``; all are re-exported here.
 """
 
 from __future__ import annotations
@@ -24,8 +25,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from frwatch_operator import constants as c
+from frwatch_operator.config_agent import AgentSettings, JobIdentity, PodIdentity
+from frwatch_operator.config_verdict_loop import AnalyzerSettings, RemediationSettings
 from frwatch_operator.errors import FatalError
-from frwatch_operator.resources import ComputeResources
+
+__all__ = [
+    "AWS_ENV", "ENV_PREFIX", "AgentSettings", "AnalyzerSettings", "CollectionSettings", "Config", "EvidenceSettings",
+    "FlightRecorderSettings", "JobIdentity", "OperatorSettings", "PodIdentity", "RemediationSettings", "S3Settings",
+    "WebhookSettings", "env_name", "env_names", "load_config",
+]
 
 ENV_PREFIX = "FRWATCH_"
 #: Config field -> the conventional AWS variable it is read from (not FRWATCH_-prefixed).
@@ -90,7 +98,7 @@ class WebhookSettings(_Section):
         "untouched (pods can arrive right after their job). Kept far below the API server's 10 s timeout.",
     )
     # tls.mode=operator: the operator makes, keeps and rotates its own CA and certificate
-    # (frwatch_operator.webhook_tls; RBAC: get/create/update of certs_secret in namespace, get/patch of
+    # (frwatch_operator.capture.webhook_tls; RBAC: get/create/update of certs_secret in namespace, get/patch of
     # configuration_name).
     manage_certs: bool = Field(
         default=False,
@@ -185,7 +193,7 @@ class FlightRecorderSettings(_Section):
         "and whose image does not name it: from 2.9 the Flight Recorder variables are set under their new names "
         "only, before 2.9 under the old ones only (what that torch reads without a warning); 'any' (the "
         "default): both, so no torch loses its dumps, at the price of one deprecation warning a rank from 2.9 on "
-        "(frwatch_operator.torch_env_names).",
+        "(frwatch_operator.capture.torch_env_names).",
     )
 
     @property
@@ -378,300 +386,6 @@ class OperatorSettings(_Section):
     retry_seconds: float = Field(
         default=2.0, gt=0, description="Seconds between two election rounds (renewals; below renew_seconds)."
     )
-
-
-class AnalyzerSettings(_Section):
-    """The analyzer batch/v1 Job."""
-
-    image: str = Field(
-        default="ghcr.io/frwatch/frwatch:0.1.0", description="Image that runs `frwatch analyze`."
-    )
-    image_pull_secrets: str = Field(
-        default="",
-        description="Comma-separated names of Secrets the analyzer Job's pod pulls its image with (its "
-        "spec.template.spec.imagePullSecrets); each must exist in the analyzer Jobs' namespace.",
-    )
-    resources: ComputeResources = Field(
-        default=ComputeResources(requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "4Gi"}),
-        description="Container resources (JSON in the env var).",
-    )
-    deadline_seconds: int = Field(default=900, ge=10, description="activeDeadlineSeconds of the Job.")
-
-    @property
-    def pull_secrets(self) -> list[str]:
-        """``image_pull_secrets`` as a list of names."""
-        return [n.strip() for n in self.image_pull_secrets.split(",") if n.strip()]
-
-    namespace: str = Field(
-        default="frwatch-system",
-        min_length=1,
-        description="Namespace the analyzer Jobs run in: the operator's own (the chart's release namespace), "
-        "never the tenant's, so no tenant can read its credentials or change its pod. RBAC: create/get/"
-        "delete Jobs there.",
-    )
-    credentials_secret: str = Field(
-        default="",
-        description="Secret in that namespace with the analyzer's S3 keys (AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY): read the attempt's evidence, write only verdict.json, report.txt, "
-        "report.html and summaries/ (the fan-out's map pods; docs/install.md shows the policy); empty: s3.credentials_secret.",
-    )
-    service_account: str = Field(
-        default="",
-        description="ServiceAccount the analyzer Jobs' pods run under (in ``namespace``; it must exist there): "
-        "keyless store access (IRSA, EKS Pod Identity, GKE Workload Identity) comes from it. Empty: the "
-        "namespace's default. No API token is mounted either way.",
-    )
-    allow_policy_image: bool = Field(
-        default=False,
-        description="Whether a CapturePolicy (written by a namespace's users) may choose the analyzer image; "
-        "off: the operator's image always runs.",
-    )
-    backoff_limit: int = Field(
-        default=1, ge=0, le=10, description="backoffLimit of the Job: pod retries (a lost node, an S3 hiccup)."
-    )
-    ranks_per_pod: int = Field(
-        default=4096,
-        ge=0,
-        le=1 << 20,
-        description="Fan-out: an analysis of more ranks than this (the Incident's expected world size) first "
-        "runs an Indexed map Job of ceil(ranks / ranksPerPod) pods, each summarising its shard's dumps into "
-        "the store, then the analyzer Job reduces the summaries; 0: always the one analyzer Job.",
-    )
-    ttl_seconds_after_finished: int = Field(
-        default=3600,
-        ge=0,
-        description="ttlSecondsAfterFinished: the finished Job and its pod are deleted after this many seconds "
-        "(the verdict stays in S3; the operator reads the outcome long before).",
-    )
-    source_from_image: bool = Field(
-        default=False,
-        description="The source step: once the verdict is on the job, a copy Job in the training job's own "
-        "namespace copies the source files the branch's frames name from its image (an init container running "
-        "that image's Python; no credentials, no service-account token) and hands them over through a "
-        "presigned URL for one key; then a render Job in analyzer.namespace renders report.html with the code "
-        "around each call site and the condition where the paths part (verdictloop.source_job). The tenant's "
-        "image never runs in analyzer.namespace. Off: report.html says what it would need. Needs the chart's "
-        "RBAC for Jobs in the training jobs' namespaces (analyzer.sourceFromImage).",
-    )
-    source_deadline_seconds: int = Field(
-        default=300,
-        ge=30,
-        le=3600,
-        description="activeDeadlineSeconds of the source step's copy Job (in the training job's namespace): "
-        "pulling the training image, copying and handing over; its presigned URL expires a minute later.",
-    )
-    source_python: str = Field(
-        default="python3",
-        min_length=1,
-        max_length=256,
-        description="The training image's Python the source step's copier runs with (a name on the image's "
-        "PATH, or an absolute path).",
-    )
-
-
-class RemediationSettings(_Section):
-    """Node cordoning after a hardware-class verdict. Off, and dry-run, unless turned on."""
-
-    enabled: bool = Field(
-        default=False, description="Global switch; a CapturePolicy cannot override it to on."
-    )
-    dry_run: bool = Field(
-        default=True, description="Record the cordon it would do (Events) without doing it."
-    )
-    max_nodes_per_incident: int = Field(
-        default=2, ge=0, description="Cap of nodes cordoned for one incident."
-    )
-    breaker_share: float = Field(
-        default=0.5,
-        gt=0,
-        le=1,
-        description="Stop cordoning once this share of nodes was cordoned in the window.",
-    )
-    breaker_window_seconds: int = Field(
-        default=300, ge=1, description="The circuit breaker's window (seconds)."
-    )
-    max_suspect_share: float = Field(
-        default=0.25,
-        gt=0,
-        le=1,
-        description="More suspects than this share of the job's nodes means fabric/software: never cordon.",
-    )
-    max_nodes_per_namespace: int = Field(
-        default=2,
-        ge=0,
-        description="Cap of nodes cordoned for all the incidents of one namespace within "
-        "namespace_window_seconds: repeated failures of a tenant's jobs cannot walk the cluster.",
-    )
-    namespace_window_seconds: int = Field(
-        default=86_400, ge=1, description="The per-namespace cap's window (seconds)."
-    )
-    breaker_namespace: str = Field(
-        default="frwatch-system",
-        description="Namespace of the breaker's ConfigMap (the operator's own; RBAC: get/create/update there).",
-    )
-    breaker_configmap: str = Field(
-        default="frwatch-remediation-breaker",
-        description="ConfigMap holding the circuit breaker's state, so a restarted operator keeps it. "
-        "A person resets a tripped breaker by setting its data.status to CLOSED.",
-    )
-    action: Literal["cordon", "nvsentinel", "none"] = Field(
-        default="cordon",
-        description="What a corroborated suspect node gets: cordon (frwatch sets spec.unschedulable), nvsentinel "
-        "(a MaintenanceRequest for NVIDIA NVSentinel to act on; RBAC: create maintenancerequests."
-        "nvsentinel.dgxc.nvidia.com), none (nominated and corroborated, told, nothing else).",
-    )
-    probe_image: str = Field(
-        default="",
-        description="Image of the health check frwatch runs on a nominated node (e.g. an image with dcgmi); "
-        "empty: no probe (only the node's health agents and other namespaces corroborate).",
-    )
-    probe_command: list[str] = Field(
-        default_factory=list,
-        description='The probe\'s command (JSON list, e.g. ["dcgmi", "diag", "-r", "1"]): exit 0 says healthy, '
-        "any other exit says the node is sick (that corroborates the nomination).",
-    )
-    probe_resources: ComputeResources = Field(
-        default=ComputeResources(),
-        description='The probe container\'s resources (JSON, e.g. {"limits": {"nvidia.com/gpu": "8"}}).',
-    )
-    probe_deadline_seconds: int = Field(
-        default=300, ge=10, description="activeDeadlineSeconds of a probe Job; a probe still running then failed."
-    )
-    corroborating_namespaces: int = Field(
-        default=2,
-        ge=2,
-        description="Namespaces whose jobs must nominate the same node within nomination_window_seconds for "
-        "that to corroborate it (one tenant's jobs never do).",
-    )
-    nomination_window_seconds: int = Field(
-        default=86_400, ge=60, description="How long a nomination is remembered for fleet corroboration (seconds)."
-    )
-    nominations_configmap: str = Field(
-        default="frwatch-node-nominations",
-        description="ConfigMap (in breaker_namespace) holding the fleet's nominations: node, namespace, "
-        "incident, when.",
-    )
-
-
-class AgentSettings(_Section):
-    """The per-pod agent (native sidecar) and how the webhook injects it."""
-
-    image: str = Field(
-        default="ghcr.io/frwatch/frwatch:0.1.0", description="Image that runs `frwatch agent`."
-    )
-    resources: ComputeResources = Field(
-        default=ComputeResources(requests={"cpu": "10m", "memory": "64Mi"}, limits={"memory": "256Mi"}),
-        description="Sidecar resources (JSON in the env var).",
-    )
-    scan_interval_seconds: float = Field(default=0.2, gt=0, description="How often the dump dir is scanned.")
-    stable_seconds: float = Field(
-        default=0.5,
-        ge=0,
-        description="A file's size and mtime must hold this long before it is read as complete.",
-    )
-    corrupt_after_seconds: float = Field(
-        default=30.0,
-        gt=0,
-        description="A dump that stays unparseable this long (seconds, size unchanged) is uploaded as is: "
-        "a truncated dump is still evidence (the analyzer names it).",
-    )
-    upload_backoff_initial_seconds: float = Field(default=0.5, gt=0, description="First retry delay.")
-    upload_backoff_max_seconds: float = Field(
-        default=30.0, gt=0, description="Retry delay cap (exponential)."
-    )
-    drain_seconds: float = Field(
-        default=25.0,
-        ge=0,
-        description="The agent's grace budget: on SIGTERM it keeps watching and uploading until every dump in "
-        "the folder is stored, at most this long (seconds), then exits non-zero if any is left (on disk). "
-        "The webhook sets the pod's terminationGracePeriodSeconds above it (raising a lower one).",
-    )
-    control_addr: str = Field(
-        default="0.0.0.0",  # noqa: S104 - the fallback when the pod IP is not given
-        description="Control endpoint listen address; the webhook sets it to the pod's IP (downward API "
-        "status.podIP), so the agent listens on the pod network only.",
-    )
-    control_port: int = Field(
-        default=8089, ge=0, le=65535, description="Control endpoint port (0: any free)."
-    )
-    live: bool = Field(
-        default=False,
-        description="Live watch (issue 15): place the bootstrap in the dump volume and sample the pod's rank "
-        "sockets (<dump dir>/.frwatch-live/rank-<rank>.sock); the latest summaries are served on GET /live. "
-        "The webhook turns it on for opted-in jobs.",
-    )
-    live_period_seconds: float = Field(
-        default=15.0, gt=0, description="Live watch: one sampling round of every rank this often (seconds)."
-    )
-    live_ranks: str = Field(
-        default="",
-        description="Live watch: the global ranks this pod runs, 'first-last' (the webhook computes them from "
-        "the rank container's PET_NODE_RANK and PET_NPROC_PER_NODE when both are numbers); a rank of them "
-        "without a socket is then reported. Empty: only the sockets present are sampled.",
-    )
-    token: SecretStr | None = Field(
-        default=None,
-        description="This pod's agent token, injected by the webhook into this agent only: derived from the "
-        "operator's agent key, the pod's namespace, job and frwatch.io/agent-id (frwatch_operator.agentkeys). "
-        "Never sent: calls are signed with it and answers proven with it (frwatch_operator.agentauth). Unset: "
-        "every control call is refused (503).",
-    )
-    key_secret: str = Field(
-        default="frwatch-agent-key",
-        description="Secret in key_namespace holding the keys agent tokens are derived from; the operator "
-        "creates and rotates it (RBAC: get/update of that Secret, create of Secrets, in key_namespace).",
-    )
-    key_namespace: str = Field(
-        default="frwatch-system", description="The operator's own namespace, where key_secret lives."
-    )
-    key_rotation_days: int = Field(
-        default=30,
-        ge=0,
-        description="A new key every this many days (0: never). The previous key is still accepted, so a "
-        "pod's token works for at least this long after the pod was created.",
-    )
-    key_check_seconds: float = Field(
-        default=300.0,
-        gt=0,
-        description="Seconds between two reads of key_secret (rotation, a key made by another replica). A new "
-        "key signs tokens only once it is twice this old, so every replica knows it before a pod carries it.",
-    )
-    image_pull_secrets: str = Field(
-        default="",
-        description="Comma-separated names of Secrets the webhook adds to each injected pod's "
-        "imagePullSecrets, so the agent's image can be pulled from a private registry. Each must exist in "
-        "the job's namespace (frwatch does not copy them there).",
-    )
-
-    @property
-    def pull_secrets(self) -> list[str]:
-        """``image_pull_secrets`` as a list of names."""
-        return [n.strip() for n in self.image_pull_secrets.split(",") if n.strip()]
-    pipe_timeout_seconds: float = Field(
-        default=1.0, gt=0, description="Seconds to wait for a rank to open its pipe."
-    )
-
-
-class PodIdentity(_Section):
-    """Who the agent is: injected by the webhook through the downward API."""
-
-    name: str = Field(default="", description="Pod name.")
-    namespace: str = Field(default="", description="Pod namespace.")
-    uid: str = Field(default="", description="Pod uid.")
-    node: str = Field(default="", description="Node name (spec.nodeName).")
-
-
-class JobIdentity(_Section):
-    """Which job attempt the agent's pod belongs to: injected by the webhook as literal values.
-
-    ``attempt``: the JobSet ``restart-attempt`` label of the pod when present, else the attempt the
-    operator keeps for the job (annotation ``frwatch.io/attempt``, default "0") when the pod was created.
-    """
-
-    kind: str = Field(default="PyTorchJob", description="Job kind.")
-    name: str = Field(default="", description="Job name.")
-    uid: str = Field(default="", description="Job uid.")
-    attempt: str = Field(default="0", description="Job attempt (S3 layout component).")
 
 
 class Config(BaseModel):

@@ -33,7 +33,7 @@ ANN_INCIDENT_ATTEMPT: Final = PREFIX + "incident-attempt"
 #: Set by the webhook on a pod it injected: the injection is then a no-op on a second pass.
 ANN_INJECTED: Final = PREFIX + "injected"
 #: Set by the webhook on a pod it injected: ``<key id>.<random>``, the identity the pod's agent token is made
-#: of (``frwatch_operator.agentkeys``). Every ``frwatch.io/*`` annotation a pod arrives with is stripped first.
+#: of (``frwatch_operator.capture.agent_keys``). Every ``frwatch.io/*`` annotation a pod arrives with is stripped first.
 ANN_AGENT_ID: Final = PREFIX + "agent-id"
 #: A container of the pod's own named like the agent (``frwatch-agent``) is renamed to this (suffixed
 #: ``-2``, ``-3``... if taken): it runs, but it is not the agent and holds no token.
@@ -83,6 +83,10 @@ ENV_AWS_ENDPOINT_URL_S3: Final = "AWS_ENDPOINT_URL_S3"
 ENV_AWS_REGION: Final = "AWS_REGION"
 ENV_AWS_ACCESS_KEY_ID: Final = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_ACCESS_KEY: Final = "AWS_SECRET_ACCESS_KEY"
+#: The source step's bundle, under the attempt's root (written by ``frwatch source hand-over``).
+SOURCE_BUNDLE_KEY: Final = "source/files.json"
+#: The env var holding the presigned PUT URL in the source step's hand-over container.
+ENV_SOURCE_PUT_URL: Final = "FRWATCH_SOURCE_PUT_URL"
 
 # --- Kubeflow training-operator labels (PyTorchJob kubeflow.org/v1) ----------------------------------------
 KF_GROUP: Final = "kubeflow.org"
@@ -117,7 +121,7 @@ TRAINER_VERSION: Final = "v1alpha1"
 TRAINJOB_PLURAL: Final = "trainjobs"
 TRAINING_RUNTIME_PLURAL: Final = "trainingruntimes"
 CLUSTER_TRAINING_RUNTIME_PLURAL: Final = "clustertrainingruntimes"
-#: The job kinds frwatch follows (``operator.job_kinds``; ``frwatch_operator.jobkinds.KINDS`` has an adapter each).
+#: The job kinds frwatch follows (``operator.job_kinds``; ``frwatch_operator.kinds.job_kind.KINDS`` has an adapter each).
 JOB_KINDS: Final = ("PyTorchJob", "TrainJob", "JobSet")
 TRAINING_RUNTIME_KIND: Final = "TrainingRuntime"
 CLUSTER_TRAINING_RUNTIME_KIND: Final = "ClusterTrainingRuntime"
@@ -162,15 +166,15 @@ ENV_JOB_ATTEMPT: Final = "FRWATCH_JOB_ATTEMPT"  #: literal: the job attempt when
 ANN_ATTEMPT: Final = PREFIX + "attempt"
 #: On a PyTorchJob, kept by the operator: "attempt <N>: ..." while frwatch attempt N of the job runs without
 #: capture (its pods were created before capture was enabled, or while the webhook could not inject them);
-#: gone once a pod of a later attempt is seen injected (frwatch_operator.capture_gaps).
+#: gone once a pod of a later attempt is seen injected (frwatch_operator.capture.gaps).
 ANN_NOT_CAPTURED: Final = PREFIX + "not-captured"
 #: On a PyTorchJob, kept by the operator: "<attempt>@<RFC 3339>", when the first pod of that attempt was
 #: created. A job Failed/Restarting condition counts for the current attempt only when it is later
-#: (frwatch_operator.job_failure).
+#: (frwatch_operator.detect.job_failure).
 ANN_ATTEMPT_STARTED: Final = PREFIX + "attempt-started"
 #: On JobSet (Trainer v2) pods: the JobSet restart count, used as the attempt when present.
 LABEL_JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
-#: Name of the agent's control port (calls signed with the pod's agent token: ``frwatch_operator.agentauth``).
+#: Name of the agent's control port (calls signed with the pod's agent token: ``frwatch_operator.agent.auth``).
 AGENT_CONTROL_PORT_NAME: Final = "frwatch-ctl"
 DUMP_VOLUME: Final = "frwatch-dumps"
 DUMP_MOUNT_PATH: Final = "/var/run/frwatch/dumps"
@@ -193,10 +197,10 @@ LIVE_ENABLED: Final = "enabled"
 #: On a job: "disabled" turns live watch off whatever its CapturePolicy says.
 LIVE_DISABLED: Final = "disabled"
 #: On a job: what a live finding does (report, dumpAndAnalyze, abort); wins over its CapturePolicy's and the
-#: operator's default (frwatch_operator.live_policy).
+#: operator's default (frwatch_operator.live.policy).
 ANN_LIVE_POLICY: Final = PREFIX + "live-policy"
 #: On a job: the torch version its containers run ("2.5", "2.13"; "any"), so the webhook sets the Flight Recorder
-#: variables under the names that torch reads without a warning (frwatch_operator.torch_env_names)
+#: variables under the names that torch reads without a warning (frwatch_operator.capture.torch_env_names)
 ANN_TORCH_VERSION: Final = PREFIX + "torch-version"
 #: Set on a job live watch suspended (policy abort): the Incident whose verdict stopped it.
 ANN_LIVE_ABORTED: Final = PREFIX + "live-aborted"

@@ -1,7 +1,7 @@
 """frwatch's own small error vocabulary, translated once at each boundary.
 
 ``RetryableError`` -> kopf ``TemporaryError(delay=...)``; ``FatalError`` -> kopf ``PermanentError``. What
-the Kubernetes API answers becomes one of these in one place (:mod:`frwatch_operator.kube_errors`).
+the Kubernetes API answers becomes one of these in one place (:mod:`frwatch_operator.kube.api_errors`).
 Messages say what failed, on which object or key, and what to do.
 """
 

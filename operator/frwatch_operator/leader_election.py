@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 class LeaseApi(Protocol):
-    """The Lease calls (the adapter is ``frwatch_operator.kube.Kube``). ``create``/``replace`` return False
+    """The Lease calls (the adapter is ``frwatch_operator.kube.adapter.Kube``). ``create``/``replace`` return False
     on a 409 (another replica wrote first)."""
 
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
@@ -129,7 +129,7 @@ class LeaderElector:
         self._clock = clock
         self._on_change = on_change
         #: asked before creating or taking the Lease, with how long it has been seen free or unrenewed
-        #: (seconds); False: wait (the live shards' spread, ``frwatch_operator.live_shards``)
+        #: (seconds); False: wait (the live shards' spread, ``frwatch_operator.live.shards``)
         self._may_take = may_take
         self.role = role
         self._renewed_at: float | None = None  # our clock, at the start of the last renewal that went through

@@ -5,8 +5,8 @@ cluster, or the namespaces in ``FRWATCH_OPERATOR_NAMESPACES`` (comma-separated).
 kopf (``settings.admission.server``): TLS from ``FRWATCH_WEBHOOK_CERT_FILE``/``FRWATCH_WEBHOOK_KEY_FILE``
 (unset: kopf self-signs), or plain HTTP with ``FRWATCH_WEBHOOK_INSECURE=true`` (tests and local runs), or,
 with ``FRWATCH_WEBHOOK_MANAGE_CERTS=true`` (tls.mode=operator), from the operator's own CA and certificate
-(``frwatch_operator.webhook_tls_kube``: Secret, caBundle and served file set up before serving). The
-agents' key ring (``frwatch_operator.agentkeys_kube``: the Secret ``FRWATCH_AGENT_KEY_SECRET`` in
+(``frwatch_operator.store.webhook_cert_secret``: Secret, caBundle and served file set up before serving). The
+agents' key ring (``frwatch_operator.store.agent_key_ring``: the Secret ``FRWATCH_AGENT_KEY_SECRET`` in
 ``FRWATCH_AGENT_KEY_NAMESPACE``) is read or made before serving too; the agents' tokens derive from it.
 Logs are JSON lines on stderr. Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 2 on a bad configuration
 (or a metrics port already taken).
@@ -35,7 +35,7 @@ from frwatch_operator.cli import parser_for
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError
 from frwatch_operator.leader_election import Alone, LeaderElector, LeaseApi
-from frwatch_operator.live_shards import identity_of
+from frwatch_operator.live.shards import identity_of
 from frwatch_operator.logsetup import setup_logging
 
 logger = logging.getLogger("frwatch.operator")
@@ -78,12 +78,12 @@ def run(config: Config) -> None:
     from kubernetes import client
     from kubernetes import config as kube_config
 
+    from frwatch_operator.detect.observations import Observations
     from frwatch_operator.handlers import Deps, register_all
-    from frwatch_operator.jobkinds import enabled_kinds
-    from frwatch_operator.kube import Kube
+    from frwatch_operator.kinds.job_kind import enabled_kinds
+    from frwatch_operator.kube.adapter import Kube
     from frwatch_operator.metrics import Metrics, serve
-    from frwatch_operator.observations import Observations
-    from frwatch_operator.s3store import S3Store
+    from frwatch_operator.store.s3 import S3Store
     from frwatch_operator.webhook import JobIndex
 
     try:
@@ -91,11 +91,11 @@ def run(config: Config) -> None:
     except kube_config.ConfigException:
         kube_config.load_kube_config()
     if config.webhook.manage_certs:  # tls.mode=operator: the CA, certificate and caBundle before serving
-        from frwatch_operator.webhook_tls_kube import start_webhook_tls
+        from frwatch_operator.store.webhook_cert_secret import start_webhook_tls
 
         config, _cert_keeper = start_webhook_tls(config, client.ApiClient())
     # the agents' key ring before serving: every pod admitted from now on gets its agent's token
-    from frwatch_operator.agentkeys_kube import start_agent_keys
+    from frwatch_operator.store.agent_key_ring import start_agent_keys
 
     agent_keys, _key_keeper = start_agent_keys(config.agent, client.ApiClient())
     registry = kopf.OperatorRegistry()

@@ -1,7 +1,7 @@
 """The Events frwatch posts: :class:`Notice` (the one Event type: the object it is about, an
 :class:`ObjectRef`, is chosen by the caller), :class:`Reason` (every reason frwatch gives, the REASON column of ``kubectl describe``), and the
 notices of detection and collection, with a message a person reads (what happened, why, what happens next
-or what to do); the verdict loop's are in ``verdictloop.job_report`` and ``verdictloop.cordoning``. Pure.
+or what to do); the verdict loop's are in ``verdict.report`` and ``remediation.apply``. Pure.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
-from frwatch_operator.incident_naming import next_attempt
+from frwatch_operator.incident.naming import next_attempt
 
 
 class Reason(StrEnum):

@@ -189,7 +189,7 @@ class CapturePolicySpec(_Wire):
 
 class CaptureSettings(_Wire):
     """The effective settings for one opted-in job: the operator's defaults overlaid with its CapturePolicy
-    (:mod:`frwatch_operator.optin`). An Incident keeps the ones it opened with (``status.settings``), so a
+    (:mod:`frwatch_operator.capture.optin`). An Incident keeps the ones it opened with (``status.settings``), so a
     policy edited meanwhile changes nothing of an Incident under way."""
 
     model_config = ConfigDict(frozen=True)

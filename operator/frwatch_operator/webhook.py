@@ -40,9 +40,11 @@ from typing import Any
 
 from frwatch_analyzers.layout import segment_problem
 from frwatch_operator import constants as c
-from frwatch_operator.agentkeys import AgentKeys
-from frwatch_operator.config import Config, load_config
-from frwatch_operator.injection import (
+from frwatch_operator.capture.agent_keys import AgentKeys
+from frwatch_operator.capture.live_patch import live_ops
+from frwatch_operator.capture.optin import CaptureDecision, OptIn, resolve
+from frwatch_operator.capture.sidecar import JobContext
+from frwatch_operator.capture.webhook_patch import (
     InjectionError,
     NotInjected,
     agent_id_ops,
@@ -51,11 +53,9 @@ from frwatch_operator.injection import (
     inject,
     strip_lookalikes,
 )
-from frwatch_operator.jobkinds import enabled_kinds, kind_of, kinds_for_pod, pod_labels
-from frwatch_operator.live_injection import live_ops
-from frwatch_operator.live_policy import live_requested
-from frwatch_operator.optin import CaptureDecision, OptIn, resolve
-from frwatch_operator.sidecar import JobContext
+from frwatch_operator.config import Config, load_config
+from frwatch_operator.kinds.job_kind import enabled_kinds, kind_of, kinds_for_pod, pod_labels
+from frwatch_operator.live.policy import live_requested
 
 logger = logging.getLogger(__name__)
 

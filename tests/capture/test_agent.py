@@ -15,7 +15,7 @@ from frwatch_analyzers.layout import AttemptKey
 from frwatch_dev.testing.agent_process import TOKEN
 from frwatch_dev.testing.polling import wait_for
 from frwatch_operator import constants as c
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 PREFIX = c.DUMP_FILE_PREFIX
 

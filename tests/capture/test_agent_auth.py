@@ -1,10 +1,10 @@
 """The operator and the agent prove to each other they hold the pod's token without sending it
-(``frwatch_operator.agentauth``): a call is accepted once, only fresh, only for its method, path and body;
+(``frwatch_operator.agent.auth``): a call is accepted once, only fresh, only for its method, path and body;
 an answer's proof is bound to the call's nonce and status."""
 
 from __future__ import annotations
 
-from frwatch_operator.agentauth import MAX_SKEW_S, CallChecker, answer_proof, answer_proven, sign_call
+from frwatch_operator.agent.auth import MAX_SKEW_S, CallChecker, answer_proof, answer_proven, sign_call
 
 TOKEN = "k1." + "ab" * 32
 NOW = 1_800_000_000.0

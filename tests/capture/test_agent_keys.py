@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from frwatch_operator.agentkeys import (
+from frwatch_operator.capture.agent_keys import (
     KEYS_FIELD,
     AgentKey,
     AgentKeys,

@@ -12,11 +12,11 @@ import pytest
 from kubernetes import client
 from kubernetes import config as kube_config
 
-from frwatch_operator.agentkeys import KEYS_FIELD, AgentKeys, ring_of
-from frwatch_operator.agentkeys_kube import KeyKeeper, key_secret, start_agent_keys
+from frwatch_operator.capture.agent_keys import KEYS_FIELD, AgentKeys, ring_of
+from frwatch_operator.capture.webhook_tls import StoredSecret
 from frwatch_operator.config import AgentSettings
-from frwatch_operator.own_secrets import OwnSecret
-from frwatch_operator.webhook_tls import StoredSecret
+from frwatch_operator.store.agent_key_ring import KeyKeeper, key_secret, start_agent_keys
+from frwatch_operator.store.own_secrets import OwnSecret
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 DAY = timedelta(days=1)

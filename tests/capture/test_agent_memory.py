@@ -23,7 +23,7 @@ import pytest
 
 from frwatch_dev.testing.agent_process import big_dump, start_agent
 from frwatch_operator import constants as c
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMPS = 8

@@ -16,7 +16,7 @@ from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_dev.testing.agent_process import TOKEN
 from frwatch_dev.testing.polling import wait_for
 from frwatch_operator import constants as c
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 P = c.DUMP_FILE_PREFIX
 

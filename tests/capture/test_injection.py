@@ -9,16 +9,16 @@ import pytest
 from builders import env_of, pod
 
 from frwatch_operator import constants as c
-from frwatch_operator.config import AgentSettings, Config, env_name
-from frwatch_operator.injection import (
+from frwatch_operator.capture.optin import defaults
+from frwatch_operator.capture.sidecar import JobContext
+from frwatch_operator.capture.webhook_patch import (
     GRACE_MARGIN_SECONDS,
     InjectionError,
     apply_ops,
     attempt_of,
     inject,
 )
-from frwatch_operator.optin import defaults
-from frwatch_operator.sidecar import JobContext
+from frwatch_operator.config import AgentSettings, Config, env_name
 
 CFG = Config()
 SETTINGS = defaults(CFG)
@@ -99,7 +99,7 @@ def test_the_operators_default_torch_version_decides_for_a_job_that_says_nothing
 
 
 def test_the_jobs_torch_version_annotation_reaches_the_settings() -> None:
-    from frwatch_operator.optin import resolve
+    from frwatch_operator.capture.optin import resolve
 
     job = {"metadata": {"name": "j", "namespace": "team",
                         "annotations": {c.ANN_CAPTURE: c.CAPTURE_ENABLED, c.ANN_TORCH_VERSION: " 2.5 "}}}  # fmt: skip

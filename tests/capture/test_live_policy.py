@@ -14,12 +14,12 @@ from builders import job, policy
 from frwatch_dev.testing.admission import review
 from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
+from frwatch_operator.capture.optin import resolve
 from frwatch_operator.config import Config, OperatorSettings
 from frwatch_operator.handlers.live_actions import succeeded, suspend_patch
-from frwatch_operator.jobkinds import PYTORCHJOB
-from frwatch_operator.jobset_kinds import JOBSET, TRAINJOB
-from frwatch_operator.live_policy import live_choice, live_requested
-from frwatch_operator.optin import resolve
+from frwatch_operator.kinds.job_kind import PYTORCHJOB
+from frwatch_operator.kinds.jobset_trainjob import JOBSET, TRAINJOB
+from frwatch_operator.live.policy import live_choice, live_requested
 from frwatch_operator.resources import CapturePolicySpec, LivePolicyName
 from frwatch_operator.webhook import JobIndex
 

@@ -15,11 +15,11 @@ from frwatch_dev.testing.polling import wait_for
 from frwatch_operator import constants as c
 from frwatch_operator.agent.dumpfiles import DumpWatcher
 from frwatch_operator.agent.nccl_files import NcclFiles
+from frwatch_operator.capture.optin import defaults
+from frwatch_operator.capture.sidecar import JobContext
+from frwatch_operator.capture.webhook_patch import apply_ops, inject
 from frwatch_operator.config import Config, EvidenceSettings
-from frwatch_operator.injection import apply_ops, inject
-from frwatch_operator.optin import defaults
-from frwatch_operator.s3store import S3Store
-from frwatch_operator.sidecar import JobContext
+from frwatch_operator.store.s3 import S3Store
 
 JOB = JobContext("PyTorchJob", "llama", "uid-1", "0")
 WARN = "NCCL WARN NET/IB : Got completion from peer 10.0.0.7<43210> with status=12 opcode=0 len=0 vendor err 129 (Recv)"

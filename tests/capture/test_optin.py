@@ -6,9 +6,9 @@ import pytest
 from builders import job, policy
 
 from frwatch_operator import constants as c
+from frwatch_operator.capture.optin import OptIn, resolve
 from frwatch_operator.config import Config, RemediationSettings, env_name, env_names, load_config
 from frwatch_operator.errors import FatalError
-from frwatch_operator.optin import OptIn, resolve
 
 CFG = Config()
 

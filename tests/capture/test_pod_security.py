@@ -24,10 +24,10 @@ from frwatch_dev.localcluster.podsecurity import (
 )
 from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
+from frwatch_operator.capture.optin import defaults
+from frwatch_operator.capture.sidecar import JobContext
+from frwatch_operator.capture.webhook_patch import apply_ops, inject
 from frwatch_operator.config import Config
-from frwatch_operator.injection import apply_ops, inject
-from frwatch_operator.optin import defaults
-from frwatch_operator.sidecar import JobContext
 from frwatch_operator.webhook import HANDLER_ID, JobIndex
 
 #: What a user's training container sets to run in a restricted namespace.

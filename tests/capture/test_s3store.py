@@ -14,7 +14,7 @@ import pytest
 
 from fixtures.seaweed import STATE_DIR, SeaweedFS, reap_stale
 from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 
 def test_put_get_list_exists_round_trip(s3):

@@ -21,10 +21,10 @@ from builders import env_of, pod
 
 from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
+from frwatch_operator.capture.optin import defaults
+from frwatch_operator.capture.sidecar import JobContext
+from frwatch_operator.capture.webhook_patch import inject
 from frwatch_operator.config import Config
-from frwatch_operator.injection import inject
-from frwatch_operator.optin import defaults
-from frwatch_operator.sidecar import JobContext
 
 pytestmark = pytest.mark.slow
 

@@ -20,10 +20,10 @@ from builders import env_of, job, pod, policy
 from frwatch_dev.testing.admission import review
 from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
-from frwatch_operator.agentkeys import AgentKeys
+from frwatch_operator.capture.agent_keys import AgentKeys
+from frwatch_operator.capture.sidecar import SECURITY_CONTEXT
+from frwatch_operator.capture.webhook_patch import MAX_CONTAINERS, MAX_LIST_ITEMS
 from frwatch_operator.config import Config, env_name
-from frwatch_operator.injection import MAX_CONTAINERS, MAX_LIST_ITEMS
-from frwatch_operator.sidecar import SECURITY_CONTEXT
 from frwatch_operator.webhook import AdmissionNote, JobIndex, register
 
 
@@ -265,7 +265,7 @@ def test_pods_frwatch_does_not_inject_are_admitted_unchanged_with_the_reason(ser
 def test_a_huge_pod_is_refused_before_any_injection_work(server, monkeypatch):
     """4000 containers (the issue's pod) blocked the operator's loop past the webhook timeout: the budget
     is checked first, so no per-container work runs (benchmarks/bench_webhook.py --huge times it)."""
-    import frwatch_operator.injection as injection
+    import frwatch_operator.capture.webhook_patch as injection
 
     def no_per_container_work(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("per-container work ran for a pod past the budget")

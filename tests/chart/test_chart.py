@@ -16,7 +16,7 @@ from chart_helpers import CHART, KUBE_VERSION, NAMESPACE, one, render
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import env_names, load_config
-from frwatch_operator.jobkinds import enabled_kinds, pod_labels
+from frwatch_operator.kinds.job_kind import enabled_kinds, pod_labels
 from frwatch_operator.webhook import HANDLER_ID
 
 #: Value sets that turn on every optional branch of the templates.

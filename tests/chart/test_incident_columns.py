@@ -14,7 +14,7 @@ from chart_helpers import crd
 from frwatch_analyzers.verdict import Category, CulpritKind, Status, Verdict
 from frwatch_dev.localcluster.tables import jsonpath
 from frwatch_operator.resources import ConditionReason
-from frwatch_operator.verdictloop.job_report import failed_status, remediated_condition, reported_status
+from frwatch_operator.verdict.report import failed_status, remediated_condition, reported_status
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 SHORT = "rank 3 GPU-hung: never started all_reduce #41 that its peers did"

@@ -62,9 +62,9 @@ def kopf_calls(*, namespaced: bool = False, kinds: str = ALL_KINDS) -> list[Audi
     import kopf
     from kubernetes import client
 
+    from frwatch_operator.detect.observations import Observations
     from frwatch_operator.handlers import Deps, register_all
-    from frwatch_operator.kube import Kube
-    from frwatch_operator.observations import Observations
+    from frwatch_operator.kube.adapter import Kube
     from frwatch_operator.webhook import JobIndex
 
     registry = kopf.OperatorRegistry()
@@ -100,7 +100,7 @@ def client_calls(tls_mode: str = "helm", kinds: str = ALL_KINDS, *, nvsentinel: 
     """Every ``<x>.core|batch|custom|admission|coordination.<method>(...)`` call in the operator's modules, as RBAC sees
     it (the modules of ``OPERATOR_TLS_ONLY`` only when ``tls_mode`` is ``operator``; a call on the training job
     once per enabled kind, a Trainer runtime's only with TrainJob)."""
-    from frwatch_operator.jobkinds import enabled_kinds
+    from frwatch_operator.kinds.job_kind import enabled_kinds
 
     config = Config()
     enabled = enabled_kinds(kinds)
@@ -190,8 +190,8 @@ def source_step_calls() -> list[AuditEntry]:
     """The source step's copy Job (analyzer.sourceFromImage), in the training job's namespace
     (``source_job.copy_job_ref``), through the same Job calls as the analyzer's (kube.Kube create_job,
     get_batch_job, delete_job; its pods through list_job_pods, already cluster-wide)."""
-    from frwatch_operator.incident import IncidentIdentity
-    from frwatch_operator.verdictloop.source_job import copy_job_ref
+    from frwatch_operator.analysis.source_job import copy_job_ref
+    from frwatch_operator.incident.record import IncidentIdentity
 
     ns, name = copy_job_ref(IncidentIdentity(JOB_NS, "llama-0", "uid"))
     assert ns == JOB_NS

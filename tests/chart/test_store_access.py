@@ -16,11 +16,11 @@ import helm_python as helm
 import pytest
 from chart_helpers import CHART, NAMESPACE, RELEASE, one, render
 
+from frwatch_operator.analysis.analyzer_job import analyzer_job, effective_run
+from frwatch_operator.capture.optin import defaults
+from frwatch_operator.capture.sidecar import JobContext, agent_container
 from frwatch_operator.config import load_config
-from frwatch_operator.incident import IncidentIdentity
-from frwatch_operator.optin import defaults
-from frwatch_operator.sidecar import JobContext, agent_container
-from frwatch_operator.verdictloop.analyzer_job import analyzer_job, effective_run
+from frwatch_operator.incident.record import IncidentIdentity
 
 ROLE = "eks.amazonaws.com/role-arn"
 OPERATOR_ROLE = "arn:aws:iam::111122223333:role/frwatch-operator"
@@ -142,7 +142,7 @@ def test_without_keys_boto3_takes_the_web_identity_irsa_injects_and_asks_sts_at_
     credentials are resolved lazily, the endpoints are what boto3 would call)."""
     from frwatch_analyzers.sources import S3Config, s3_client
     from frwatch_operator.config import S3Settings
-    from frwatch_operator.s3store import S3Store
+    from frwatch_operator.store.s3 import S3Store
 
     token = tmp_path / "token"
     token.write_text("a-projected-service-account-token")
@@ -195,7 +195,7 @@ def test_the_operator_and_agent_without_credentials_name_the_setting_to_fix(
 ) -> None:
     from frwatch_operator.config import S3Settings
     from frwatch_operator.errors import FatalError
-    from frwatch_operator.s3store import S3Store
+    from frwatch_operator.store.s3 import S3Store
 
     for name in [k for k in __import__("os").environ if k.startswith("AWS_")]:
         monkeypatch.delenv(name)

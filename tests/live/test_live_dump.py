@@ -13,7 +13,7 @@ from frwatch_analyzers.safe_load import decode
 from frwatch_dev.testing.agent_process import TOKEN, start_agent
 from frwatch_operator import constants as c
 from frwatch_operator.agent.live_dump import KnownStack, dump_live
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 STACK = b'Thread 0x1 (most recent call first):\n  File "train.py", line 9 in step\n'
 WAIT_S = 60.0

@@ -244,7 +244,7 @@ def job_port(job: LiveJob) -> int:
 
 # --- the agent is another user ----------------------------------------------------------------------------------
 
-#: The agent sidecar's user and group (frwatch_operator.sidecar.IMAGE_UID): non-root, no capabilities.
+#: The agent sidecar's user and group (frwatch_operator.capture.sidecar.IMAGE_UID): non-root, no capabilities.
 AGENT_UID = 65532
 #: Standard library only, run as another user: POST /handler/ping on the socket, print the answer or the error.
 PING = """

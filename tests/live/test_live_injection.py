@@ -13,12 +13,12 @@ import pytest
 from frwatch_dev.testing.admission import review
 from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
+from frwatch_operator.capture.live_patch import live_ops
+from frwatch_operator.capture.optin import defaults
+from frwatch_operator.capture.sidecar import JobContext
+from frwatch_operator.capture.webhook_patch import apply_ops, inject
 from frwatch_operator.config import Config, env_name
-from frwatch_operator.injection import apply_ops, inject
-from frwatch_operator.live_injection import live_ops
-from frwatch_operator.live_policy import live_requested
-from frwatch_operator.optin import defaults
-from frwatch_operator.sidecar import JobContext
+from frwatch_operator.live.policy import live_requested
 from frwatch_operator.webhook import JobIndex
 
 CFG = Config()

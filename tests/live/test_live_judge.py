@@ -10,9 +10,9 @@ from fake_worker import fr_answer
 
 from frwatch_analyzers.live_findings import LiveKind
 from frwatch_analyzers.live_summary import LivePod, LiveRank, summarize_live
+from frwatch_operator.capture.optin import defaults
 from frwatch_operator.config import load_config
-from frwatch_operator.live_judge import LiveJudge, early_status, join_early, live_finding, top_frame
-from frwatch_operator.optin import defaults
+from frwatch_operator.live.judge import LiveJudge, early_status, join_early, live_finding, top_frame
 from frwatch_operator.resources import CaptureSettings, IncidentPhase, IncidentStatus
 
 STACK = """Thread 0x00007f0000000001 (most recent call first):

@@ -1,4 +1,4 @@
-"""Pulling an agent's ``/live`` (``frwatch_operator.live_pull``) over real HTTP: the call signed with the pod's
+"""Pulling an agent's ``/live`` (``frwatch_operator.live.pull``) over real HTTP: the call signed with the pod's
 token, the answer read only with the agent's proof, and each fault (404, garbage, too large, not a LivePod,
 unreachable, no proof, too slow) a reason for that pod only."""
 
@@ -15,9 +15,9 @@ from fake_worker import fr_answer
 
 from frwatch_analyzers.live_summary import LivePod, summarize_live
 from frwatch_dev.ports import free_port
-from frwatch_operator import live_pull
-from frwatch_operator.agentauth import PROOF_HEADER, CallChecker, answer_proof
-from frwatch_operator.live_pull import REFUSED, pull_all, pull_live
+from frwatch_operator.agent.auth import PROOF_HEADER, CallChecker, answer_proof
+from frwatch_operator.live import pull as live_pull
+from frwatch_operator.live.pull import REFUSED, pull_all, pull_live
 
 GOOD = LivePod(pod="p", ranks=[summarize_live(json.dumps(fr_answer(12)).encode(), 3, 1)]).model_dump_json(
     by_alias=True

@@ -24,10 +24,10 @@ from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.verdict import Verdict
 from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_dev.localcluster.cluster import LocalCluster
+from frwatch_operator.analysis.analyzer_job import analyzer_job, effective_run
+from frwatch_operator.analysis.fanout import failed_shards, map_job, shard_count
 from frwatch_operator.config import load_config
-from frwatch_operator.incident import IncidentIdentity
-from frwatch_operator.verdictloop.analyzer_job import analyzer_job, effective_run
-from frwatch_operator.verdictloop.fanout import failed_shards, map_job, shard_count
+from frwatch_operator.incident.record import IncidentIdentity
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from harness import ROOT, Cluster, operator_env
 
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 CRD_FILES = [ROOT / "crds" / "incident.yaml", ROOT / "crds" / "capturepolicy.yaml",
              ROOT / "tests" / "emulator" / "pytorchjob-crd.yaml"]  # fmt: skip

@@ -24,7 +24,7 @@ from frwatch_dev.testing.polling import eventually as eventually  # the one poll
 from frwatch_operator import constants as c
 from frwatch_operator.agent.dumpfiles import DumpWatcher
 from frwatch_operator.agent.uploader import Uploader
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = c.GROUP, c.VERSION

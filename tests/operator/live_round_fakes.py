@@ -15,11 +15,11 @@ from live_answers import fr_answer
 from frwatch_analyzers.live_summary import LivePod, summarize_live
 from frwatch_operator import constants as c
 from frwatch_operator.config import load_config
-from frwatch_operator.detection import PodFacts
+from frwatch_operator.detect.observations import Observations
+from frwatch_operator.detect.pod_failure import PodFacts
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers import live as live_handler
-from frwatch_operator.observations import Observations
 from frwatch_operator.webhook import JobIndex
 
 KIND = SimpleNamespace(

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from live_round_fakes import FakeKube, deps_of
 
-from frwatch_operator.agentclient import ask_to_dump
+from frwatch_operator.agent.client import ask_to_dump
 from frwatch_operator.handlers import agent_calls
 from frwatch_operator.handlers import live as live_handler
-from frwatch_operator.live_shards import AllOfLeader
+from frwatch_operator.live.shards import AllOfLeader
 
 
 def test_a_job_whose_round_hangs_delays_no_other_jobs_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,8 +62,8 @@ def test_an_ask_to_an_agent_that_never_answers_ends_at_its_total_deadline() -> N
 
 
 def test_a_refused_pod_is_left_out_of_the_next_calls_and_said_once_on_the_job() -> None:
-    from frwatch_operator.detection import PodFacts
-    from frwatch_operator.kube import ObjectRef
+    from frwatch_operator.detect.pod_failure import PodFacts
+    from frwatch_operator.kube.adapter import ObjectRef
 
     kube = FakeKube()
     deps = deps_of(kube)

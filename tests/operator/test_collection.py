@@ -11,8 +11,8 @@ from harness import Cluster, eventually, handed_over, upload_as_agent
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.manifest import Manifest
 from frwatch_operator import constants as c
-from frwatch_operator.container_logs import POD_DELETED
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.collect.container_logs import POD_DELETED
+from frwatch_operator.store.s3 import S3Store
 
 pytestmark = pytest.mark.slow  # the real dumps come from real torch ranks
 

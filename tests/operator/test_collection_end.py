@@ -12,14 +12,14 @@ from test_domain import pod, terminated
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator.collection import (
+from frwatch_operator.collect.progress import (
     assess,
     build_manifest,
     collected_reason,
     read_listing,
     settled_ranks,
 )
-from frwatch_operator.detection import PodFacts, pod_facts
+from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
 from frwatch_operator.resources import ConditionReason
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -110,7 +110,7 @@ def test_a_pods_ranks_are_its_layouts_when_its_agent_recorded_only_those_that_du
     yet the pod held rank 2 too (its log is read as theirs). A record against the layout (an elastic
     rendezvous placed the ranks) is kept; without a layout the record is all there is."""
     from frwatch_analyzers.pod_record import StoredPodRecord
-    from frwatch_operator.collection import merged_pods
+    from frwatch_operator.collect.progress import merged_pods
 
     body = pod(statuses=[terminated(1)], **AGENT_ENDED)
     two = pod_facts(body | {"metadata": {**body["metadata"], "name": "j-1"}}, ranks=range(2, 4))

@@ -11,7 +11,7 @@ from test_collection import key_of, long_deadline_policy, manifest_of
 
 from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_operator import constants as c
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 #: Far longer than any wait below: an Incident that ends collection at the deadline fails these tests.
 DEADLINE = 300

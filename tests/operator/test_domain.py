@@ -8,10 +8,10 @@ from typing import Any
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator.collection import assess, build_manifest, ranks_to_ask, read_listing
-from frwatch_operator.detection import FailureKind, attempt_of, detect, pod_facts
-from frwatch_operator.incident_naming import incident_name, next_attempt
-from frwatch_operator.jobkinds import PYTORCHJOB
+from frwatch_operator.collect.progress import assess, build_manifest, ranks_to_ask, read_listing
+from frwatch_operator.detect.pod_failure import FailureKind, attempt_of, detect, pod_facts
+from frwatch_operator.incident.naming import incident_name, next_attempt
+from frwatch_operator.kinds.job_kind import PYTORCHJOB
 
 
 def pod(

@@ -16,14 +16,14 @@ from kubernetes import client
 from frwatch_analyzers.layout import AttemptKey, parse_key
 from frwatch_analyzers.manifest import ContainerLog
 from frwatch_dev.localcluster import podlogs
-from frwatch_operator import evidence_collection
+from frwatch_operator.collect import evidence as evidence_collection
+from frwatch_operator.collect.container_logs import FORBIDDEN, POD_DELETED, narrow, notes, summary, targets
 from frwatch_operator.config import EvidenceSettings
-from frwatch_operator.container_logs import FORBIDDEN, POD_DELETED, narrow, notes, summary, targets
-from frwatch_operator.detection import ContainerRun, PodFacts, pod_facts
+from frwatch_operator.detect.pod_failure import ContainerRun, PodFacts, pod_facts
 from frwatch_operator.errors import ApiRefusedError
-from frwatch_operator.kube import LOG_GRANT, Kube, ObjectRef
-from frwatch_operator.kube_errors import api_error
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.kube.adapter import LOG_GRANT, Kube, ObjectRef
+from frwatch_operator.kube.api_errors import api_error
+from frwatch_operator.store.s3 import S3Store
 
 SETTINGS = EvidenceSettings(log_tail_lines=2000, log_max_bytes=64 * 1024)
 

@@ -12,13 +12,13 @@ from kubernetes import client
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
 from frwatch_analyzers.node_record import parse_node_record
-from frwatch_operator import evidence_collection
+from frwatch_operator.collect import evidence as evidence_collection
+from frwatch_operator.collect.node_evidence import node_record, nodes_to_read
 from frwatch_operator.config import EvidenceSettings
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.kube import NODE_EVENTS_GRANT, Kube, ObjectRef
-from frwatch_operator.kube_errors import api_error
-from frwatch_operator.node_evidence import node_record, nodes_to_read
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.kube.adapter import NODE_EVENTS_GRANT, Kube, ObjectRef
+from frwatch_operator.kube.api_errors import api_error
+from frwatch_operator.store.s3 import S3Store
 from frwatch_operator.times import now_rfc3339
 
 XID = "Xid 79: GPU has fallen off the bus (pci 0000:3b:00.0)"

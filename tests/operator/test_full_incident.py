@@ -35,7 +35,7 @@ from frwatch_dev.ports import free_port
 from frwatch_dev.testing.crds import ensure_crds
 from frwatch_dev.testing.operator_process import OperatorProcess
 from frwatch_operator import constants as c
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 sys.path.insert(0, str(ROOT / "tests" / "chart"))
 sys.path.insert(0, str(ROOT / "tests" / "verdictloop"))

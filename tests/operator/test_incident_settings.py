@@ -10,7 +10,7 @@ from harness import Cluster, eventually, upload_as_agent
 from kubernetes import client
 
 from frwatch_operator import constants as c
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 #: Whole pickles the agent's watcher takes; the operator never reads a dump's content.
 DUMP = pickle.dumps({"version": "2.10", "entries": []})

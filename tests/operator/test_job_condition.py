@@ -10,7 +10,7 @@ import pytest
 from harness import Cluster, eventually
 
 from frwatch_operator import constants as c
-from frwatch_operator.job_failure import (
+from frwatch_operator.detect.job_failure import (
     attempt_started_value,
     job_failure,
     parse_attempt_started,

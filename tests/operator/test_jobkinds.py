@@ -1,4 +1,4 @@
-"""Every job-kind adapter question (frwatch_operator.jobkinds, jobset_kinds, torchrun_ranks) on job and pod
+"""Every job-kind adapter question (frwatch_operator.kinds.job_kind, jobset_kinds, torchrun_ranks) on job and pod
 bodies shaped as the real controllers make them (``kind_bodies`` cites the releases)."""
 
 from __future__ import annotations
@@ -12,14 +12,21 @@ from kind_bodies import jobset, mnist_container, pod, trainer_container, trainjo
 
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
-from frwatch_operator.collection import rank_owners
-from frwatch_operator.detection import attempt_of, pod_facts
-from frwatch_operator.injection import attempt_of as admission_attempt
-from frwatch_operator.jobkinds import KINDS, PYTORCHJOB, enabled_kinds, kind_of, kinds_for_pod, pod_labels
-from frwatch_operator.jobset_kinds import JOBSET, TRAINJOB, owner_chain, runtime_ref
-from frwatch_operator.observations import Observations
-from frwatch_operator.rank_layout import RankLayout
-from frwatch_operator.torchrun_ranks import torchrun_ranks
+from frwatch_operator.capture.webhook_patch import attempt_of as admission_attempt
+from frwatch_operator.collect.progress import rank_owners
+from frwatch_operator.detect.observations import Observations
+from frwatch_operator.detect.pod_failure import attempt_of, pod_facts
+from frwatch_operator.kinds.job_kind import (
+    KINDS,
+    PYTORCHJOB,
+    enabled_kinds,
+    kind_of,
+    kinds_for_pod,
+    pod_labels,
+)
+from frwatch_operator.kinds.jobset_trainjob import JOBSET, TRAINJOB, owner_chain, runtime_ref
+from frwatch_operator.kinds.rank_layout import RankLayout
+from frwatch_operator.kinds.torchrun_ranks import torchrun_ranks
 
 UNKNOWN = RankLayout(world_size=None, nproc_per_node=None, masters=0)
 
@@ -251,7 +258,7 @@ def test_a_jobset_pod_without_the_jobset_labels_is_named() -> None:
 
 
 def test_each_kind_says_when_the_job_ended_in_its_own_words() -> None:
-    from frwatch_operator.job_failure import job_end
+    from frwatch_operator.detect.job_failure import job_end
 
     def ended(kind: Any, condition: str) -> str | None:
         return job_end({"status": {"conditions": [{"type": condition, "status": "True"}]}}, kind.succeeded_condition)

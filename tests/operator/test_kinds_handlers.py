@@ -15,17 +15,17 @@ from kind_bodies import jobset, mnist_container, pod, trainer_container, trainjo
 
 from frwatch_analyzers.layout import RootUrl
 from frwatch_operator import constants as c
+from frwatch_operator.capture.webhook_patch import apply_ops
 from frwatch_operator.config import load_config
+from frwatch_operator.detect.observations import Observations
 from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.incidents import input_conditions
 from frwatch_operator.handlers.jobs import on_job
 from frwatch_operator.handlers.pods import on_pod
-from frwatch_operator.injection import apply_ops
-from frwatch_operator.jobkinds import JobKind
-from frwatch_operator.jobset_kinds import JOBSET, TRAINJOB
-from frwatch_operator.kube import ObjectRef
+from frwatch_operator.kinds.job_kind import JobKind
+from frwatch_operator.kinds.jobset_trainjob import JOBSET, TRAINJOB
+from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.notices import Notice, Reason
-from frwatch_operator.observations import Observations
 from frwatch_operator.resources import ConditionType
 from frwatch_operator.webhook import JobIndex, mutate_pod
 
@@ -238,7 +238,7 @@ def test_a_capture_policy_selects_jobs_of_every_kind_by_their_labels() -> None:
 
 
 def test_a_jobset_named_like_a_followed_pytorchjob_is_ignored_not_mixed_with_it() -> None:
-    from frwatch_operator.jobkinds import PYTORCHJOB
+    from frwatch_operator.kinds.job_kind import PYTORCHJOB
 
     ptj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
            "metadata": {"name": "train", "namespace": "ns", "uid": "ptj-uid", "annotations": dict(ENABLED)},

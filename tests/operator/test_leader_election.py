@@ -7,7 +7,7 @@ import pytest
 from fake_leases import Clock, FakeLeases
 from kubernetes import client
 
-from frwatch_operator.kube import Kube
+from frwatch_operator.kube.adapter import Kube
 from frwatch_operator.leader_election import LeaderElector, Record, Step, decide
 
 LEASE, RENEW, RETRY = 15.0, 10.0, 2.0

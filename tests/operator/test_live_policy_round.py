@@ -13,7 +13,7 @@ import pytest
 from live_round_fakes import KIND, FakeKube, deps_of, job, rounds
 
 from frwatch_operator import constants as c
-from frwatch_operator.agentclient import AskResult
+from frwatch_operator.agent.client import AskResult
 from frwatch_operator.handlers import live as live_handler
 from frwatch_operator.handlers import live_actions
 from frwatch_operator.metrics import Metrics

@@ -1,4 +1,4 @@
-"""Live watch sharded by job (``frwatch_operator.live_shards``): the shard of a job is a stable hash of its uid,
+"""Live watch sharded by job (``frwatch_operator.live.shards``): the shard of a job is a stable hash of its uid,
 every job in exactly one shard; the shard Leases spread over the replicas within one of each other, a replica
 stopped cleanly or killed hands its shards to the others, and no job is ever run by two replicas at once; a
 finding reported by the old and the new holder of a shard opens one Incident with one Event."""
@@ -18,7 +18,7 @@ from frwatch_operator.config import OperatorSettings
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.handlers import live as live_handler
 from frwatch_operator.leader_election import Alone
-from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of, shard_of
+from frwatch_operator.live.shards import AllOfLeader, LiveShards, live_shards_of, shard_of
 
 LEASE, RENEW, RETRY = 15.0, 10.0, 2.0
 
@@ -46,7 +46,7 @@ UIDS = [str(uuid.UUID(int=i * 7919 + 13)) for i in range(1000)]
 def test_the_shard_of_a_uid_is_sha256_modulo_stable_across_processes() -> None:
     assert shard_of("uid-0", 10) == 2  # sha256, not Python's per-process salted hash()
     assert shard_of("3f2b1c9e-0000-4000-8000-000000000001", 10) == 6
-    code = "from frwatch_operator.live_shards import shard_of; print([shard_of(f'u{i}', 7) for i in range(50)])"
+    code = "from frwatch_operator.live.shards import shard_of; print([shard_of(f'u{i}', 7) for i in range(50)])"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "12345"})  # fmt: skip
     assert other.stdout.strip() == str([shard_of(f"u{i}", 7) for i in range(50)])

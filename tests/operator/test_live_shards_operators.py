@@ -16,7 +16,7 @@ from live_answers import fr_answer
 from test_live_watch import LIVE, FakeAgent, agent_token, events, running_at
 
 from frwatch_dev.ports import free_port
-from frwatch_operator.live_shards import shard_of
+from frwatch_operator.live.shards import shard_of
 from frwatch_operator.notices import Reason
 
 #: Short Leases so that a handover takes seconds (a free shard beyond a replica's share: 2 leases).

@@ -21,7 +21,7 @@ from live_answers import fr_answer
 from frwatch_analyzers.live_summary import LivePod, summarize_live
 from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
-from frwatch_operator.agentauth import PROOF_HEADER, CallChecker, answer_proof
+from frwatch_operator.agent.auth import PROOF_HEADER, CallChecker, answer_proof
 from frwatch_operator.notices import Reason
 
 LIVE = {c.ANN_CAPTURE: c.CAPTURE_ENABLED, c.ANN_LIVE: c.LIVE_ENABLED}

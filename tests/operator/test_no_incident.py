@@ -10,7 +10,7 @@ import pytest
 from harness import Cluster, eventually
 
 from frwatch_operator import constants as c
-from frwatch_operator.job_failure import job_end
+from frwatch_operator.detect.job_failure import job_end
 from frwatch_operator.notices import Reason
 
 NOW = "2026-11-25T12:00:00Z"

@@ -9,7 +9,7 @@ from typing import Any
 from harness import Cluster, eventually
 
 from frwatch_operator import constants as c
-from frwatch_operator.detection import attempt_of
+from frwatch_operator.detect.pod_failure import attempt_of
 
 
 def annotations(cluster: Cluster, job: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from test_collection import key_of, long_deadline_policy, manifest_of
 
 from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 pytestmark = pytest.mark.slow
 

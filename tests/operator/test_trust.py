@@ -15,23 +15,23 @@ from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.pod_record import StoredPodRecord, parse_pod_record
 from frwatch_analyzers.safe_text import printable
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
-from frwatch_operator.collection import (
+from frwatch_operator.collect.progress import (
     check_records,
     out_of_range,
     read_listing,
 )
 from frwatch_operator.config import Config
-from frwatch_operator.detection import PodFacts, attempt_of
+from frwatch_operator.detect.job_failure import current_attempt
+from frwatch_operator.detect.pod_failure import PodFacts, attempt_of
 from frwatch_operator.errors import FatalError
-from frwatch_operator.incident import Incident
-from frwatch_operator.incident_naming import incident_body, storage_url, valid_attempt
-from frwatch_operator.job_failure import current_attempt
-from frwatch_operator.jobkinds import PYTORCHJOB
-from frwatch_operator.observed_facts import ClusterView, observe, parse_ranges, ranges_text
+from frwatch_operator.incident.naming import incident_body, storage_url, valid_attempt
+from frwatch_operator.incident.observed_facts import ClusterView, observe, parse_ranges, ranges_text
+from frwatch_operator.incident.record import Incident
+from frwatch_operator.kinds.job_kind import PYTORCHJOB
+from frwatch_operator.remediation.breaker import BreakerState
+from frwatch_operator.remediation.cordon_policy import Rules, plan_cordons
 from frwatch_operator.resources import OBSERVED_PODS_MAX, IncidentObserved, ObservedPod
-from frwatch_operator.verdictloop.breaker import BreakerState
-from frwatch_operator.verdictloop.evidence_check import check_verdict
-from frwatch_operator.verdictloop.remediation import Rules, plan_cordons
+from frwatch_operator.verdict.evidence_check import check_verdict
 from frwatch_operator.webhook import JobIndex, mutate_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -211,8 +211,8 @@ def test_repeated_failures_of_one_namespace_cannot_walk_the_cluster():
     """Every failure opens a new Incident: the per-namespace cap counts the cordons of all of them."""
     from datetime import timedelta
 
-    from frwatch_operator.verdictloop.breaker import CordonRecord
-    from frwatch_operator.verdictloop.remediation import Action, NodeView, SkipReason
+    from frwatch_operator.remediation.breaker import CordonRecord
+    from frwatch_operator.remediation.cordon_policy import Action, NodeView, SkipReason
 
     rules = Rules(enabled=True, dry_run=False, max_nodes_per_incident=2, breaker_share=1.0)
     earlier = BreakerState(cordons=(CordonRecord("node-0", "team-a/llama-1", NOW - timedelta(hours=3)),

@@ -14,7 +14,7 @@ from kubernetes import client, config
 
 from frwatch_dev.localcluster.apiserver import ApiServerHandle
 from frwatch_dev.localcluster.kubectl import kubectl_path
-from frwatch_operator.kube import Kube
+from frwatch_operator.kube.adapter import Kube
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

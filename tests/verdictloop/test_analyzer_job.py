@@ -11,16 +11,16 @@ from kubernetes import client
 from vl_builders import analyzing, create_incident, create_pytorchjob, settings
 
 from frwatch_operator import constants as c
-from frwatch_operator.config import AnalyzerSettings, Config, S3Settings
-from frwatch_operator.errors import FatalError, RetryableError
-from frwatch_operator.resources import ComputeResources
-from frwatch_operator.verdictloop import AnalysisRequest, start_analysis
-from frwatch_operator.verdictloop.analyzer_job import (
+from frwatch_operator.analysis.analyzer_job import (
     analysis_budget_seconds,
     analyzer_job_name,
-    label_value,
     worker_count,
 )
+from frwatch_operator.analysis.analyzing import AnalysisRequest, start_analysis
+from frwatch_operator.config import AnalyzerSettings, Config, S3Settings
+from frwatch_operator.errors import FatalError, RetryableError
+from frwatch_operator.kube.names import label_value
+from frwatch_operator.resources import ComputeResources
 
 KUBE_VERSION = "1.32.0"
 S3 = S3Settings(
@@ -46,7 +46,7 @@ def opened(k8s_namespace: str, crds: None, custom: Any) -> tuple[dict[str, Any],
 
 def created_job(api_client: Any, ns: str) -> dict[str, Any]:
     """The one Job of the namespace, as the API serves it (a raw GET: apiVersion and kind included)."""
-    from frwatch_operator.kube import Kube
+    from frwatch_operator.kube.adapter import Kube
 
     (job,) = client.BatchV1Api(api_client).list_namespaced_job(ns).items
     got = Kube(api_client).get_batch_job(ns, job.metadata.name)

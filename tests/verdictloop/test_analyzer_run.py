@@ -29,10 +29,10 @@ from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.manifest import Manifest, PodRecord, RankRecord
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.analyzer_job import analysis_budget_seconds
+from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
-from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
-from frwatch_operator.verdictloop.analyzer_job import analysis_budget_seconds
+from frwatch_operator.store.s3 import S3Store
 
 WORLD = 4
 

@@ -34,13 +34,13 @@ from vl_builders import (
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.config import AnalyzerSettings, Config, OperatorSettings
 from frwatch_operator.errors import RetryableError
 from frwatch_operator.handlers.incident_phases import active, handed_over
-from frwatch_operator.kube import Kube
+from frwatch_operator.kube.adapter import Kube
 from frwatch_operator.resources import IncidentPhase, IncidentStatus
-from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
+from frwatch_operator.store.s3 import S3Store
 
 T0 = datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
 

@@ -11,8 +11,7 @@ from vl_builders import hardware_verdict
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
-from frwatch_operator.resources import CaptureSettings, ComputeResources
-from frwatch_operator.verdictloop.breaker import (
+from frwatch_operator.remediation.breaker import (
     BreakerState,
     BreakerStatus,
     CordonRecord,
@@ -20,7 +19,7 @@ from frwatch_operator.verdictloop.breaker import (
     to_data,
     try_cordon,
 )
-from frwatch_operator.verdictloop.remediation import (
+from frwatch_operator.remediation.cordon_policy import (
     Action,
     Mode,
     NodeView,
@@ -28,6 +27,7 @@ from frwatch_operator.verdictloop.remediation import (
     effective_rules,
     plan_cordons,
 )
+from frwatch_operator.resources import CaptureSettings, ComputeResources
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 INCIDENT = "team-a/llama-0"

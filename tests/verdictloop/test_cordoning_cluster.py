@@ -10,11 +10,11 @@ from vl_builders import create_node, events_about, hardware_verdict
 
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings
-from frwatch_operator.incident import IncidentIdentity
-from frwatch_operator.kube import Kube
-from frwatch_operator.verdictloop import breaker as brk
-from frwatch_operator.verdictloop.cordoning import remediate
-from frwatch_operator.verdictloop.remediation import effective_rules
+from frwatch_operator.incident.record import IncidentIdentity
+from frwatch_operator.kube.adapter import Kube
+from frwatch_operator.remediation import breaker as brk
+from frwatch_operator.remediation.apply import remediate
+from frwatch_operator.remediation.cordon_policy import effective_rules
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 EVIDENCE = "s3://frwatch/frwatch/ns/llama/uid/0/report.txt"

@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from frwatch_operator.config import AnalyzerSettings, RemediationSettings
-from frwatch_operator.incident import IncidentIdentity
-from frwatch_operator.placement import job_pins, pinned_by_pod
+from frwatch_operator.detect.placement import job_pins, pinned_by_pod
+from frwatch_operator.incident.record import IncidentIdentity
+from frwatch_operator.remediation import fleet_memory as fleet
+from frwatch_operator.remediation import probe_job as probes
+from frwatch_operator.remediation.cordon_policy import SkipReason
+from frwatch_operator.remediation.corroboration import uncorroborated
 from frwatch_operator.resources import NodeNomination
-from frwatch_operator.verdictloop import fleet_memory as fleet
-from frwatch_operator.verdictloop import probe_job as probes
-from frwatch_operator.verdictloop.corroborating import uncorroborated
-from frwatch_operator.verdictloop.remediation import SkipReason
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

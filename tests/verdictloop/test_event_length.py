@@ -9,7 +9,7 @@ from test_verdict_words import FOUR, cpu_stuck
 from vl_builders import hardware_verdict
 
 from frwatch_operator.resources import IncidentStatus
-from frwatch_operator.verdictloop.job_report import EVENT_MESSAGE_MAX, reported_status, verdict_events
+from frwatch_operator.verdict.report import EVENT_MESSAGE_MAX, reported_status, verdict_events
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 REPORT = "s3://frwatch/frwatch/team-a/llama-pretraining-run/0b4c6a2e-1f2d-4c3b-9a8e-7d6c5b4a3f21/0/report.txt"

@@ -28,10 +28,10 @@ from vl_builders import (
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.config import AnalyzerSettings, Config, RemediationSettings
-from frwatch_operator.kube import Kube
-from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
+from frwatch_operator.kube.adapter import Kube
+from frwatch_operator.store.s3 import S3Store
 
 
 @dataclass

@@ -20,11 +20,11 @@ from vl_builders import (
 )
 
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.analyzer_job import analyzer_job, effective_run
+from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
+from frwatch_operator.analysis.fanout import MAX_SHARDS, map_job, map_job_ref, shard_count
 from frwatch_operator.config import AnalyzerSettings, Config, S3Settings
-from frwatch_operator.incident import IncidentIdentity
-from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, start_analysis
-from frwatch_operator.verdictloop.analyzer_job import analyzer_job, effective_run
-from frwatch_operator.verdictloop.fanout import MAX_SHARDS, map_job, map_job_ref, shard_count
+from frwatch_operator.incident.record import IncidentIdentity
 
 KUBE_VERSION = "1.32.0"
 S3 = S3Settings(

@@ -9,10 +9,10 @@ import pytest
 from kubernetes import client
 
 from frwatch_operator.config import Config
+from frwatch_operator.detect.observations import Observations
 from frwatch_operator.handlers import Deps, register_all
 from frwatch_operator.handlers.incident_phases import active, handed_over
-from frwatch_operator.kube import Kube
-from frwatch_operator.observations import Observations
+from frwatch_operator.kube.adapter import Kube
 from frwatch_operator.resources import IncidentStatus
 from frwatch_operator.webhook import JobIndex
 

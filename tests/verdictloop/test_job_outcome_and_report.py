@@ -10,11 +10,11 @@ from vl_builders import hardware_verdict
 
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.job_outcome import JobState, job_outcome
+from frwatch_operator.analysis.job_reading import OVERDUE_GRACE, read_job
 from frwatch_operator.config import AnalyzerSettings
 from frwatch_operator.resources import CaptureSettings, ComputeResources, Condition, IncidentStatus
-from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
-from frwatch_operator.verdictloop.job_reading import OVERDUE_GRACE, read_job
-from frwatch_operator.verdictloop.job_report import (
+from frwatch_operator.verdict.report import (
     comma_list,
     failed_status,
     job_annotations,

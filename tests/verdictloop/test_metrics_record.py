@@ -10,12 +10,12 @@ from vl_builders import hardware_verdict
 
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.steps import Observed
+from frwatch_operator.handlers.verdict_loop import record
 from frwatch_operator.metrics import Metrics
-from frwatch_operator.verdictloop.analysis_steps import Observed
-from frwatch_operator.verdictloop.breaker import BreakerState, BreakerStatus
-from frwatch_operator.verdictloop.cordoning import RemediationResult
-from frwatch_operator.verdictloop.handler import record
-from frwatch_operator.verdictloop.remediation import CordonPlan, NodeView, Rules, plan_cordons
+from frwatch_operator.remediation.apply import RemediationResult
+from frwatch_operator.remediation.breaker import BreakerState, BreakerStatus
+from frwatch_operator.remediation.cordon_policy import CordonPlan, NodeView, Rules, plan_cordons
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 ON, DRY, OFF = Rules(enabled=True, dry_run=False), Rules(enabled=True, dry_run=True), Rules()

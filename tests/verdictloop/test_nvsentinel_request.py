@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from frwatch_operator.config import RemediationSettings
-from frwatch_operator.verdictloop.nvsentinel import maintenance_request, request_name
+from frwatch_operator.remediation.nvsentinel import maintenance_request, request_name
 
 SCHEMA = yaml.safe_load((Path(__file__).parent / "schemas" / "nvsentinel-maintenancerequest.yaml").read_text())
 
@@ -95,9 +95,9 @@ def test_a_corroborated_node_is_handed_to_nvsentinel_and_never_cordoned_by_frwat
 
     from vl_builders import hardware_verdict
 
-    from frwatch_operator.incident import IncidentIdentity
-    from frwatch_operator.verdictloop.cordoning import remediate
-    from frwatch_operator.verdictloop.remediation import SkipReason, effective_rules
+    from frwatch_operator.incident.record import IncidentIdentity
+    from frwatch_operator.remediation.apply import remediate
+    from frwatch_operator.remediation.cordon_policy import SkipReason, effective_rules
 
     nodes = [f"gpu-{i}" for i in range(8)]
     kube = FakeKube(nodes)

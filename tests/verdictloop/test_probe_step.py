@@ -12,7 +12,7 @@ from test_failure_paths import Case, advance, case  # noqa: F401 - the fixture, 
 from vl_builders import bound, create_node, finish_job, hardware_verdict, now_text, set_observed
 
 from frwatch_operator import constants as c
-from frwatch_operator.verdictloop.probe_job import PROBE_CONTAINER
+from frwatch_operator.remediation.probe_job import PROBE_CONTAINER
 
 
 def _probe_ended(api_client: Any, core: Any, ns: str, name: str, node: str, exit_code: int) -> None:

@@ -17,12 +17,9 @@ import pytest
 from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.htmlreport.bridge import files_read
 from frwatch_operator import constants as c
-from frwatch_operator.config import AnalyzerSettings, S3Settings
-from frwatch_operator.incident import IncidentIdentity
-from frwatch_operator.resources import ComputeResources
-from frwatch_operator.verdictloop import source_copier
-from frwatch_operator.verdictloop.analyzer_job import AnalyzerRun
-from frwatch_operator.verdictloop.source_job import (
+from frwatch_operator.analysis import source_copier
+from frwatch_operator.analysis.analyzer_job import AnalyzerRun
+from frwatch_operator.analysis.source_job import (
     COPY_CONTAINER,
     FETCH_CONTAINER,
     HANDOVER_CONTAINER,
@@ -35,6 +32,9 @@ from frwatch_operator.verdictloop.source_job import (
     render_job,
     template_image,
 )
+from frwatch_operator.config import AnalyzerSettings, S3Settings
+from frwatch_operator.incident.record import IncidentIdentity
+from frwatch_operator.resources import ComputeResources
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "dev/frwatch_dev/workloads/faulty_training.py"

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import source_handover as h
+from frwatch_operator.analysis import source_handover as h
+from frwatch_operator.store.s3 import S3Store
 
 
 def _tree(root: Path) -> None:
@@ -38,7 +38,7 @@ def test_pack_keeps_text_files_under_their_image_paths_and_says_what_it_left_out
 
 
 def test_the_bounds_are_the_copiers() -> None:
-    from frwatch_operator.verdictloop import source_job
+    from frwatch_operator.analysis import source_job
 
     assert (h.MAX_FILES, h.MAX_FILE_BYTES, h.MAX_TOTAL_BYTES) == (
         source_job.MAX_FILES, source_job.MAX_FILE_BYTES, source_job.MAX_TOTAL_BYTES,

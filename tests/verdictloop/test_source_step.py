@@ -25,10 +25,11 @@ from vl_builders import (
 
 from frwatch_analyzers.analyze import analyze
 from frwatch_analyzers.layout import AttemptKey
+from frwatch_operator.analysis import source_handover
+from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.config import AnalyzerSettings, Config
 from frwatch_operator.errors import FatalError
-from frwatch_operator.s3store import S3Store
-from frwatch_operator.verdictloop import AnalysisRequest, advance_analysis, source_handover, start_analysis
+from frwatch_operator.store.s3 import S3Store
 
 
 def _jobs(api_client: Any, ns: str) -> dict[str, dict[str, Any]]:

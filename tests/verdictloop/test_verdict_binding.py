@@ -10,8 +10,8 @@ from vl_builders import hardware_verdict
 
 from frwatch_analyzers.verdict_binding import digest_in, digest_of, termination_line
 from frwatch_operator import constants as c
-from frwatch_operator.verdictloop.job_outcome import JobState, job_outcome
-from frwatch_operator.verdictloop.verdict_reading import VerdictUnavailable, read_verdict
+from frwatch_operator.analysis.job_outcome import JobState, job_outcome
+from frwatch_operator.verdict.reading import VerdictUnavailable, read_verdict
 
 URL = "s3://frwatch/frwatch/ns/llama/uid/0"
 JOB = {"metadata": {"name": "frwatch-analyze-llama-0", "uid": "job-uid"},

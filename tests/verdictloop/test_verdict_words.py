@@ -12,9 +12,9 @@ from vl_builders import hardware_verdict
 from frwatch_analyzers.verdict import Category, CulpritKind, Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.resources import ContainerExit, IncidentObserved, IncidentStatus, ObservedPod
-from frwatch_operator.verdictloop.exit_verdict import exit_verdict
-from frwatch_operator.verdictloop.job_report import job_annotations, reported_status, verdict_events
-from frwatch_operator.verdictloop.verdict_words import kind_of, words
+from frwatch_operator.verdict.exit_verdict import exit_verdict
+from frwatch_operator.verdict.report import job_annotations, reported_status, verdict_events
+from frwatch_operator.verdict.words import kind_of, words
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 HEADLINE = (

@@ -11,8 +11,8 @@ from kubernetes import client
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_analyzers.verdict_binding import termination_line
 from frwatch_operator import constants as c
+from frwatch_operator.capture.optin import defaults
 from frwatch_operator.config import Config
-from frwatch_operator.optin import defaults
 from frwatch_operator.resources import CaptureSettings
 
 

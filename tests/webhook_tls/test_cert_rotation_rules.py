@@ -12,10 +12,8 @@ import jsonpatch
 import pytest
 from cryptography import x509
 
-from frwatch_operator.config import WebhookSettings, load_config
-from frwatch_operator.errors import FatalError
-from frwatch_operator.webhook_certs import issue_ca
-from frwatch_operator.webhook_tls import (
+from frwatch_operator.capture.webhook_certs import issue_ca
+from frwatch_operator.capture.webhook_tls import (
     CA_CRT,
     CA_KEY,
     TLS_CRT,
@@ -33,6 +31,8 @@ from frwatch_operator.webhook_tls import (
     ensure_tls,
     material_of,
 )
+from frwatch_operator.config import WebhookSettings, load_config
+from frwatch_operator.errors import FatalError
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 NAMES = dns_names("frwatch-webhook", "frwatch-system")

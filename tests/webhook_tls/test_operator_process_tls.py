@@ -25,7 +25,7 @@ from frwatch_dev.testing.crds import ensure_crds
 from frwatch_dev.testing.operator_process import OperatorProcess
 from frwatch_dev.testing.polling import any_error, wait_for
 from frwatch_operator import constants as c
-from frwatch_operator.webhook_tls import CA_CRT, TLS_CRT, certificate_names
+from frwatch_operator.capture.webhook_tls import CA_CRT, TLS_CRT, certificate_names
 
 USER = "frwatch-operator"
 

@@ -31,12 +31,12 @@ from frwatch_dev.ports import free_port
 from frwatch_dev.testing.admission import patched, review
 from frwatch_dev.testing.webhook_thread import WebhookThread
 from frwatch_operator import constants as c
+from frwatch_operator.capture.webhook_certs import issue_ca
+from frwatch_operator.capture.webhook_tls import CA_CRT, TLS_CRT, certificate_names, dns_names
 from frwatch_operator.config import Config, WebhookSettings
+from frwatch_operator.store.webhook_cert_secret import CertKeeper, TlsKube, start_webhook_tls
 from frwatch_operator.webhook import JobIndex
 from frwatch_operator.webhook import review as review_fn
-from frwatch_operator.webhook_certs import issue_ca
-from frwatch_operator.webhook_tls import CA_CRT, TLS_CRT, certificate_names, dns_names
-from frwatch_operator.webhook_tls_kube import CertKeeper, TlsKube, start_webhook_tls
 
 SECRET = "frwatch-webhook-certs"
 
@@ -225,7 +225,7 @@ def test_a_garbage_secret_is_replaced_with_a_log_line_naming_what_was_wrong(
         "data": {"tls.crt": base64.b64encode(b"not a certificate").decode(), "tls.key": "",
                  "ca.crt": base64.b64encode(b"junk").decode(), "ca.key": base64.b64encode(b"junk").decode()},
     })  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="frwatch_operator.webhook_tls_kube"):
+    with caplog.at_level(logging.WARNING, logger="frwatch_operator.store.webhook_cert_secret"):
         served, keeper = start_webhook_tls(Config(webhook=site.settings()), site.api)
     keeper.stop()
     [line] = [r.getMessage() for r in caplog.records if "replaced" in r.getMessage()]
@@ -240,7 +240,7 @@ def test_without_its_configuration_the_operator_still_serves_and_patches_it_once
     site: Site, caplog: pytest.LogCaptureFixture
 ) -> None:
     site.admission.delete_mutating_webhook_configuration(site.mwc)
-    with caplog.at_level(logging.WARNING, logger="frwatch_operator.webhook_tls_kube"):
+    with caplog.at_level(logging.WARNING, logger="frwatch_operator.store.webhook_cert_secret"):
         outcome, _ = site.keeper().run_once()
     assert not outcome.configuration_found
     assert any("not found" in r.getMessage() for r in caplog.records)

@@ -147,7 +147,7 @@ app.kubernetes.io/part-of: frwatch
 {{- end -}}
 
 {{/* The pod labels that mark the pods of the enabled job kinds (operator.jobKinds), as a JSON list: one
-webhook entry each (frwatch_operator.jobkinds.pod_labels). */}}
+webhook entry each (frwatch_operator.kinds.job_kind.pod_labels). */}}
 {{- define "frwatch.podJobLabels" -}}
 {{- $labels := list -}}
 {{- if has "PyTorchJob" .Values.operator.jobKinds -}}

@@ -22,7 +22,7 @@ from frwatch_operator import constants as c
 Obj = dict[str, Any]
 RANKS = 4
 #: the torch the local ranks really run (2.13): the webhook reads the version from an official image tag to name
-#: the Flight Recorder variables (frwatch_operator.torch_env_names), so the tag must not claim an older torch
+#: the Flight Recorder variables (frwatch_operator.capture.torch_env_names), so the tag must not claim an older torch
 IMAGE = "docker.io/pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 
 

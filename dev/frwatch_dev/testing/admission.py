@@ -8,7 +8,7 @@ import json
 import uuid
 from typing import Any
 
-from frwatch_operator.injection import apply_ops
+from frwatch_operator.capture.webhook_patch import apply_ops
 
 
 def review(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from frwatch_dev.dumps import pickle_bytes, world
-from frwatch_operator.agentauth import sign_call
+from frwatch_operator.agent.auth import sign_call
 
 TOKEN = "s3cret-token"
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from frwatch_dev.ports import free_port
-from frwatch_operator.agentkeys import AgentKeys, KeyRing, new_key
+from frwatch_operator.capture.agent_keys import AgentKeys, KeyRing, new_key
 from frwatch_operator.config import AgentSettings, Config, WebhookSettings
 from frwatch_operator.webhook import AdmissionNote, JobIndex, serve
 

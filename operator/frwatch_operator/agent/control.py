@@ -13,9 +13,9 @@
     the rank's watchdog reads it and dumps. Answers ``{"asked": [ranks], "failed": {rank: why}}``; the
     dumps then arrive through the uploader like any other.
 
-Auth (:mod:`frwatch_operator.agentauth`): the token the webhook injected into this pod's agent only
+Auth (:mod:`frwatch_operator.agent.auth`): the token the webhook injected into this pod's agent only
 (``agent.token``, made from the operator's agent key and the pod's ``frwatch.io/agent-id``:
-``frwatch_operator.agentkeys``) is never sent: each call carries ``Authorization: Frwatch t=..,n=..,mac=..``,
+``frwatch_operator.capture.agent_keys``) is never sent: each call carries ``Authorization: Frwatch t=..,n=..,mac=..``,
 a MAC of the call with the token, accepted once and only within minutes of its time (401 otherwise), and
 every answer to a call that passed carries ``Frwatch-Agent-Proof``, the agent's proof that it holds the
 token, which the operator checks before it reads the answer. No token: every authenticated call is
@@ -42,8 +42,8 @@ from typing import Any
 from aiohttp import web
 
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_operator.agent.auth import PROOF_HEADER, CallChecker, answer_proof
 from frwatch_operator.agent.dumpfiles import PIPE_SUFFIX
-from frwatch_operator.agentauth import PROOF_HEADER, CallChecker, answer_proof
 
 #: The largest control request body read (bytes): a list of a pod's ranks fits many times over.
 MAX_BODY_BYTES = 16 * 1024

@@ -50,7 +50,7 @@ from frwatch_operator.cli import parser_for
 from frwatch_operator.config import Config, load_config
 from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.logsetup import setup_logging
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 logger = logging.getLogger("frwatch.agent")
 #: While draining, a failed upload is retried at least this often (seconds), whatever its backoff.

@@ -32,7 +32,7 @@ from frwatch_analyzers.pod_record import RankUpload, StoredPodRecord
 from frwatch_analyzers.summary_writer import NotSummarised, summarise_file
 from frwatch_operator.agent.dumpfiles import Dump, FileId, NotADump, open_regular
 from frwatch_operator.errors import FatalError, FrwatchError
-from frwatch_operator.s3store import S3Store
+from frwatch_operator.store.s3 import S3Store
 
 logger = logging.getLogger(__name__)
 

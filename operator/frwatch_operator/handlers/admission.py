@@ -10,9 +10,9 @@ import logging
 import kopf
 
 from frwatch_operator import notices
-from frwatch_operator.handlers import Deps
-from frwatch_operator.jobkinds import PYTORCHJOB, api_version, kind_of
-from frwatch_operator.kube import ObjectRef
+from frwatch_operator.handlers.deps import Deps
+from frwatch_operator.kinds.job_kind import PYTORCHJOB, api_version, kind_of
+from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.webhook import AdmissionNote
 from frwatch_operator.webhook import register as register_webhook

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, wait
 
 from frwatch_operator import notices
-from frwatch_operator.detection import PodFacts
-from frwatch_operator.handlers import Deps
-from frwatch_operator.kube import ObjectRef
+from frwatch_operator.detect.pod_failure import PodFacts
+from frwatch_operator.handlers.deps import Deps
+from frwatch_operator.kube.adapter import ObjectRef
 
 logger = logging.getLogger(__name__)
 

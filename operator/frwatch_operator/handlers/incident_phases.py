@@ -5,9 +5,9 @@ interval, on the leader): ``Detected`` -> ``Collecting`` -> ``Analyzing`` -> ``R
   the deadline and the expected ranks, :func:`~frwatch_operator.handlers.incidents.collect` waits for every
   rank's dump and writes the manifest.
 - The first ``Analyzing`` pass (:func:`hand_off`) asks for the analyzer Job
-  (:func:`frwatch_operator.verdictloop.start_analysis`), recorded in the condition ``AnalysisRequested``;
+  (:func:`frwatch_operator.analysis.analyzing.start_analysis`), recorded in the condition ``AnalysisRequested``;
   when every rank exited before any dump there is nothing to align, and no Job.
-- Every later ``Analyzing`` pass (:func:`analyze`) calls :func:`frwatch_operator.verdictloop.advance_analysis`,
+- Every later ``Analyzing`` pass (:func:`analyze`) calls :func:`frwatch_operator.analysis.analyzing.advance_analysis`,
   which watches the Job and ends the Incident ``Reported`` (verdict on the job, cordon policy) or ``Failed``.
 
 A restarted operator resumes where the status says; the timer stops (and kopf drops its finalizer) once the
@@ -23,8 +23,9 @@ from typing import Any
 import kopf
 
 from frwatch_operator import constants as c
+from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.errors import NotFoundError
-from frwatch_operator.handlers import Deps, translate_errors
+from frwatch_operator.handlers.deps import Deps, translate_errors
 from frwatch_operator.handlers.incidents import (
     NOTHING_TO_ALIGN_MESSAGE,
     OPEN,
@@ -35,7 +36,9 @@ from frwatch_operator.handlers.incidents import (
     start,
     write_status,
 )
-from frwatch_operator.incident import Incident
+from frwatch_operator.handlers.verdict_loop import record
+from frwatch_operator.incident.record import Incident
+from frwatch_operator.kube.ports import KubeActions
 from frwatch_operator.resources import (
     Condition,
     ConditionReason,
@@ -44,8 +47,6 @@ from frwatch_operator.resources import (
     IncidentStatus,
 )
 from frwatch_operator.times import parse_rfc3339
-from frwatch_operator.verdictloop import AnalysisRequest, KubeActions, advance_analysis, start_analysis
-from frwatch_operator.verdictloop.handler import record
 
 
 def handed_over(status: IncidentStatus) -> bool:

@@ -16,11 +16,11 @@ Event ``EvidenceInconsistent`` and the condition ``EvidenceConsistent``.
 
 Everything is derived from the status and the store, so a restarted operator resumes where it was.
 Each pass also stores the logs of the containers that ended, and the end of collection the others' and
-the node records (``frwatch_operator.evidence_collection``): the manifest says which logs are there and
+the node records (``frwatch_operator.collect.evidence``): the manifest says which logs are there and
 why the others are not, the condition ``LogsCollected`` the same in short.
 
 About 400 lines: one phase, read top to bottom (start, one pass, the manifest, the end of collection);
-the pure rules are in ``frwatch_operator.collection``, ``observed_facts`` and ``container_logs``.
+the pure rules are in ``frwatch_operator.collect.progress``, ``observed_facts`` and ``container_logs``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,12 @@ from datetime import datetime, timedelta
 from frwatch_analyzers.limits import MAX_WORLD_SIZE
 from frwatch_analyzers.manifest import Manifest
 from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
-from frwatch_operator import evidence_collection, notices
-from frwatch_operator.agentclient import ask_to_dump
-from frwatch_operator.collection import (
+from frwatch_operator import notices
+from frwatch_operator.agent.client import ask_to_dump
+from frwatch_operator.capture.optin import defaults
+from frwatch_operator.collect import evidence as evidence_collection
+from frwatch_operator.collect.container_logs import summary as logs_summary
+from frwatch_operator.collect.progress import (
     Progress,
     StoreListing,
     assess,
@@ -51,16 +54,14 @@ from frwatch_operator.collection import (
     read_listing,
     settled_ranks,
 )
-from frwatch_operator.container_logs import summary as logs_summary
-from frwatch_operator.detection import PodFacts, pod_facts
+from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
 from frwatch_operator.errors import NotFoundError
-from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.agent_calls import PerJob, refused, targets
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
-from frwatch_operator.incident import Incident
-from frwatch_operator.kube import ObjectRef
-from frwatch_operator.observed_facts import facts_of, observe
-from frwatch_operator.optin import defaults
+from frwatch_operator.incident.observed_facts import facts_of, observe
+from frwatch_operator.incident.record import Incident
+from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.resources import (
     CaptureSettings,
     Condition,

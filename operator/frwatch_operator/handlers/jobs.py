@@ -2,7 +2,7 @@
 index (read by the webhook and detection), their rank layout, and an Event when
 the opt-in is malformed (the job is then left untouched) or capture turns on; the job's own Failed or
 Restarting condition opens its current attempt's Incident when it is about that attempt
-(``frwatch_operator.job_failure`` says when). A JobSet run by a TrainJob is not indexed: the TrainJob is
+(``frwatch_operator.detect.job_failure`` says when). A JobSet run by a TrainJob is not indexed: the TrainJob is
 the user's object. What the job's spec gets wrong (a TrainJob whose runtime is missing) is named in an
 Event and kept for its Incidents' conditions. A kind whose CRD is absent is said at start
 (``frwatch_operator.main``); kopf watches it once it is installed. A job that ends with no Incident to open
@@ -17,14 +17,14 @@ from typing import Any
 import kopf
 
 from frwatch_operator import notices
+from frwatch_operator.capture.optin import CaptureDecision, OptIn
+from frwatch_operator.detect.job_failure import job_end
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.handlers import Deps, retrying, translate_errors
+from frwatch_operator.handlers.deps import Deps, retrying, translate_errors
 from frwatch_operator.handlers.pods import not_captured, open_incident
-from frwatch_operator.job_failure import job_end
-from frwatch_operator.jobkinds import PYTORCHJOB, JobKind, api_version, enabled_kinds
-from frwatch_operator.jobset_kinds import TRAINJOB, runtime_ref
-from frwatch_operator.kube import ObjectRef
-from frwatch_operator.optin import CaptureDecision, OptIn
+from frwatch_operator.kinds.job_kind import PYTORCHJOB, JobKind, api_version, enabled_kinds
+from frwatch_operator.kinds.jobset_trainjob import TRAINJOB, runtime_ref
+from frwatch_operator.kube.adapter import ObjectRef
 
 logger = logging.getLogger(__name__)
 

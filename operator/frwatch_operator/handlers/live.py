@@ -1,7 +1,7 @@
 """Live watch on the operator's side (issue 15): every ``operator.live_poll_seconds`` the leader pulls
 ``GET /live`` from the agent of each running pod of every captured job with live watch on
-(:mod:`frwatch_operator.live_policy`: the job's ``frwatch.io/live``, its CapturePolicy's ``liveWatch``), its
-current attempt, feeds one :class:`~frwatch_operator.live_judge.LiveJudge` per job attempt, and on a desync or a
+(:mod:`frwatch_operator.live.policy`: the job's ``frwatch.io/live``, its CapturePolicy's ``liveWatch``), its
+current attempt, feeds one :class:`~frwatch_operator.live.judge.LiveJudge` per job attempt, and on a desync or a
 stall opens the attempt's Incident in phase ``Early`` (its finding in ``status.liveFinding``) and posts one
 Warning ``HangSuspected`` Event on the job. Policy ``report`` stops there: the attempt's later failure joins
 that Incident (``handlers.pods.open_incident``: Early -> Detected). ``dumpAndAnalyze`` and ``abort`` go on in
@@ -16,7 +16,7 @@ second handler of the job kinds); each round logs one line per job ("live round 
 that the agents were pulled). A pod whose control port answers without proof of its agent token is not
 called again (Event ``AgentNotAuthenticated`` on the job).
 With ``operator.live_shards`` > 1 the rounds are split by job over the replicas
-(:mod:`frwatch_operator.live_shards`): a replica runs those of the jobs in the shards it holds.
+(:mod:`frwatch_operator.live.shards`): a replica runs those of the jobs in the shards it holds.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from frwatch_analyzers.layout import AttemptKey
 from frwatch_analyzers.live_summary import LivePod
 from frwatch_operator import constants as c
 from frwatch_operator import notices
-from frwatch_operator.detection import PodFacts, pod_facts
+from frwatch_operator.detect.job_failure import current_attempt
+from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
 from frwatch_operator.errors import FatalError, FrwatchError
-from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.agent_calls import PerJob, refused, targets
+from frwatch_operator.handlers.deps import Deps
 from frwatch_operator.handlers.live_actions import (
     PendingAbort,
     abort_when_reported,
@@ -47,15 +48,14 @@ from frwatch_operator.handlers.live_actions import (
     succeeded,
 )
 from frwatch_operator.handlers.pods import UNKNOWN_LAYOUT
-from frwatch_operator.incident import Incident
-from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
-from frwatch_operator.job_failure import current_attempt
-from frwatch_operator.jobkinds import JobKind, enabled_kinds
-from frwatch_operator.kube import ObjectRef
-from frwatch_operator.live_judge import LiveJudge, early_status, live_finding
-from frwatch_operator.live_policy import LiveChoice, live_choice
-from frwatch_operator.live_pull import REFUSED, pull_all
-from frwatch_operator.live_shards import AllOfLeader, LiveShards, live_shards_of
+from frwatch_operator.incident.naming import incident_body, incident_name, storage_url
+from frwatch_operator.incident.record import Incident
+from frwatch_operator.kinds.job_kind import JobKind, enabled_kinds
+from frwatch_operator.kube.adapter import ObjectRef
+from frwatch_operator.live.judge import LiveJudge, early_status, live_finding
+from frwatch_operator.live.policy import LiveChoice, live_choice
+from frwatch_operator.live.pull import REFUSED, pull_all
+from frwatch_operator.live.shards import AllOfLeader, LiveShards, live_shards_of
 from frwatch_operator.resources import CaptureSettings, IncidentPhase, LivePolicyName
 from frwatch_operator.times import rfc3339
 

@@ -35,14 +35,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from frwatch_operator import constants as c
-from frwatch_operator import live_judge, notices
-from frwatch_operator.detection import PodFacts
+from frwatch_operator import notices
+from frwatch_operator.detect.pod_failure import PodFacts
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.handlers import Deps
 from frwatch_operator.handlers.agent_calls import refused, targets
-from frwatch_operator.incident import Incident
-from frwatch_operator.jobkinds import JobKind
-from frwatch_operator.live_pull import ask_live_dumps
+from frwatch_operator.handlers.deps import Deps
+from frwatch_operator.incident.record import Incident
+from frwatch_operator.kinds.job_kind import JobKind
+from frwatch_operator.live import judge as live_judge
+from frwatch_operator.live.pull import ask_live_dumps
 from frwatch_operator.notices import ObjectRef
 from frwatch_operator.resources import CaptureSettings, IncidentPhase
 from frwatch_operator.times import rfc3339

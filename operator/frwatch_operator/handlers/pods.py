@@ -5,7 +5,7 @@ Every event of a pod labelled ``training.kubeflow.org/job-name`` (PyTorchJob) or
 one, else the JobSet) updates the pod's facts (no finalizers). A pod whose ranks cannot be derived gets
 none, and is named in an Event on the job (and in its Incidents' conditions); so is a pod without the labels
 its controller always sets.
-A failure signal (``frwatch_operator.detection``) opens the Incident of the pod's own attempt: the name
+A failure signal (``frwatch_operator.detect.pod_failure``) opens the Incident of the pod's own attempt: the name
 is deterministic, a 409 on create is success, so several failing pods, duplicated events and pods
 re-listed after an operator restart all land in the same Incident. Opening it moves the job's attempt
 annotation past it, so pods created by the restart belong to the next attempt. The first pod seen of the
@@ -24,15 +24,17 @@ import kopf
 
 from frwatch_analyzers.layout import AttemptKey
 from frwatch_operator import constants as c
-from frwatch_operator import evidence_collection, live_judge, notices
-from frwatch_operator.capture_gaps import gap_of, whole_attempt_uncaptured
-from frwatch_operator.detection import PodFacts, pod_facts
+from frwatch_operator import notices
+from frwatch_operator.capture.gaps import gap_of, whole_attempt_uncaptured
+from frwatch_operator.capture.optin import resolve
+from frwatch_operator.collect import evidence as evidence_collection
+from frwatch_operator.detect.job_failure import current_attempt, start_to_record
+from frwatch_operator.detect.pod_failure import PodFacts, pod_facts
 from frwatch_operator.errors import FrwatchError
-from frwatch_operator.handlers import Deps, retrying, translate_errors
-from frwatch_operator.incident import Incident
-from frwatch_operator.incident_naming import incident_body, incident_name, storage_url
-from frwatch_operator.job_failure import current_attempt, start_to_record
-from frwatch_operator.jobkinds import (
+from frwatch_operator.handlers.deps import Deps, retrying, translate_errors
+from frwatch_operator.incident.naming import incident_body, incident_name, storage_url
+from frwatch_operator.incident.record import Incident
+from frwatch_operator.kinds.job_kind import (
     PYTORCHJOB,
     JobKind,
     RankLayout,
@@ -41,8 +43,8 @@ from frwatch_operator.jobkinds import (
     kinds_for_pod,
     pod_labels,
 )
-from frwatch_operator.kube import ObjectRef
-from frwatch_operator.optin import resolve
+from frwatch_operator.kube.adapter import ObjectRef
+from frwatch_operator.live import judge as live_judge
 from frwatch_operator.resources import CaptureSettings, IncidentCounts, IncidentPhase, IncidentStatus
 from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.webhook import JobEntry
@@ -159,7 +161,7 @@ def bad_input(
 
 
 def not_captured(deps: Deps, kind: JobKind, entry: JobEntry, pod: str) -> None:
-    """A pod of an opted-in job runs without capture: say it on the job (``frwatch_operator.capture_gaps``).
+    """A pod of an opted-in job runs without capture: say it on the job (``frwatch_operator.capture.gaps``).
     Best effort: saying it must never stand between a failure and its Incident."""
     ref = ObjectRef(f"{kind.group}/{kind.version}", kind.kind, entry.namespace, entry.name, entry.uid)
     if not deps.seen.first_time(f"{entry.uid}/not-captured/{pod}"):

@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from frwatch_operator import constants as c
 from frwatch_operator import notices
-from frwatch_operator.handlers import Deps
-from frwatch_operator.kube import ObjectRef
+from frwatch_operator.handlers.deps import Deps
+from frwatch_operator.kube.adapter import ObjectRef
 from frwatch_operator.resources import CapturePolicySpec
 
 

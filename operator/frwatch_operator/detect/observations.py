@@ -19,6 +19,10 @@ AttemptId = tuple[str, str, str]
 MAX_PROBLEMS = 32  #: (namespace, job, attempt)
 
 
+#: Stripes of the Incident-opening locks (bounded however many Incidents a process opens).
+OPENING_STRIPES = 64
+
+
 class Observations:
     """Jobs' rank layouts and the pods seen per job attempt."""
 
@@ -27,6 +31,9 @@ class Observations:
         self._layouts: dict[tuple[str, str], RankLayout] = {}
         self._pods: dict[AttemptId, dict[str, PodFacts]] = {}
         self._opened: set[tuple[str, str]] = set()
+        #: one lock per stripe of Incident names: two pods of one attempt failing at once open its Incident
+        #: one after the other (the second finds it opened), not both with a create (one answered 409)
+        self._opening = tuple(threading.Lock() for _ in range(OPENING_STRIPES))
         self._said: set[str] = set()
         self._uncaptured: dict[tuple[str, str], frozenset[str]] = {}
         self._problems: dict[tuple[str, str], dict[str, str]] = {}
@@ -106,6 +113,10 @@ class Observations:
     def opened(self, namespace: str, incident: str) -> bool:
         with self._lock:
             return (namespace, incident) in self._opened
+
+    def opening(self, namespace: str, incident: str) -> threading.Lock:
+        """The lock to hold while opening this Incident (check :meth:`opened`, create, :meth:`mark_opened`)."""
+        return self._opening[hash((namespace, incident)) % OPENING_STRIPES]
 
     def mark_opened(self, namespace: str, incident: str) -> None:
         with self._lock:

@@ -189,8 +189,16 @@ def open_incident(
     write its first status, and move the job's attempt past it. Returns the Incident's name."""
     namespace, job_name = entry.namespace, entry.name
     name = incident_name(job_name, entry.uid, attempt)
-    if deps.seen.opened(namespace, name):
-        return name
+    with deps.seen.opening(namespace, name):  # another pod of this attempt failing at once waits, then finds it
+        if not deps.seen.opened(namespace, name):
+            _open(deps, kind, entry, settings, attempt, trigger, name)
+    return name
+
+
+def _open(
+    deps: Deps, kind: JobKind, entry: JobEntry, settings: CaptureSettings, attempt: str, trigger: str, name: str
+) -> None:
+    namespace, job_name = entry.namespace, entry.name
     layout = deps.seen.layout(namespace, job_name) or UNKNOWN_LAYOUT
     key = AttemptKey(settings.prefix, namespace, job_name, entry.uid, attempt)
     body = incident_body(
@@ -219,7 +227,6 @@ def open_incident(
         join_early(deps, namespace, name, settings, layout.world_size, trigger)
     deps.kube.bump_attempt(kind, namespace, job_name, attempt)  # again at start(): idempotent
     deps.seen.mark_opened(namespace, name)
-    return name
 
 
 def join_early(

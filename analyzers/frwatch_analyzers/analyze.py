@@ -15,22 +15,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import isolation
-from .causes import with_causes
-from .consistency import checked_manifest, consistent_world
-from .diagnose import World, diagnose
-from .evidence_read import gather
-from .isolation import Budget, Lost
-from .layout import split_s3_url
-from .limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
-from .loading import ArrayPool, LoadOptions, load
-from .manifest import Manifest, parse_manifest
-from .merge import merge
-from .safe_load import DEFAULT_MAX_BYTES
-from .safe_text import printable
-from .sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
-from .summarize import Summarizer
-from .textfmt import ranks_text
+from .base.limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
+from .base.safe_text import printable
+from .base.textfmt import ranks_text
+from .decode import isolation
+from .decode.isolation import Budget, Lost
+from .decode.safe_load import DEFAULT_MAX_BYTES
+from .diagnose.diagnosis import World, diagnose
+from .evidence.causes import with_causes
+from .evidence.read import gather
+from .load.consistency import checked_manifest, consistent_world
+from .load.loading import ArrayPool, LoadOptions, load
+from .load.merge import merge
+from .store.layout import split_s3_url
+from .store.manifest import Manifest, parse_manifest
+from .store.sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
+from .trace.summarize import Summarizer
 from .verdict import Category, FileProblem, Status, Verdict
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.htmlreport.bridge import files_read
+from frwatch_analyzers.report.html.bridge import files_read
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, S3Settings
 from frwatch_operator.incident import IncidentIdentity

@@ -24,7 +24,7 @@ from vl_builders import (
 )
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_operator.config import AnalyzerSettings, Config
 from frwatch_operator.errors import FatalError
 from frwatch_operator.s3store import S3Store

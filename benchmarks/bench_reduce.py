@@ -117,8 +117,9 @@ def fabricate(directory: Path, world: int) -> dict[str, Any]:
 
 def reduce_here(directory: Path, world: int) -> dict[str, Any]:
     """Read, decode and reduce every summary of ``directory`` (run in a fresh process)."""
+    from frwatch_analyzers.align.world import World
     from frwatch_analyzers.analyze import _share
-    from frwatch_analyzers.diagnose.diagnosis import World, diagnose
+    from frwatch_analyzers.diagnose.diagnosis import diagnose
     from frwatch_analyzers.load.consistency import consistent_world
     from frwatch_analyzers.load.loading import ArrayPool
     from frwatch_analyzers.load.merge import merge

@@ -15,13 +15,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .align.world import World
 from .base.limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
 from .base.safe_text import printable
 from .base.textfmt import ranks_text
 from .decode import isolation
 from .decode.isolation import Budget, Lost
 from .decode.safe_load import DEFAULT_MAX_BYTES
-from .diagnose.diagnosis import World, diagnose
+from .diagnose.diagnosis import diagnose
 from .evidence.causes import with_causes
 from .evidence.read import gather
 from .load.consistency import checked_manifest, consistent_world

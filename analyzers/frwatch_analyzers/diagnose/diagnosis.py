@@ -3,20 +3,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..align.groups import Disagreement, GroupInfo, compare_group, infer_groups
 from ..align.p2p import compare_p2p
 from ..align.stragglers import stragglers
+from ..align.world import World
 from ..base.textfmt import op_short, ranks_text
-from ..store.manifest import Manifest
-from ..trace.summarize import EntrySig, RankTrace
+from ..trace.summarize import RankTrace
 from ..verdict import (
     Branch,
     Category,
     CulpritKind,
-    DumpFile,
-    FileProblem,
     Finding,
     ProcessGroupRef,
     Status,
@@ -28,19 +24,6 @@ from .lanes import places, timelines
 from .nextsteps import next_steps
 from .proof import evidence, nodes_of, rank_groups, root_sites
 from .wording import detail, exit_known, headline, short
-
-
-@dataclass
-class World:
-    """Everything the reduce step knows."""
-
-    traces: dict[int, RankTrace]
-    details: dict[int, EntrySig]
-    problems: list[FileProblem] = field(default_factory=list)
-    manifest: Manifest | None = None
-    world_size: int | None = None
-    files: list[DumpFile] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def diagnose(world: World) -> Verdict:

@@ -18,8 +18,8 @@ from ..trace.summarize import EntrySig
 from ..verdict import GroupTimeline, Place, TimelineCell, TimelineLane
 
 if TYPE_CHECKING:
+    from ..align.world import World
     from .category import Candidate
-    from .diagnosis import World
 
 #: How many sequence numbers of a group a timeline draws.
 WINDOW = 10

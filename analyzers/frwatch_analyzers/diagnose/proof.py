@@ -12,7 +12,7 @@ from ..verdict import EntryView, Evidence, Frame, RankGroup
 from .category import Candidate, Context
 
 if TYPE_CHECKING:
-    from .diagnosis import World
+    from ..align.world import World
 
 
 def nodes_of(world: World, ranks: list[int]) -> list[str]:

@@ -17,43 +17,70 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import re
 from array import array
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from ..base.limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
+from ..base.limits import MAX_GROUPS
 from ..base.safe_text import printable
 from ..decode import fastscan, fields
 from ..decode.safe_load import DumpError, describe
+from .entry_fields import OPEN_KEEP, TAIL, parse_p2p
+from .entry_fields import as_int as _as_int
+from .entry_fields import call_site as _call_site
+from .entry_fields import combine_all as _combine_all
+from .entry_fields import compat as _compat
+from .entry_fields import created_column as _created
+from .entry_fields import derived_completed as _derived_completed
+from .entry_fields import digest as _digest
+from .entry_fields import kept as _kept
+from .entry_fields import parse_ranks as _parse_ranks
+from .entry_fields import plain_sig as _plain
+from .entry_fields import tail_entry as _tail_entry
+from .rank_trace import (
+    STATE_CODES,
+    STATE_NAMES,
+    EntrySig,
+    P2PEntry,
+    PgTrace,
+    Ranks,
+    RankTrace,
+    TailEntry,
+    compact_ranks,
+)
 from .rules import Balance, Rule, api_order, rule_for
 from .rules import elements as _elements
-from .rules import numel as _numel
 
-#: How many of a group's last entries keep their full detail (states, times, record ids).
-TAIL = 48
-#: How many entries from the first one a rank had not completed keep their full detail as well.
-OPEN_KEEP = 8
+#: The trace's model lives in :mod:`.rank_trace` and the per-entry readers in :mod:`.entry_fields`; these
+#: names stay importable from here.
+__all__ = [
+    "OPEN_KEEP",
+    "STATE_CODES",
+    "STATE_NAMES",
+    "TAIL",
+    "EntrySig",
+    "P2PEntry",
+    "PgTrace",
+    "RankTrace",
+    "Ranks",
+    "Scan",
+    "Summarizer",
+    "TailEntry",
+    "compact_ranks",
+    "parse_p2p",
+]
 
 #: Keys a worker's caches hold before they are cleared (a few thousand in a real job: ops x sizes x sites),
 #: and the sizes/dtypes remembered per (op, call site) for the fast path.
 _CACHE_KEYS = 1 << 17
 _SEEN_PER_SITE = 64
 
-#: Frames from these paths are library plumbing; the first frame outside them is the user's call site.
-_LIBRARY_MARKERS = ("/torch/", "\\torch\\", "/site-packages/", "/dist-packages/", "<frozen ", "/threading.py")
-
-#: Members of a group: a range when contiguous (compact to pickle and to hash), else a tuple.
-Ranks = range | tuple[int, ...]
-Shapes = tuple[tuple[int, ...], ...]
 #: What an (op, call site) carried once: sizes and dtypes as the entry had them (checked), the signature,
 #: whether its sizes vary by rank, and its input and output elements.
 _Seen = tuple[Any, Any, Any, Any, int, bool, int, int]
 
-STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
-STATE_NAMES = {v: k for k, v in STATE_CODES.items()}
 
 _FIELD_NAMES = (
     "process_group",
@@ -68,83 +95,10 @@ _FIELD_NAMES = (
     "is_p2p",
     "collective_seq_id",
 )
-_CREATED = operator.methodcaller("get", "time_created_ns", 0)
 _FIELDS_NO_FRAMES = itemgetter(*_FIELD_NAMES)
 _FIELDS = itemgetter(*_FIELD_NAMES, "frames")
 
 _ROOTED = (Balance.GATHER, Balance.SCATTER)
-
-_P2P_RE = re.compile(r"^(?P<type>send|recv)\s+(?P<a>[0-9]{1,9})\s*(?P<arrow>->|<-)\s*(?P<b>[0-9]{1,9})$")
-
-
-@dataclass(frozen=True)
-class EntrySig:
-    """What a rank recorded at one sequence number, without times and states: the thing ranks must agree
-    on. For a collective whose sizes may differ by rank (``varying``), only the number of tensors stays."""
-
-    op: str
-    input_sizes: tuple[tuple[int, ...], ...]
-    input_dtypes: tuple[str, ...]
-    output_sizes: tuple[tuple[int, ...], ...]
-    output_dtypes: tuple[str, ...]
-    call_site: tuple[tuple[str, str, int], ...]  # (name, filename, line), innermost user frame first
-    parts: int = 1  # >1: coalesced entries that share the sequence number
-    varying: bool = False  # sizes left out by the collective's rule: see the per-rank counts
-
-
-@dataclass(slots=True)
-class TailEntry:
-    """Full detail of one of the entries a rank's summary keeps for a group."""
-
-    seq: int
-    record_id: int
-    sig: int
-    state: int  # STATE_CODES; -1 unknown
-    retired: bool | None
-    created_ns: int
-    started_ns: int
-    completed_ns: int
-    splits: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # all_to_all lists: elements per peer
-
-
-@dataclass
-class PgTrace:
-    """One rank's record of one process group."""
-
-    name: str
-    desc: str
-    seqs: array[int]  # sorted collective_seq_ids the rank holds (its ring-buffer window)
-    sigs: array[int]  # signature digest per seq
-    plain: array[int]  # the same without the call site: compared when some ranks' dumps have no frames (JSON)
-    created: array[int]  # time_created_ns per seq (0 unknown)
-    # the first entries not completed, then the last TAIL entries, by seq (read-only: a summary's are rows of
-    # one column, tail_rows.TailRows)
-    tail: Sequence[TailEntry]
-    config_ranks: Ranks | None  # from pg_config when it is sane, else None (a range when contiguous)
-    last_enqueued: int  # from pg_status when present, else the last seq held
-    last_started: int
-    last_completed: int  # from pg_status when present, else derived from states/retired
-    status_known: bool
-    first_record_id: int = -1
-    seq_digest: bytes = b""  # digest of (seqs, sigs): ranks with equal digests behaved identically
-    plain_digest: bytes = b""  # digest of (seqs, plain)
-    backend: str = ""  # the profiling names' prefix ("nccl", "gloo"): each backend has its own recorder
-    var_seqs: array[int] = field(default_factory=lambda: array("q"))  # entries whose sizes may differ by rank
-    var_in: array[int] = field(default_factory=lambda: array("q"))  # their input elements
-    var_out: array[int] = field(default_factory=lambda: array("q"))  # their output elements
-
-
-@dataclass
-class P2PEntry:
-    pg: str
-    p2p_seq: int
-    kind: str  # "send" | "recv"
-    src: int  # group-local, as the profiling name says
-    dst: int
-    sig: int
-    state: int
-    record_id: int
-    created_ns: int
 
 
 @dataclass
@@ -161,106 +115,6 @@ class Scan:
     last_record_id: int
     has_frames: bool
     p2p: list[P2PEntry]
-
-
-@dataclass
-class RankTrace:
-    """Everything the reduce step needs from one rank's dump."""
-
-    rank: int
-    file: str
-    fmt: str
-    version: str
-    backend: str  # "nccl", "gloo", ... from profiling names
-    entries: int
-    pgs: dict[str, PgTrace]
-    p2p: list[P2PEntry]
-    sig_details: dict[int, EntrySig] = field(default_factory=dict)  # only signatures new to this worker
-    has_states: bool = False  # NCCL-style started/completed states present
-    has_frames: bool = False
-    last_record_id: int = -1
-    has_timing: bool = False  # some entry was seen 'started' (TORCH_NCCL_ENABLE_TIMING)
-    first_record_id: int = -1
-    dumped_ns: int = 0  # the latest timestamp in the summary: close to when the dump was taken
-    world_ranks: tuple[int, int] | None = None  # (lowest, highest) rank of an unnamed pg_config entry (gloo)
-    files: list[str] = field(default_factory=list)  # every file merged into this trace (merge.py)
-
-
-def _digest(obj: object) -> int:
-    return int.from_bytes(hashlib.blake2b(repr(obj).encode(), digest_size=8).digest(), "little", signed=True)
-
-
-def _as_int(value: Any, default: int = -1) -> int:
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return number if -fields.I64 <= number < fields.I64 else default
-
-
-def _parse_ranks(value: Any) -> list[int] | None:
-    if isinstance(value, list | tuple):
-        return list(value) if all(type(v) is int for v in value) else None
-    if isinstance(value, str):
-        text = value.strip().strip("[]").strip()
-        if not text:
-            return []
-        try:
-            return [int(v) for v in text.split(",")]
-        except ValueError:
-            return None
-    return None
-
-
-def compact_ranks(ranks: list[int]) -> Ranks:
-    """A member list as a ``range`` when it is one, contiguous or strided (the usual cases: a TP group
-    ``range(8k, 8k + 8)``, a DP group ``range(k, world, 8)``; 16k ranks pickle and hash as three ints, not
-    16k), else a tuple. Members lists are per rank and per group: a list each would be O(ranks^2)."""
-    if len(ranks) > 1 and ranks[1] > ranks[0]:
-        step = ranks[1] - ranks[0]
-        if (ranks[-1] - ranks[0]) % step == 0 and len(ranks) == (ranks[-1] - ranks[0]) // step + 1:
-            members = range(ranks[0], ranks[-1] + 1, step)
-            if ranks == list(members):
-                return members
-    elif len(ranks) == 1:
-        return range(ranks[0], ranks[0] + 1)
-    return tuple(ranks)
-
-
-def _call_site(frames: Any, where: str = "an entry") -> tuple[tuple[str, str, int], ...]:
-    if not isinstance(frames, list | tuple) or not frames:
-        return ()
-    checked = [fields.frame(f, where) for f in frames]  # every frame type-checked, library ones too
-    user = [f for f in checked if not any(m in f[1] for m in _LIBRARY_MARKERS)]
-    return tuple(user[:MAX_CALL_SITE_FRAMES]) if user else tuple(checked[:1])
-
-
-def _compat(
-    rule: Rule, isz: Shapes, idt: tuple[str, ...], osz: Shapes, odt: tuple[str, ...]
-) -> tuple[Any, ...]:
-    """The fields of an entry its rule says must agree (sizes that may differ keep only their count)."""
-    if not rule.varying and rule.input_dtypes and rule.output_dtypes:
-        return (isz, idt, osz, odt)
-    return (
-        isz if rule.inputs else (((),) * len(isz) if rule.input_count else ()),
-        idt if rule.input_dtypes else (),
-        osz if rule.outputs else (((),) * len(osz) if rule.output_count else ()),
-        odt if rule.output_dtypes else (),
-    )
-
-
-def parse_p2p(op: str) -> tuple[str, int, int] | None:
-    """``'nccl:send 1->2'`` -> ``('send', 1, 2)``; ``'nccl:recv 3<-0'`` -> ``('recv', 0, 3)`` as (kind, src, dst)."""
-    name = op.split(":", 1)[-1].strip()
-    m = _P2P_RE.match(name)
-    if not m:
-        return None
-    a, b = int(m["a"]), int(m["b"])
-    if m["type"] == "send":
-        return "send", a, b
-    return "recv", (b if m["arrow"] == "<-" else a), (a if m["arrow"] == "<-" else b)
 
 
 class Summarizer:
@@ -699,121 +553,3 @@ class Summarizer:
                 var_out=array("q", var_o),
             )
         return out, world
-
-
-def _created(ents: list[Any], compiled: fastscan.Compiled | None = None) -> array[int]:
-    """``time_created_ns`` of each entry (0 unknown: missing, not an integer, beyond int64)."""
-    plain = compiled.created(ents) if compiled is not None else None
-    if plain is not None:  # every time a plain int64, read in C
-        column = array("q")
-        column.frombytes(plain)
-        return column
-    times = list(map(_CREATED, ents))
-    if set(map(type, times)) <= {int}:  # the usual case, in C (a bool is not a time: it reads as 0 below)
-        try:
-            return array("q", times)
-        except OverflowError:
-            pass
-    try:
-        return array("q", [t if type(t) is int else 0 for t in times])
-    except OverflowError:  # a time beyond int64 reads as unknown
-        return array("q", [_as_int(t, 0) for t in times])
-
-
-def _done(e: dict[str, Any]) -> bool:
-    return e.get("state") == "completed" or e.get("retired") is True
-
-
-def _kept(ents: list[Any]) -> list[int]:
-    """Indices whose detail is kept: the first OPEN_KEEP from the first entry not done (read backwards:
-    only the open end is walked), and the last TAIL."""
-    n = len(ents)
-    first_open = n
-    while first_open > 0 and not _done(ents[first_open - 1]):
-        first_open -= 1
-    keep = set(range(max(0, n - TAIL), n))
-    keep.update(range(first_open, min(n, first_open + OPEN_KEEP)))
-    return sorted(keep)
-
-
-def _tail_entry(
-    seq: int, sig: int, e: dict[str, Any], compiled: fastscan.Compiled | None = None
-) -> TailEntry:
-    splits = None
-    ins, outs = e.get("input_sizes"), e.get("output_sizes")
-    if (
-        type(ins) is list
-        and type(outs) is list
-        and len(ins) > 1
-        and len(ins) == len(outs)
-        and len(ins) <= 65_536
-    ):
-        name = e.get("profiling_name")
-        if isinstance(name, str) and rule_for(name).varying:  # the sizes were type-checked in the loop
-            splits = (tuple(_numel((s,)) for s in ins), tuple(_numel((s,)) for s in outs))
-    row = compiled.detail(e, STATE_CODES) if compiled is not None else None
-    if row is not None:  # every value plain, read in C
-        record_id, state, retired_flag, created, started, completed = row
-        return TailEntry(seq, record_id, sig, state, retired_flag, created, started, completed, splits)
-    st = e.get("state")
-    retired = e.get("retired")
-    return TailEntry(
-        seq=seq,
-        record_id=_as_int(e.get("record_id")),
-        sig=sig,
-        state=STATE_CODES.get(st, -1) if isinstance(st, str) else -1,
-        retired=retired if isinstance(retired, bool) else None,
-        created_ns=_as_int(e.get("time_created_ns"), 0),
-        started_ns=_as_int(e.get("time_discovered_started_ns"), 0),
-        completed_ns=_as_int(e.get("time_discovered_completed_ns"), 0),
-        splits=splits,
-    )
-
-
-def _derived_completed(tail: list[TailEntry]) -> int:
-    done = -1
-    for t in tail:
-        if t.state == STATE_CODES["completed"] or t.retired:
-            done = max(done, t.seq)
-    return done
-
-
-def _plain(sig: EntrySig, local: dict[int, EntrySig]) -> int:
-    if not sig.call_site:
-        return _digest(sig)
-    bare = EntrySig(
-        sig.op,
-        sig.input_sizes,
-        sig.input_dtypes,
-        sig.output_sizes,
-        sig.output_dtypes,
-        (),
-        sig.parts,
-        sig.varying,
-    )
-    digest = _digest(bare)
-    local.setdefault(digest, bare)
-    return digest
-
-
-def _combine_all(parts: list[EntrySig]) -> EntrySig:
-    """One signature for a coalesced region: ops joined with '+' (once they differ), fields concatenated.
-    Linear in the parts (a region of 20k entries must not cost 20k^2)."""
-    first = parts[0]
-    ops = [first.op]
-    for p in parts[1:]:
-        if len(ops) > 1 or p.op != first.op:
-            ops.append(p.op.split(":", 1)[-1])
-    op = "+".join(ops)
-    if len(op) > 200:
-        op = f"{op[:200]}+... ({len(parts)} parts)"
-    return EntrySig(
-        op=op,
-        input_sizes=tuple(s for p in parts for s in p.input_sizes),
-        input_dtypes=tuple(d for p in parts for d in p.input_dtypes),
-        output_sizes=tuple(s for p in parts for s in p.output_sizes),
-        output_dtypes=tuple(d for p in parts for d in p.output_dtypes),
-        call_site=first.call_site,
-        parts=sum(p.parts for p in parts),
-        varying=any(p.varying for p in parts),
-    )

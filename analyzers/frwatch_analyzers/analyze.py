@@ -1,8 +1,8 @@
 """The analyzer's library entry points: dumps in, :class:`Verdict` out. No argv, no printing.
 
 Everything read from the location is untrusted: files are decoded in workers under
-:mod:`frwatch_analyzers.limits`, and the claims they make (ranks, world sizes, group members) are checked
-against sane bounds and against each other (:mod:`frwatch_analyzers.consistency`) before any of them sizes
+:mod:`frwatch_analyzers.base.limits`, and the claims they make (ranks, world sizes, group members) are checked
+against sane bounds and against each other (:mod:`frwatch_analyzers.load.consistency`) before any of them sizes
 a loop.
 """
 
@@ -51,7 +51,7 @@ def analyze(
     A rank whose agent left a valid summary of its dump (``summaries/<rank>.json``) is read from it, unless
     ``from_dumps``; the verdict's summary says how many and which summaries were not used, and why.
 
-    Raises :class:`~frwatch_analyzers.sources.SourceError` only when the location itself is unusable, and
+    Raises :class:`~frwatch_analyzers.store.sources.SourceError` only when the location itself is unusable, and
     ValueError for a ``world_size`` outside ``[1, MAX_WORLD_SIZE]``; bad files inside the location are
     named in ``verdict.bad_files`` and the analysis goes on without them. ``limits`` (else the defaults
     with ``max_bytes``) bound every file's decoding.

@@ -2,7 +2,7 @@
 
 A real dump holds strings, integers and lists of them where these functions look; anything else (a float
 size, a nested tuple where a name belongs, a rank of 200,000,000) makes the whole file a ``bad_files`` entry
-with the entry and field named (:class:`~frwatch_analyzers.safe_load.DumpError`). None of these functions
+with the entry and field named (:class:`~frwatch_analyzers.decode.safe_load.DumpError`). None of these functions
 hashes, compares, prints or walks deeper than the field's own shape, so a nested or shared-reference
 structure costs nothing to refuse. What they return is safe to hash, print and serialise.
 """

@@ -7,7 +7,7 @@ REDUCE, BUILD, INST, OBJ and NEWOBJ have nothing to call and fail as a corrupt p
 
 What this module does not bound is the memory and time of decoding (a memo index can ask for gigabytes, a
 key made of shared references can take forever to hash): callers decode in a worker process under the
-limits of :mod:`frwatch_analyzers.limits` (see :mod:`frwatch_analyzers.isolation`).
+limits of :mod:`frwatch_analyzers.base.limits` (see :mod:`frwatch_analyzers.decode.isolation`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic_core import from_json
 from ..base.limits import DEFAULT_MAX_FILE_BYTES
 from ..base.safe_text import printable
 
-#: Files larger than this are refused unread (see :mod:`frwatch_analyzers.limits`).
+#: Files larger than this are refused unread (see :mod:`frwatch_analyzers.base.limits`).
 DEFAULT_MAX_BYTES = DEFAULT_MAX_FILE_BYTES
 
 

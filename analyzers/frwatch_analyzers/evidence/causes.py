@@ -1,13 +1,13 @@
 """Flight Recorder's verdict combined with the evidence beyond it: why ranks stopped, who failed first, and
 whether a suspect node was sick.
 
-- Each log gives its rank's signals (:mod:`~frwatch_analyzers.logscan`); each container end in the
+- Each log gives its rank's signals (:mod:`~frwatch_analyzers.evidence.logscan`); each container end in the
   manifest gives one (exit 137 with OOMKilled, 137/SIGKILL, 139/SIGSEGV, 134/SIGABRT, 143/SIGTERM, other
   non-zero).
   A rank's cause is its last *primary* signal (an exception, a CUDA error, a gloo abort, a kill); a rank
   with only consequences (a lost peer, a watchdog timeout) keeps its first one.
 - A cause needs a consequence: an exception the rank survived is none. Its own later lines name a later
-  step (:func:`~frwatch_analyzers.logscan.went_on`: a retried metrics push, a skipped bad row), its Flight
+  step (:func:`~frwatch_analyzers.evidence.logscan.went_on`: a retried metrics push, a skipped bad row), its Flight
   Recorder record goes on more than a second after the exception's time, its container exited 0 without a
   restart, or a healthy verdict's dump of it took part in every collective: the summary says it was
   handled, and it names no one.
@@ -15,12 +15,12 @@ whether a suspect node was sick.
   primary cause while the others only lost their peer is. When Flight Recorder could not say why (a rank
   left no dump, or no conclusion), the headline names the cause: ``rank 3 crashed first:
   torch.OutOfMemoryError at train.py:88 (step 412), 0.4 s before ranks 0-2,4-7 lost their peer``.
-- Node signals (:mod:`~frwatch_analyzers.node_signals`: unhealthy conditions, Xid Events) raise
+- Node signals (:mod:`~frwatch_analyzers.evidence.node_signals`: unhealthy conditions, Xid Events) raise
   ``hardware_class`` only on a suspect node: one where a Flight Recorder culprit ran, or a rank whose log
   shows a cause or a network error. The verdict then names the node and the signal. Log lines alone
   (an Xid or NCCL line a process printed) never do.
 
-Every message and excerpt here comes masked (:mod:`~frwatch_analyzers.masking`) and printable.
+Every message and excerpt here comes masked (:mod:`~frwatch_analyzers.evidence.masking`) and printable.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Node signals: whether a suspect node itself was sick, from the node record the operator read from the
-Kubernetes API (:mod:`~frwatch_analyzers.node_record`), and how that makes a verdict hardware-class.
+Kubernetes API (:mod:`~frwatch_analyzers.store.node_record`), and how that makes a verdict hardware-class.
 
 A signal is an unhealthy condition (``Ready`` not ``True``; a GPU, Xid, NVLink, ECC, InfiniBand, NIC, PCIe,
 fabric or kernel-deadlock condition that is ``True``: node-problem-detector, DCGM, NVSentinel style) or a

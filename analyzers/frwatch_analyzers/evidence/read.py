@@ -2,7 +2,7 @@
 
 Where it is looked for, in the same folder or ``s3://`` prefix as the dumps:
 
-- the frwatch layout (:mod:`~frwatch_analyzers.layout`): ``logs/<pod>/<container>[.previous|.termination].txt``
+- the frwatch layout (:mod:`~frwatch_analyzers.store.layout`): ``logs/<pod>/<container>[.previous|.termination].txt``
   (the manifest maps the pod to its ranks), ``nccl/<rank>.txt``, ``nodes/<node>.json``;
 - a flat folder (``frwatch analyze DIR``): text files next to the dumps (``.log``, ``.txt``, ``.out``,
   ``.err``) named by rank (``rank3.log``, ``train_rank_3.out``, ``3.txt``) or by a pod the manifest names
@@ -10,7 +10,7 @@ Where it is looked for, in the same folder or ``s3://`` prefix as the dumps:
   rank 1, ``node1`` may hold ranks 8-15, ``nccl.host.4321`` ends with a pid): such a file is read with its
   ranks unknown, and only its lines that name their rank (torch's ``[rank3]:`` prefix) are anyone's.
 
-Each file is read by its tail (:data:`~frwatch_analyzers.logtext.MAX_LOG_BYTES`), within a budget for all
+Each file is read by its tail (:data:`~frwatch_analyzers.evidence.logtext.MAX_LOG_BYTES`), within a budget for all
 of them (:data:`MAX_EVIDENCE_BYTES`, :data:`MAX_EVIDENCE_FILES`); what is refused is named, with why, as a
 :class:`~frwatch_analyzers.verdict.FileProblem`. Nothing here raises for a bad file.
 """

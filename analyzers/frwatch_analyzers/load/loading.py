@@ -2,10 +2,10 @@
 
 Each worker reads files one at a time, decodes each with the refusing unpickler, summarises it into a
 compact :class:`RankTrace` and drops the decoded dump at once, so memory stays proportional to the
-summaries, not to the dumps. Workers run under :mod:`frwatch_analyzers.isolation` (memory and time limits
+summaries, not to the dumps. Workers run under :mod:`frwatch_analyzers.decode.isolation` (memory and time limits
 the kernel and the parent enforce; a worker's death costs only its file). A file that cannot be used
 becomes a :class:`FileProblem` with its reason; a file that crashed, hung or exhausted its worker is then
-scanned (:mod:`frwatch_analyzers.pickle_scan`) to say why.
+scanned (:mod:`frwatch_analyzers.decode.pickle_scan`) to say why.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The object-store layout of one job attempt (DESIGN.md, "Object-store layout"). Pure: the one place that
 builds and parses every key and every ``s3://`` URL of it (the agent, the operator and the analyzer all
-come here; the records themselves are :mod:`~frwatch_analyzers.pod_record`,
-:mod:`~frwatch_analyzers.manifest` and :mod:`~frwatch_analyzers.verdict`).
+come here; the records themselves are :mod:`~frwatch_analyzers.store.pod_record`,
+:mod:`~frwatch_analyzers.store.manifest` and :mod:`~frwatch_analyzers.verdict`).
 
 ``<prefix>/<namespace>/<job>/<job-uid>/<attempt>/ranks/<global-rank>.<pickle|json>``,
 ``.../ranks-later/<rank>.<unix-ms>.<fmt>`` (a later, different dump of a rank: nothing is overwritten),
@@ -10,7 +10,7 @@ come here; the records themselves are :mod:`~frwatch_analyzers.pod_record`,
 Flight Recorder: ``.../logs/<pod>/<container>.txt`` (the tail of a container's log, UTF-8 text),
 ``.../logs/<pod>/<container>.previous.txt`` (the previous instance of a restarted container),
 ``.../logs/<pod>/<container>.termination.txt`` (its termination message), ``.../nccl/<rank>.txt`` (a rank's
-NCCL debug file) and ``.../nodes/<node>.json`` (:mod:`~frwatch_analyzers.node_record`).
+NCCL debug file) and ``.../nodes/<node>.json`` (:mod:`~frwatch_analyzers.store.node_record`).
 
 Keys read back from a listing are untrusted: :func:`parse_key` never sizes anything by them (a rank's
 digits are bounded before they become a number, and a rank at or past ``MAX_WORLD_SIZE`` is said, never
@@ -28,7 +28,7 @@ from ..base.limits import MAX_WORLD_SIZE
 RANKS_DIR = "ranks"
 LATER_DIR = "ranks-later"
 PODS_DIR = "pods"
-#: A rank's summary (:mod:`~frwatch_analyzers.rank_summary`), written by its agent beside the dump.
+#: A rank's summary (:mod:`~frwatch_analyzers.summaries.rank_summary`), written by its agent beside the dump.
 SUMMARIES_DIR = "summaries"
 LOGS_DIR = "logs"
 #: Suffixes of the text files of a flat folder read as logs (never tried as dumps).
@@ -122,7 +122,7 @@ class AttemptKey:
         return f"{self.root}/{NCCL_DIR}/{rank}{_TEXT_SUFFIX}"
 
     def node(self, node: str) -> str:
-        """Where a suspect node's conditions and Events go (:mod:`~frwatch_analyzers.node_record`)."""
+        """Where a suspect node's conditions and Events go (:mod:`~frwatch_analyzers.store.node_record`)."""
         return f"{self.root}/{NODES_DIR}/{node}{_NODE_SUFFIX}"
 
     @property

@@ -3,7 +3,7 @@
 Written by the operator, read by the analyzer to turn ranks into pods and nodes and to explain absent dumps.
 Read back from the store it is untrusted: every name is made printable as it is read (a node name with a
 terminal escape or a newline would otherwise reach the report and the job's annotations), and the analyzer
-holds its ranks and world size to sane bounds (:mod:`frwatch_analyzers.consistency`); it is read at most
+holds its ranks and world size to sane bounds (:mod:`frwatch_analyzers.load.consistency`); it is read at most
 ``limits.MAX_MANIFEST_BYTES`` (the analyzer's read stops there) and its types are strict.
 """
 

@@ -3,8 +3,8 @@
 A folder (or prefix) may be a job attempt's root in the frwatch layout (``ranks/``, the later dumps of
 ``ranks-later/``, ``pods/``, ``manifest.json``) or any flat folder of dump files with any name prefix
 (``nccl_trace_rank_3``, ``rank3.pkl``, ``3.json``, ``nccl_trace_rank_3.final`` ...): the rank is the number
-after the name's last ``rank``, else its trailing number (:func:`~frwatch_analyzers.layout.rank_digits`).
-Every file of a rank is listed: which is used is decided by content (:mod:`~frwatch_analyzers.merge`).
+after the name's last ``rank``, else its trailing number (:func:`~frwatch_analyzers.store.layout.rank_digits`).
+Every file of a rank is listed: which is used is decided by content (:mod:`~frwatch_analyzers.load.merge`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .layout import (
 
 _SKIP_NAMES = {MANIFEST, VERDICT, REPORT, REPORT_HTML}
 _SKIP_SUFFIXES = (".pipe", ".tmp", ".part", ".lock", ".md", *LOG_SUFFIXES)
-# evidence: frwatch_analyzers.evidence_read; summaries: frwatch_analyzers.from_summaries
+# evidence: frwatch_analyzers.evidence.read; summaries: frwatch_analyzers.summaries.reduce
 _LAYOUT_DIRS = {RANKS_DIR, LATER_DIR, PODS_DIR, LOGS_DIR, NCCL_DIR, NODES_DIR, SUMMARIES_DIR}
 
 

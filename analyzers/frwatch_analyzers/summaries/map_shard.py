@@ -2,7 +2,7 @@
 
 One index of the analyzer's Indexed Job (see ``frwatch_operator.verdictloop.fanout``) summarises the raw
 dumps of its shard of ranks into the store, where an agent would have left them (``summaries/<rank>.json``,
-:meth:`frwatch_analyzers.layout.AttemptKey.summary`), so the reduce step (a plain ``frwatch analyze``)
+:meth:`frwatch_analyzers.store.layout.AttemptKey.summary`), so the reduce step (a plain ``frwatch analyze``)
 reads summaries instead of decoding every dump in one pod.
 
 - **Which ranks**: those whose rank ``% N == I``, among the ranks with exactly one dump in the listing (a

@@ -14,7 +14,7 @@ WORKDIR /src
 RUN python -m venv /opt/frwatch
 COPY requirements/image.lock requirements/image.lock
 RUN /opt/frwatch/bin/pip install --no-deps -r requirements/image.lock
-# a C compiler for the summarizer's extension (analyzers/frwatch_analyzers/_fastscan.c); build stage only:
+# a C compiler for the summarizer's extension (analyzers/frwatch_analyzers/decode/_fastscan.c); build stage only:
 # the runtime stage copies the virtualenv, not the compiler (the slim base has Python's headers). libc6-dev
 # is left unpinned on purpose: it must equal the base's libc6, which moves with the base's point release.
 # hadolint ignore=DL3008
@@ -28,7 +28,7 @@ COPY operator/ operator/
 RUN /opt/frwatch/bin/pip wheel --no-deps --wheel-dir /wheels . \
     && /opt/frwatch/bin/pip install --no-deps /wheels/frwatch-*.whl \
     && /opt/frwatch/bin/python -m compileall -q /opt/frwatch \
-    && /opt/frwatch/bin/python -c "import frwatch_analyzers._fastscan" \
+    && /opt/frwatch/bin/python -c "import frwatch_analyzers.decode._fastscan" \
     && /opt/frwatch/bin/frwatch --help
 
 # --- runtime: the virtualenv on a clean base, a non-root user, nothing else -------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from fixtures.seaweed import SeaweedFS  # noqa: E402
-from frwatch_analyzers.layout import AttemptKey  # noqa: E402
+from frwatch_analyzers.store.layout import AttemptKey  # noqa: E402
 from frwatch_dev.testing.agent_process import big_dump, start_agent  # noqa: E402
 from frwatch_operator import constants as c  # noqa: E402
 from frwatch_operator.store.s3 import S3Store  # noqa: E402

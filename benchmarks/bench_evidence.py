@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from frwatch_analyzers.causes import with_causes
-from frwatch_analyzers.evidence_read import gather
-from frwatch_analyzers.logscan import scan
-from frwatch_analyzers.logtext import decode_tail
+from frwatch_analyzers.evidence.causes import with_causes
+from frwatch_analyzers.evidence.logscan import scan
+from frwatch_analyzers.evidence.logtext import decode_tail
+from frwatch_analyzers.evidence.read import gather
 from frwatch_analyzers.verdict import Category, Status, Verdict
 
 SHAPES: dict[str, bytes] = {

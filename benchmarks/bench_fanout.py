@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_dev.dumps import varied
 from frwatch_dev.localcluster.objectstore import ObjectStore
 

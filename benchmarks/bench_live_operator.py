@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "live"))
 from fake_worker import fr_answer  # noqa: E402
 
-from frwatch_analyzers.live_summary import LivePod, summarize_live  # noqa: E402
+from frwatch_analyzers.live.summary import LivePod, summarize_live  # noqa: E402
 from frwatch_operator.live.judge import LiveJudge  # noqa: E402
 from frwatch_operator.live.pull import pull_all  # noqa: E402
 from frwatch_operator.live.shards import shard_of  # noqa: E402

@@ -51,7 +51,7 @@ def _column_shift(text: str, shift: int) -> str:
 
 def _templates(world: int) -> dict[str, dict[str, Any]]:
     """Summaries of a waiting rank (rank 0, TP group 0) and of the culprit, in a world of ``world`` ranks."""
-    from frwatch_analyzers.summary_writer import summary_of
+    from frwatch_analyzers.summaries.writer import summary_of
 
     out = {}
     culprit = varied.culprit(world)
@@ -97,7 +97,7 @@ def _derive(template: dict[str, Any], rank: int, world: int) -> bytes:
 
 
 def fabricate(directory: Path, world: int) -> dict[str, Any]:
-    from frwatch_analyzers.rank_summary import VERSION
+    from frwatch_analyzers.summaries.rank_summary import VERSION
 
     wanted = {"ranks": world, "entries": ENTRIES, "schema": f"summaries-v{VERSION}-{varied.SCHEMA}"}
 
@@ -117,12 +117,13 @@ def fabricate(directory: Path, world: int) -> dict[str, Any]:
 
 def reduce_here(directory: Path, world: int) -> dict[str, Any]:
     """Read, decode and reduce every summary of ``directory`` (run in a fresh process)."""
+    from frwatch_analyzers.align.world import World
     from frwatch_analyzers.analyze import _share
-    from frwatch_analyzers.consistency import consistent_world
-    from frwatch_analyzers.diagnose import World, diagnose
-    from frwatch_analyzers.loading import ArrayPool
-    from frwatch_analyzers.merge import merge
-    from frwatch_analyzers.rank_summary import Reader
+    from frwatch_analyzers.diagnose.diagnosis import diagnose
+    from frwatch_analyzers.load.consistency import consistent_world
+    from frwatch_analyzers.load.loading import ArrayPool
+    from frwatch_analyzers.load.merge import merge
+    from frwatch_analyzers.summaries.rank_summary import Reader
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     reader, pool, traces = Reader(), ArrayPool(), []

@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO / "dev"))
 
 from bench_analyze import fabricate  # noqa: E402
 from frwatch_analyzers.analyze import analyze  # noqa: E402
-from frwatch_analyzers.htmlreport import render_html  # noqa: E402
-from frwatch_analyzers.manifest import Manifest, PodRecord  # noqa: E402
+from frwatch_analyzers.report.html import render_html  # noqa: E402
+from frwatch_analyzers.store.manifest import Manifest, PodRecord  # noqa: E402
 from frwatch_dev.testing.browser import Browser, chromium_missing  # noqa: E402
 
 PER_POD, PODS_PER_NODE = 8, 2

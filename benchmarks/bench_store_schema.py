@@ -19,8 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analyzers"))
 sys.path.insert(0, str(REPO / "operator"))
 
-from frwatch_analyzers.layout import AttemptKey  # noqa: E402
-from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, RankUpload, StoredPodRecord, parse_pod_record  # noqa: E402
+from frwatch_analyzers.store.layout import AttemptKey  # noqa: E402
+from frwatch_analyzers.store.pod_record import (  # noqa: E402
+    MAX_POD_RECORD_BYTES,
+    RankUpload,
+    StoredPodRecord,
+    parse_pod_record,
+)
 from frwatch_operator.collect.progress import read_listing  # noqa: E402
 
 

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.safe_load import decode
+from frwatch_analyzers.decode.safe_load import decode
 from frwatch_dev.workloads.local_launch import run_local_job
 from frwatch_dev.workloads.scenarios import DEFAULTS, Scenario
 

@@ -7,7 +7,7 @@ On the set the row already timed (fr_trace, frwatch from the dumps, the unpickle
    per rank is the run's CPU (user+sys, children included) divided by the ranks: what one rank's map step
    costs wherever it runs; wall / ranks is what it costs on this machine with J workers.
 2. **reduce**: ``frwatch analyze DIR --format json`` with the summaries there: the verdict from summaries
-   (checked against the dumps' size and digest, :mod:`frwatch_analyzers.from_summaries`), which must name
+   (checked against the dumps' size and digest, :mod:`frwatch_analyzers.summaries.reduce`), which must name
    the same culprits as the run from the dumps and say every rank was read from its summary.
 
 The summaries are removed afterwards, so a kept set is timed from its dumps on the next run.

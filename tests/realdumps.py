@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from frwatch_analyzers.safe_load import decode
+from frwatch_analyzers.decode.safe_load import decode
 from frwatch_dev.workloads.local_launch import LocalJobResult, run_local_job
 from frwatch_dev.workloads.scenarios import Scenario
 

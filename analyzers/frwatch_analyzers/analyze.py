@@ -1,8 +1,8 @@
 """The analyzer's library entry points: dumps in, :class:`Verdict` out. No argv, no printing.
 
 Everything read from the location is untrusted: files are decoded in workers under
-:mod:`frwatch_analyzers.limits`, and the claims they make (ranks, world sizes, group members) are checked
-against sane bounds and against each other (:mod:`frwatch_analyzers.consistency`) before any of them sizes
+:mod:`frwatch_analyzers.base.limits`, and the claims they make (ranks, world sizes, group members) are checked
+against sane bounds and against each other (:mod:`frwatch_analyzers.load.consistency`) before any of them sizes
 a loop.
 """
 
@@ -15,22 +15,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import isolation
-from .causes import with_causes
-from .consistency import checked_manifest, consistent_world
-from .diagnose import World, diagnose
-from .evidence_read import gather
-from .isolation import Budget, Lost
-from .layout import split_s3_url
-from .limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
-from .loading import ArrayPool, LoadOptions, load
-from .manifest import Manifest, parse_manifest
-from .merge import merge
-from .safe_load import DEFAULT_MAX_BYTES
-from .safe_text import printable
-from .sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
-from .summarize import Summarizer
-from .textfmt import ranks_text
+from .align.world import World
+from .base.limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
+from .base.safe_text import printable
+from .base.textfmt import ranks_text
+from .decode import isolation
+from .decode.isolation import Budget, Lost
+from .decode.safe_load import DEFAULT_MAX_BYTES
+from .diagnose.diagnosis import diagnose
+from .evidence.causes import with_causes
+from .evidence.read import gather
+from .load.consistency import checked_manifest, consistent_world
+from .load.loading import ArrayPool, LoadOptions, load
+from .load.merge import merge
+from .store.layout import split_s3_url
+from .store.manifest import Manifest, parse_manifest
+from .store.sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
+from .trace.summarize import Summarizer
 from .verdict import Category, FileProblem, Status, Verdict
 
 
@@ -50,7 +51,7 @@ def analyze(
     A rank whose agent left a valid summary of its dump (``summaries/<rank>.json``) is read from it, unless
     ``from_dumps``; the verdict's summary says how many and which summaries were not used, and why.
 
-    Raises :class:`~frwatch_analyzers.sources.SourceError` only when the location itself is unusable, and
+    Raises :class:`~frwatch_analyzers.store.sources.SourceError` only when the location itself is unusable, and
     ValueError for a ``world_size`` outside ``[1, MAX_WORLD_SIZE]``; bad files inside the location are
     named in ``verdict.bad_files`` and the analysis goes on without them. ``limits`` (else the defaults
     with ``max_bytes``) bound every file's decoding.

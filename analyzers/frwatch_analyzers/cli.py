@@ -18,8 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .analyze import analyze
-from .layout import split_s3_url
-from .limits import (
+from .base.limits import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_FILE_SECONDS,
     DEFAULT_MAX_FILE_BYTES,
@@ -29,9 +28,10 @@ from .limits import (
     MIB,
     Limits,
 )
-from .report import render
-from .safe_text import printable
-from .sources import S3Config, SourceError, s3_client, store_error_text
+from .base.safe_text import printable
+from .report.terminal import render
+from .store.layout import split_s3_url
+from .store.sources import S3Config, SourceError, s3_client, store_error_text
 from .verdict import Status, Verdict
 from .verdict_binding import termination_line
 
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _map(path: str, shard_text: str, s3: S3Config, limits: Limits, jobs: int) -> int:
-    from .map_shard import Shard, map_shard
+    from .summaries.map_shard import Shard, map_shard
 
     try:
         result = map_shard(path, Shard.parse(shard_text), s3=s3, limits=limits, jobs=jobs or 1)
@@ -215,7 +215,7 @@ def _map(path: str, shard_text: str, s3: S3Config, limits: Limits, jobs: int) ->
 
 
 def _html(verdict: Verdict, source: str | None) -> bytes:
-    from .htmlreport import render_html  # Jinja2 is imported only when a page is asked for
+    from .report.html import render_html  # Jinja2 is imported only when a page is asked for
 
     return render_html(verdict, Path(source) if source else None).encode()
 

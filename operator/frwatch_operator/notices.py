@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.store.manifest import Manifest
 from frwatch_operator import constants as c
 from frwatch_operator.incident.naming import next_attempt
 

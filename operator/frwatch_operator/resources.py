@@ -486,7 +486,7 @@ class IncidentVerdict(_Wire):
 
 
 class IncidentLiveFinding(_Wire):
-    """What live watch found while the job ran (``frwatch_analyzers.live_findings``): why the Incident opened
+    """What live watch found while the job ran (``frwatch_analyzers.live.watch``): why the Incident opened
     Early."""
 
     kind: str = Field(description="desync or stall.")

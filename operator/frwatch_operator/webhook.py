@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from frwatch_analyzers.layout import segment_problem
+from frwatch_analyzers.store.layout import segment_problem
 from frwatch_operator import constants as c
 from frwatch_operator.capture.agent_keys import AgentKeys
 from frwatch_operator.capture.live_patch import live_ops

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from frwatch_analyzers.analyze import analyze, analyze_dumps
-from frwatch_analyzers.manifest import Manifest, RankRecord
+from frwatch_analyzers.store.manifest import Manifest, RankRecord
 from frwatch_analyzers.verdict import Category, CulpritKind, Status, StragglerKind
 from frwatch_dev.dumps import json_bytes, pickle_bytes, world
 
@@ -164,7 +164,7 @@ def test_no_straggler_when_every_rank_is_a_little_late_alike() -> None:
 def test_alike_ranks_samples_leave_out_the_unknown_times_per_column() -> None:
     from array import array
 
-    from frwatch_analyzers.stragglers import _add
+    from frwatch_analyzers.align.stragglers import _add
 
     created: dict[int, tuple[array[int], array[int]]] = {}
     start_delay: dict[int, tuple[array[int], array[int]]] = {}

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from frwatch_analyzers import fastscan, summarize
-from frwatch_analyzers.safe_load import DumpError, decode
-from frwatch_analyzers.summarize import RankTrace, Summarizer
+from frwatch_analyzers.decode import fastscan
+from frwatch_analyzers.decode.safe_load import DumpError, decode
+from frwatch_analyzers.trace import summarize
+from frwatch_analyzers.trace.summarize import RankTrace, Summarizer
 from frwatch_dev.dumps import varied
 from frwatch_dev.dumps.corpus import cases
 from frwatch_dev.dumps.encode import json_bytes
@@ -33,7 +34,7 @@ def test_the_extension_is_built_where_it_must_be() -> None:
     if os.environ.get(fastscan.ENV_REQUIRE_COMPILED) != "1":
         pytest.skip(f"{fastscan.ENV_REQUIRE_COMPILED} is not 1: the pure-Python loop may be all there is")
     assert fastscan.COMPILED is not None, (
-        "the extension frwatch_analyzers._fastscan was not built: run scripts/setup and read pip's output"
+        "the extension frwatch_analyzers.decode._fastscan was not built: run scripts/setup and read pip's output"
     )
 
 

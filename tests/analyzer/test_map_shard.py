@@ -17,8 +17,8 @@ import boto3
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.map_shard import Shard, map_shard
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.summaries.map_shard import Shard, map_shard
 from frwatch_dev.dumps import varied
 
 WORLD = 16
@@ -118,8 +118,8 @@ def test_the_cli_maps_shards_into_the_store_at_the_agents_keys(dumps: Path, s3: 
 def test_a_summarizer_kept_across_ranks_writes_the_same_summaries(dumps: Path) -> None:
     """The map step keeps one summarizer a worker (its caches make the next rank cheaper): every summary is
     byte for byte the one a fresh summarizer makes."""
-    from frwatch_analyzers.summarize import Summarizer
-    from frwatch_analyzers.summary_writer import summary_of
+    from frwatch_analyzers.summaries.writer import summary_of
+    from frwatch_analyzers.trace.summarize import Summarizer
 
     kept = Summarizer()
     for rank in (*range(WORLD), 0):

@@ -6,7 +6,7 @@ gloo cannot show these (FACTS.md): its state is always 'scheduled'. Hardware is 
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.manifest import Manifest, RankRecord
+from frwatch_analyzers.store.manifest import Manifest, RankRecord
 from frwatch_analyzers.verdict import Category, Status
 from frwatch_dev.dumps import world
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.analyze import analyze, analyze_dumps
-from frwatch_analyzers.layout import rank_from_name
+from frwatch_analyzers.store.layout import rank_from_name
 from frwatch_analyzers.verdict import Category, CulpritKind, Status
 from frwatch_dev.dumps import world
 

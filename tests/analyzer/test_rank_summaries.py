@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.rank_summary import MAX_SUMMARY_BYTES, Reader, SummaryError
-from frwatch_analyzers.summary_writer import NotSummarised, summarise_file, summary_of
+from frwatch_analyzers.summaries.rank_summary import MAX_SUMMARY_BYTES, Reader, SummaryError
+from frwatch_analyzers.summaries.writer import NotSummarised, summarise_file, summary_of
 from frwatch_dev.dumps import varied
 
 WORLD = 16

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.report import render
+from frwatch_analyzers.report.terminal import render
 from frwatch_analyzers.verdict import Category, CulpritKind, Status, Verdict
 
 pytestmark = pytest.mark.slow
@@ -160,7 +160,7 @@ def test_json_dump_next_to_pickles_is_used(real_dumps: Callable[[str], Path], tm
     import pickle
     import shutil
 
-    from frwatch_analyzers.safe_load import decode
+    from frwatch_analyzers.decode.safe_load import decode
 
     src = real_dumps("skip")
     for f in src.iterdir():

@@ -9,7 +9,14 @@ one total a side; all_to_all with lists records what each rank sends and expects
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.rules import Balance, api_order, check_balance, elements, placeholder, predict_root
+from frwatch_analyzers.trace.rules import (
+    Balance,
+    api_order,
+    check_balance,
+    elements,
+    placeholder,
+    predict_root,
+)
 from frwatch_analyzers.verdict import Category, CulpritKind, Status
 from frwatch_dev.dumps import world
 from frwatch_dev.dumps.corpus_roots import MEASURED, MIXED, as_recorded

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pickle
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.loading import ArrayPool
-from frwatch_analyzers.summarize import Summarizer
+from frwatch_analyzers.load.loading import ArrayPool
+from frwatch_analyzers.trace.summarize import Summarizer
 from frwatch_dev.dumps import world
 
 

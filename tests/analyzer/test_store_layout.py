@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from frwatch_analyzers.layout import AttemptKey, LogVariant, RootUrl, StoreKey, parse_key
-from frwatch_analyzers.limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE
-from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, parse_manifest
-from frwatch_analyzers.node_record import (
+from frwatch_analyzers.base.limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE
+from frwatch_analyzers.store.layout import AttemptKey, LogVariant, RootUrl, StoreKey, parse_key
+from frwatch_analyzers.store.manifest import ContainerEnd, Manifest, PodRecord, parse_manifest
+from frwatch_analyzers.store.node_record import (
     MAX_EVENTS,
     MAX_MESSAGE,
     MAX_NODE_RECORD_BYTES,
@@ -18,7 +18,12 @@ from frwatch_analyzers.node_record import (
     NodeRecord,
     parse_node_record,
 )
-from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, RankUpload, StoredPodRecord, parse_pod_record
+from frwatch_analyzers.store.pod_record import (
+    MAX_POD_RECORD_BYTES,
+    RankUpload,
+    StoredPodRecord,
+    parse_pod_record,
+)
 
 KEY = AttemptKey("frwatch/x", "team", "llama", "u-1", "3")
 

@@ -8,9 +8,9 @@ from array import array
 
 import pytest
 
-from frwatch_analyzers import summarize
-from frwatch_analyzers.merge import merge
-from frwatch_analyzers.summarize import Summarizer
+from frwatch_analyzers.load.merge import merge
+from frwatch_analyzers.trace import summarize
+from frwatch_analyzers.trace.summarize import Summarizer
 from frwatch_dev.dumps import varied
 
 WORLD, ENTRIES = 16, 300

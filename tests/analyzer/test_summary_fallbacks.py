@@ -23,11 +23,11 @@ import boto3
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.from_summaries import FromSummaries
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.rank_summary import MAX_COLUMN, MAX_SUMMARY_BYTES, Reader, encode
-from frwatch_analyzers.summary_check import MIN_ENTRY_BYTES
-from frwatch_analyzers.summary_writer import summarise_file
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.summaries.check import MIN_ENTRY_BYTES
+from frwatch_analyzers.summaries.rank_summary import MAX_COLUMN, MAX_SUMMARY_BYTES, Reader, encode
+from frwatch_analyzers.summaries.reduce import FromSummaries
+from frwatch_analyzers.summaries.writer import summarise_file
 from frwatch_dev.dumps import varied
 
 WORLD = 16
@@ -142,7 +142,7 @@ def test_a_summary_that_would_inflate_to_gigabytes_is_refused_within_a_gigabyte(
     script = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
-        "from frwatch_analyzers.rank_summary import Reader, SummaryError\n"
+        "from frwatch_analyzers.summaries.rank_summary import Reader, SummaryError\n"
         "try:\n"
         "    Reader().decode(open(sys.argv[1], 'rb').read())\n"
         "except SummaryError as exc:\n"
@@ -241,7 +241,7 @@ def test_in_the_store_the_md5_etag_or_the_sha256_of_a_multipart_dump_decides(fol
 def test_json_that_would_parse_into_millions_of_objects_is_refused_unparsed(folder: Path) -> None:
     """Every JSON array costs 56-64 bytes parsed: 7 MB of ``[],`` in a summary would be ~170 MB, and a
     signature table of 30 MB (from 30 KB compressed) ~700 MB. Both are counted and refused first."""
-    from frwatch_analyzers.rank_summary import MAX_CONTAINERS, SummaryError
+    from frwatch_analyzers.summaries.rank_summary import MAX_CONTAINERS, SummaryError
 
     good = json.loads((folder / "summaries" / "0.json").read_bytes())
     body = json.dumps(good).encode()
@@ -258,8 +258,8 @@ def test_json_that_would_parse_into_millions_of_objects_is_refused_unparsed(fold
 def test_summaries_of_every_kind_of_entry_are_plausible(folder: Path) -> None:
     """The counts the check compares hold for real summaries: collectives, p2p sends and batches, coalesced
     regions, all_to_all with splits, and the varied set (several groups, a skipped collective)."""
-    from frwatch_analyzers.summary_check import implausible
-    from frwatch_analyzers.summary_writer import summary_of
+    from frwatch_analyzers.summaries.check import implausible
+    from frwatch_analyzers.summaries.writer import summary_of
     from frwatch_dev.dumps import pickle_bytes, world
 
     mixed = (

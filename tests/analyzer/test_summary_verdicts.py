@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.summary_writer import summary_of
+from frwatch_analyzers.summaries.writer import summary_of
 from frwatch_dev.dumps import world
 from frwatch_dev.dumps.corpus import Case, cases
 from frwatch_dev.dumps.encode import pickle_bytes

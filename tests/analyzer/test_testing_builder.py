@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from frwatch_analyzers.safe_load import decode
+from frwatch_analyzers.decode.safe_load import decode
 from frwatch_dev.dumps import Dump, json_view, pickle_bytes, stack, world
 from frwatch_dev.ports import free_port
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from frwatch_analyzers import loading
 from frwatch_analyzers.analyze import analyze, analyze_dumps
-from frwatch_analyzers.loading import ArrayPool
-from frwatch_analyzers.summarize import RankTrace, Summarizer
-from frwatch_analyzers.tail_rows import TailRows
-from frwatch_analyzers.trace_wire import Packed, Packer, tail_rows, unpack
+from frwatch_analyzers.load import loading
+from frwatch_analyzers.load.loading import ArrayPool
+from frwatch_analyzers.trace.summarize import RankTrace, Summarizer
+from frwatch_analyzers.trace.tail_rows import TailRows
+from frwatch_analyzers.trace.wire import Packed, Packer, tail_rows, unpack
 from frwatch_dev.dumps import world
 
 

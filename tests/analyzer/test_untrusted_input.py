@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.safe_load import DumpError, decode
+from frwatch_analyzers.decode.safe_load import DumpError, decode
 from frwatch_analyzers.verdict import Category, Status
 
 

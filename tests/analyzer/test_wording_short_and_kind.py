@@ -4,7 +4,7 @@ and next steps that fit what the culprit did (issue 11)."""
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
+from frwatch_analyzers.store.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
 from frwatch_analyzers.verdict import CulpritKind, Status
 from frwatch_dev.dumps import world
 from frwatch_dev.dumps.corpus import cases

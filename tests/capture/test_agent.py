@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_dev.testing.agent_process import TOKEN
 from frwatch_dev.testing.polling import wait_for
 from frwatch_operator import constants as c

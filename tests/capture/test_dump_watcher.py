@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_dev.dumps import json_bytes, pickle_bytes, world
 from frwatch_operator import constants as c
 from frwatch_operator.agent.dumpfiles import DumpWatcher, NotADump, open_regular, shown

@@ -15,7 +15,7 @@ import pytest
 from chart_helpers import ROOT, render
 from packaging.requirements import Requirement
 
-from frwatch_analyzers import fastscan
+from frwatch_analyzers.decode import fastscan
 
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -150,12 +150,12 @@ def test_the_image_builds_the_summarizers_extension(tmp_path: Path) -> None:
     text = DOCKERFILE.read_text()
     build = re.split(r"^FROM ", text, flags=re.M)[1]
     assert re.search(r"apt-get install .*\bgcc=", build) and "setup.py" in _build_stage_copies(DOCKERFILE)
-    assert 'python -c "import frwatch_analyzers._fastscan"' in build
+    assert 'python -c "import frwatch_analyzers.decode._fastscan"' in build
     assert "!setup.py" in (ROOT / ".dockerignore").read_text().splitlines()
     if fastscan.COMPILED is None:
         pytest.skip("no C compiler here: the wheel would hold the pure-Python loop only")
     names = _wheel_files(DOCKERFILE, tmp_path)
-    assert any(re.fullmatch(r"frwatch_analyzers/_fastscan\..*\.so", n) for n in names), names
+    assert any(re.fullmatch(r"frwatch_analyzers/decode/_fastscan\..*\.so", n) for n in names), names
 
 
 def test_the_examples_workload_image_holds_the_workloads(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_without_keys_boto3_takes_the_web_identity_irsa_injects_and_asks_sts_at_
 ) -> None:
     """What the analyzer Job and the operator do with the environment IRSA gives them (no network: the
     credentials are resolved lazily, the endpoints are what boto3 would call)."""
-    from frwatch_analyzers.sources import S3Config, s3_client
+    from frwatch_analyzers.store.sources import S3Config, s3_client
     from frwatch_operator.config import S3Settings
     from frwatch_operator.store.s3 import S3Store
 
@@ -229,7 +229,7 @@ def test_each_analyzer_client_resolves_its_credentials_from_the_environment_it_s
 ) -> None:
     """boto3's default session resolves credentials once for the process: a client made after the environment
     changed (web identity first, static keys later) must not carry the first one's (it asked STS at AWS)."""
-    from frwatch_analyzers.sources import S3Config, s3_client
+    from frwatch_analyzers.store.sources import S3Config, s3_client
 
     token = tmp_path / "token"
     token.write_text("a-projected-service-account-token")

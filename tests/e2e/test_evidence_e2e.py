@@ -26,9 +26,9 @@ import botocore.config
 import pytest
 from e2e_helpers import WORKLOAD, Target
 
-from frwatch_analyzers.layout import RootUrl
-from frwatch_analyzers.manifest import Manifest
-from frwatch_analyzers.node_record import parse_node_record
+from frwatch_analyzers.store.layout import RootUrl
+from frwatch_analyzers.store.manifest import Manifest
+from frwatch_analyzers.store.node_record import parse_node_record
 from frwatch_dev import workloads
 from frwatch_operator import constants as c
 

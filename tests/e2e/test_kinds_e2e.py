@@ -183,7 +183,7 @@ def test_jobset_restart_is_a_second_attempt_with_its_own_incident_and_dumps(
 def stored_pod_names(target: Target, url: str) -> list[str]:
     """The pods whose records (``pods/<pod>.json``) are under an attempt's storage URL, in the local store."""
 
-    from frwatch_analyzers.layout import split_s3_url
+    from frwatch_analyzers.store.layout import split_s3_url
 
     assert target.local is not None and target.local.store is not None
     store = target.local.store

@@ -27,7 +27,7 @@ import pytest
 from e2e_helpers import NO_PYTHON, WORKLOAD, Target
 from kubernetes import client
 
-from frwatch_analyzers.layout import RootUrl
+from frwatch_analyzers.store.layout import RootUrl
 from frwatch_dev import workloads
 from frwatch_operator import constants as c
 

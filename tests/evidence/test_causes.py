@@ -4,12 +4,12 @@ when a node's own signals make a verdict hardware-class."""
 from __future__ import annotations
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.causes import log_causes, with_causes
-from frwatch_analyzers.evidence_read import Gathered, LogFile
-from frwatch_analyzers.logtext import decode_tail
-from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord
-from frwatch_analyzers.node_record import NodeCondition, NodeEvent, NodeRecord
-from frwatch_analyzers.report import render
+from frwatch_analyzers.evidence.causes import log_causes, with_causes
+from frwatch_analyzers.evidence.logtext import decode_tail
+from frwatch_analyzers.evidence.read import Gathered, LogFile
+from frwatch_analyzers.report.terminal import render
+from frwatch_analyzers.store.manifest import ContainerEnd, Manifest, PodRecord
+from frwatch_analyzers.store.node_record import NodeCondition, NodeEvent, NodeRecord
 from frwatch_analyzers.verdict import Category, CauseKind, CulpritKind, Status, Verdict
 from frwatch_dev.dumps import world
 

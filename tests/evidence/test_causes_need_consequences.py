@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from frwatch_analyzers.analyze import analyze_dumps
-from frwatch_analyzers.causes import with_causes
-from frwatch_analyzers.evidence_read import Gathered, LogFile
-from frwatch_analyzers.logscan import scan, went_on
-from frwatch_analyzers.logtext import decode_tail
-from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord
-from frwatch_analyzers.nextsteps import CRASH_UNSEEN
+from frwatch_analyzers.diagnose.nextsteps import CRASH_UNSEEN
+from frwatch_analyzers.evidence.causes import with_causes
+from frwatch_analyzers.evidence.logscan import scan, went_on
+from frwatch_analyzers.evidence.logtext import decode_tail
+from frwatch_analyzers.evidence.read import Gathered, LogFile
+from frwatch_analyzers.store.manifest import ContainerEnd, Manifest, PodRecord
 from frwatch_analyzers.verdict import CauseKind
 from frwatch_dev.dumps import world
 

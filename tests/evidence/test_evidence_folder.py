@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.causes import UNRANKED_UNUSED
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.logtext import MAX_LOG_BYTES
-from frwatch_analyzers.manifest import Manifest, PodRecord
-from frwatch_analyzers.node_record import NodeEvent, NodeRecord
-from frwatch_analyzers.report import render
-from frwatch_analyzers.sources import S3Config
+from frwatch_analyzers.evidence.causes import UNRANKED_UNUSED
+from frwatch_analyzers.evidence.logtext import MAX_LOG_BYTES
+from frwatch_analyzers.report.terminal import render
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.store.manifest import Manifest, PodRecord
+from frwatch_analyzers.store.node_record import NodeEvent, NodeRecord
+from frwatch_analyzers.store.sources import S3Config
 from frwatch_analyzers.verdict import Category, CauseKind, Status
 from frwatch_dev.dumps import pickle_bytes, world
 
@@ -200,7 +200,7 @@ def test_a_single_dump_file_has_no_evidence_beside_it(tmp_path: Path) -> None:
 def test_past_the_budget_the_suspects_logs_were_read_first_and_the_rest_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from frwatch_analyzers import evidence_read
+    from frwatch_analyzers.evidence import read as evidence_read
 
     monkeypatch.setattr(evidence_read, "MAX_EVIDENCE_FILES", 2)
     for rank, dump in _dumps_without_rank_3().items():

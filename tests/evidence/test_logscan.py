@@ -7,7 +7,7 @@ import calendar
 import pytest
 from test_causes import TORCHRUN_POD
 
-from frwatch_analyzers.logscan import Signal, line_time, scan
+from frwatch_analyzers.evidence.logscan import Signal, line_time, scan
 
 OOM_TRACEBACK = """\
 [rank3]:[W1125 14:39:36.000100 412 torch/distributed/c10d/ProcessGroupNCCL.cpp:1200] step 411 done

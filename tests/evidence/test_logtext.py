@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from frwatch_analyzers.logtext import MAX_LINE_CHARS, MAX_LOG_BYTES, NotText, decode_tail
+from frwatch_analyzers.evidence.logtext import MAX_LINE_CHARS, MAX_LOG_BYTES, NotText, decode_tail
 
 
 def test_a_log_of_many_megabytes_keeps_its_tail() -> None:

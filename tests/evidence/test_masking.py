@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from frwatch_analyzers.masking import MASK, mask
+from frwatch_analyzers.evidence.masking import MASK, mask
 
 #: Fake credentials of real shapes (none is valid anywhere).
 AWS_ID = "AKIA" + "IOSFODNN7EXAMPLE"

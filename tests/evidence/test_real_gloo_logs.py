@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.report import render
+from frwatch_analyzers.report.terminal import render
 from frwatch_analyzers.verdict import Category, CauseKind, Verdict
 from realdumps import RealDumps
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from hostile_run import analyze, within_bounds
 from payloads import deep_tuple, dict_with_key, good_bytes, laughs_tuple, memo_index
 
-from frwatch_analyzers.isolation import Budget, Lost, run
-from frwatch_analyzers.limits import MIB
+from frwatch_analyzers.base.limits import MIB
+from frwatch_analyzers.decode.isolation import Budget, Lost, run
 from frwatch_analyzers.verdict import Status
 from frwatch_dev.dumps import pickle_bytes, world
 
@@ -139,7 +139,7 @@ class _Ended:
 def test_a_result_that_came_in_just_before_the_kill_is_kept_and_nothing_else_is_blamed() -> None:
     from collections import deque
 
-    from frwatch_analyzers.isolation import _bury, _Worker
+    from frwatch_analyzers.decode.isolation import _bury, _Worker
 
     results: list[object] = ["a done", None, None]
     queue: deque[int] = deque()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from frwatch_analyzers.limits import MIB, PARENT_RESERVE_BYTES, Limits, container_memory, fit
+from frwatch_analyzers.base.limits import MIB, PARENT_RESERVE_BYTES, Limits, container_memory, fit
 
 
 @pytest.mark.parametrize(

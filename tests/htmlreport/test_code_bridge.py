@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.htmlreport import render_html
-from frwatch_analyzers.htmlreport.bridge import build
-from frwatch_analyzers.htmlreport.guards import Module, why
-from frwatch_analyzers.htmlreport.sourcefiles import MAX_SOURCE_BYTES, SourceTree
+from frwatch_analyzers.report.html import render_html
+from frwatch_analyzers.report.html.bridge import build
+from frwatch_analyzers.report.html.guards import Module, why
+from frwatch_analyzers.report.html.sourcefiles import MAX_SOURCE_BYTES, SourceTree
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "dev/frwatch_dev/workloads/faulty_training.py"

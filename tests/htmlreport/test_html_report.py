@@ -10,8 +10,8 @@ from pathlib import Path
 
 from frwatch_analyzers.analyze import analyze_dumps
 from frwatch_analyzers.cli import EXIT_NO_VERDICT, EXIT_OK, main
-from frwatch_analyzers.htmlreport import render_html
-from frwatch_analyzers.manifest import Manifest, PodRecord
+from frwatch_analyzers.report.html import render_html
+from frwatch_analyzers.store.manifest import Manifest, PodRecord
 from frwatch_dev.dumps import world
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.cli import EXIT_OK, main
-from frwatch_analyzers.manifest import Manifest, PodRecord
+from frwatch_analyzers.store.manifest import Manifest, PodRecord
 from frwatch_analyzers.verdict import Verdict
 from frwatch_dev.testing.browser import Browser, Seen, chromium_missing
 

@@ -66,7 +66,7 @@ def test_the_analyzer_runs_on_a_dump_folder_with_the_compiled_loop() -> None:
         assert verdict["category"] == "missing_rank" and verdict["culprit_ranks"] == [1], verdict["headline"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    compiled = in_rootfs("python", "-c", "import frwatch_analyzers._fastscan as f; print(f.__file__)")
+    compiled = in_rootfs("python", "-c", "import frwatch_analyzers.decode._fastscan as f; print(f.__file__)")
     assert compiled.returncode == 0 and compiled.stdout.strip().endswith(".so"), compiled
     assert in_rootfs("python", "-c", "import frwatch_dev").returncode != 0
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fake_worker import fake_worker, fr_answer, handler_for, http, json_body
 
-from frwatch_analyzers.safe_load import decode
+from frwatch_analyzers.decode.safe_load import decode
 from frwatch_dev.testing.agent_process import TOKEN, start_agent
 from frwatch_operator import constants as c
 from frwatch_operator.agent.live_dump import KnownStack, dump_live

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from live_ranks import LiveJob, live_job, with_pythonpath_appended
 
-from frwatch_analyzers.live_findings import LiveKind, LiveWatch
+from frwatch_analyzers.live.watch import LiveKind, LiveWatch
 from frwatch_dev.testing.agent_process import TOKEN, start_agent
 from frwatch_operator import constants as c
 from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings

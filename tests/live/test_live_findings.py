@@ -7,8 +7,8 @@ import json
 
 from fake_worker import T0, fr_answer
 
-from frwatch_analyzers.live_findings import LiveKind, LiveWatch
-from frwatch_analyzers.live_summary import MAX_LIVE_MEMBERS, LiveRank, summarize_live
+from frwatch_analyzers.live.summary import MAX_LIVE_MEMBERS, LiveRank, summarize_live
+from frwatch_analyzers.live.watch import LiveKind, LiveWatch
 
 WORLD = range(4)
 

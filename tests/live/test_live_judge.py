@@ -8,8 +8,8 @@ import json
 
 from fake_worker import fr_answer
 
-from frwatch_analyzers.live_findings import LiveKind
-from frwatch_analyzers.live_summary import LivePod, LiveRank, summarize_live
+from frwatch_analyzers.live.summary import LivePod, LiveRank, summarize_live
+from frwatch_analyzers.live.watch import LiveKind
 from frwatch_operator.capture.optin import defaults
 from frwatch_operator.config import load_config
 from frwatch_operator.live.judge import LiveJudge, early_status, join_early, live_finding, top_frame

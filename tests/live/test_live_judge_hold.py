@@ -8,7 +8,7 @@ import json
 
 from fake_worker import fr_answer
 
-from frwatch_analyzers.live_summary import LivePod, summarize_live
+from frwatch_analyzers.live.summary import LivePod, summarize_live
 from frwatch_operator.live.judge import LiveJudge
 
 SKIP = {5: "gloo:broadcast"}

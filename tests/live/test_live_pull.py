@@ -13,7 +13,7 @@ from typing import Any
 
 from fake_worker import fr_answer
 
-from frwatch_analyzers.live_summary import LivePod, summarize_live
+from frwatch_analyzers.live.summary import LivePod, summarize_live
 from frwatch_dev.ports import free_port
 from frwatch_operator.agent.auth import PROOF_HEADER, CallChecker, answer_proof
 from frwatch_operator.live import pull as live_pull

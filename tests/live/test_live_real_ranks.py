@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from live_ranks import LiveJob, live_job, with_pythonpath_appended
 
-from frwatch_analyzers.live_findings import LiveKind, LiveReport, LiveWatch
+from frwatch_analyzers.live.watch import LiveKind, LiveReport, LiveWatch
 from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings
 from frwatch_operator.agent.livebootstrap import install
 from frwatch_operator.constants import ENV_LIVE_DIR

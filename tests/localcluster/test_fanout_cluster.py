@@ -20,7 +20,7 @@ import boto3
 import pytest
 from kube import Kube, true_conditions, wait_for
 
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_analyzers.verdict import Verdict
 from frwatch_dev.dumps import pickle_bytes, world
 from frwatch_dev.localcluster.cluster import LocalCluster

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kube import wait_for
 
-from frwatch_analyzers.safe_load import decode
+from frwatch_analyzers.decode.safe_load import decode
 from frwatch_dev.localcluster import jobset_controller as jsc
 from frwatch_dev.localcluster.cluster import LocalCluster
 from frwatch_dev.workloads import TORCHRUN_WORKLOAD

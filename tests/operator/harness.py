@@ -14,8 +14,8 @@ from typing import Any
 
 from kubernetes import client
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.pod_record import StoredPodRecord
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.store.pod_record import StoredPodRecord
 from frwatch_dev.ports import free_port
 from frwatch_dev.testing.agent_process import AgentProcess
 from frwatch_dev.testing.agent_process import start_agent as start_agent_process

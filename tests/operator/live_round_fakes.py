@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from live_answers import fr_answer
 
-from frwatch_analyzers.live_summary import LivePod, summarize_live
+from frwatch_analyzers.live.summary import LivePod, summarize_live
 from frwatch_operator import constants as c
 from frwatch_operator.config import load_config
 from frwatch_operator.detect.observations import Observations

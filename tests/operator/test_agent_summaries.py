@@ -10,8 +10,8 @@ import pytest
 from harness import upload_as_agent
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.layout import s3_url
-from frwatch_analyzers.sources import S3Config
+from frwatch_analyzers.store.layout import s3_url
+from frwatch_analyzers.store.sources import S3Config
 from frwatch_operator.store.s3 import S3Store
 
 JOB: dict[str, Any] = {"metadata": {"namespace": "team-a", "name": "llama", "uid": "u-16"}}

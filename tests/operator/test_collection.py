@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from harness import Cluster, eventually, handed_over, upload_as_agent
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.manifest import Manifest
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.store.manifest import Manifest
 from frwatch_operator import constants as c
 from frwatch_operator.collect.container_logs import POD_DELETED
 from frwatch_operator.store.s3 import S3Store

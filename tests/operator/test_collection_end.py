@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_domain import pod, terminated
 
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator.collect.progress import (
     assess,
@@ -109,7 +109,7 @@ def test_a_pods_ranks_are_its_layouts_when_its_agent_recorded_only_those_that_du
     """torchrun's pod of ranks 2 and 3 whose rank 2 crashed without a dump: its agent records rank 3 alone,
     yet the pod held rank 2 too (its log is read as theirs). A record against the layout (an elastic
     rendezvous placed the ranks) is kept; without a layout the record is all there is."""
-    from frwatch_analyzers.pod_record import StoredPodRecord
+    from frwatch_analyzers.store.pod_record import StoredPodRecord
     from frwatch_operator.collect.progress import merged_pods
 
     body = pod(statuses=[terminated(1)], **AGENT_ENDED)

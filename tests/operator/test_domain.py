@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator.collect.progress import assess, build_manifest, ranks_to_ask, read_listing
 from frwatch_operator.detect.pod_failure import FailureKind, attempt_of, detect, pod_facts

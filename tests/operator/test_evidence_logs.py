@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from frwatch_analyzers.layout import AttemptKey, parse_key
-from frwatch_analyzers.manifest import ContainerLog
+from frwatch_analyzers.store.layout import AttemptKey, parse_key
+from frwatch_analyzers.store.manifest import ContainerLog
 from frwatch_dev.localcluster import podlogs
 from frwatch_operator.collect import evidence as evidence_collection
 from frwatch_operator.collect.container_logs import FORBIDDEN, POD_DELETED, narrow, notes, summary, targets

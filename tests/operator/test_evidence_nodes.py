@@ -9,9 +9,9 @@ from typing import Any
 
 from kubernetes import client
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
-from frwatch_analyzers.node_record import parse_node_record
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.store.manifest import ContainerEnd, Manifest, PodRecord, RankRecord
+from frwatch_analyzers.store.node_record import parse_node_record
 from frwatch_operator.collect import evidence as evidence_collection
 from frwatch_operator.collect.node_evidence import node_record, nodes_to_read
 from frwatch_operator.config import EvidenceSettings

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kind_bodies import jobset, mnist_container, pod, trainer_container, trainjob, trainjob_pods
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
 from frwatch_operator.capture.webhook_patch import attempt_of as admission_attempt
 from frwatch_operator.collect.progress import rank_owners

@@ -13,7 +13,7 @@ from typing import Any
 
 from kind_bodies import jobset, mnist_container, pod, trainer_container, trainjob, trainjob_pods
 
-from frwatch_analyzers.layout import RootUrl
+from frwatch_analyzers.store.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.capture.webhook_patch import apply_ops
 from frwatch_operator.config import load_config

@@ -18,7 +18,7 @@ from typing import Any
 from harness import Cluster, eventually
 from live_answers import fr_answer
 
-from frwatch_analyzers.live_summary import LivePod, summarize_live
+from frwatch_analyzers.live.summary import LivePod, summarize_live
 from frwatch_dev.ports import free_port
 from frwatch_operator import constants as c
 from frwatch_operator.agent.auth import PROOF_HEADER, CallChecker, answer_proof

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.pod_record import StoredPodRecord, parse_pod_record
-from frwatch_analyzers.safe_text import printable
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.safe_text import printable
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.store.pod_record import StoredPodRecord, parse_pod_record
 from frwatch_analyzers.verdict import Category, RankGroup, Status, Verdict
 from frwatch_operator.collect.progress import (
     check_records,

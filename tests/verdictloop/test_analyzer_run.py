@@ -25,8 +25,8 @@ from vl_builders import (
 )
 from vl_jobrun import no_kubernetes_credentials, run_container
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.manifest import Manifest, PodRecord, RankRecord
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.store.manifest import Manifest, PodRecord, RankRecord
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.analysis.analyzer_job import analysis_budget_seconds

@@ -32,7 +32,7 @@ from vl_builders import (
     write_status,
 )
 
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.config import AnalyzerSettings, Config, OperatorSettings

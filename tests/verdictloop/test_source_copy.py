@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.htmlreport.bridge import files_read
+from frwatch_analyzers.report.html.bridge import files_read
 from frwatch_operator import constants as c
 from frwatch_operator.analysis import source_copier
 from frwatch_operator.analysis.analyzer_job import AnalyzerRun

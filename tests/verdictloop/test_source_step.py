@@ -24,7 +24,7 @@ from vl_builders import (
 )
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_operator.analysis import source_handover
 from frwatch_operator.analysis.analyzing import AnalysisRequest, advance_analysis, start_analysis
 from frwatch_operator.config import AnalyzerSettings, Config

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.safe_load import DumpError
+from frwatch_analyzers.decode.safe_load import DumpError
 from frwatch_dev.workloads.local_launch import LocalJobResult, rank_environ, run_local_job
 from frwatch_dev.workloads.scenarios import Scenario
 from frwatch_operator.constants import WORKLOAD_DUMP_FLAG_FILE

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.report import render
+from frwatch_analyzers.report.terminal import render
 
 from ..workloads.local_launch import run_local_job
 from ..workloads.scenarios import DEFAULTS, Scenario

@@ -3,7 +3,7 @@
 ``GET /healthz``            no auth; 200 while the agent runs.
 ``GET /status``             auth; what was uploaded, what is pending, what was skipped in the dump folder.
 ``GET /live``               auth; live watch: the latest summary of each rank of this pod
-    (``frwatch_analyzers.live_summary.LivePod``); 404 when live watch is off for this pod.
+    (``frwatch_analyzers.live.summary.LivePod``); 404 when live watch is off for this pod.
 ``POST /live-dump``         auth; live watch: body as ``/dump``; each rank asked (default: every rank with a
     live socket) is dumped from its worker server's live Flight Recorder buffer
     (``frwatch_operator.agent.live_dump``); answers ``{"asked": [ranks dumped], "failed": {rank: why}}``; 404
@@ -41,7 +41,7 @@ from typing import Any
 
 from aiohttp import web
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_operator.agent.auth import PROOF_HEADER, CallChecker, answer_proof
 from frwatch_operator.agent.dumpfiles import PIPE_SUFFIX
 

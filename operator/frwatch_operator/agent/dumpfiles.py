@@ -2,7 +2,7 @@
 
 What is read: the file ``<prefix><rank>`` (FR writes it in place, truncating it on each dump, or it is
 renamed into place), ``rank`` a decimal number torch would write (no leading zero, below
-:data:`~frwatch_analyzers.limits.MAX_WORLD_SIZE`, the rank bound the operator and the analyzer use too). It is opened with ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file by ``fstat``
+:data:`~frwatch_analyzers.base.limits.MAX_WORLD_SIZE`, the rank bound the operator and the analyzer use too). It is opened with ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file by ``fstat``
 of the open descriptor, the same file (device, inode, size, mtime) the folder listing showed: a link is
 never followed, a FIFO never blocks, a file swapped in between is not taken for the one that was seen.
 
@@ -16,7 +16,7 @@ them in its pod record and ``/status``, so nothing in the folder disappears sile
 Complete: size and mtime held still for ``stable_seconds``, not empty, and the file is framed as a
 whole dump: a pickle starts with PROTO (``0x80``) and ends with STOP (``.``), a JSON dump's first and
 last non-blank bytes are ``{`` and ``}``. The agent never decodes a dump: decoding is the analyzer's
-(``frwatch_analyzers.safe_load``, bounded, in the analyzer Job), and a decoded dump takes about ten times
+(``frwatch_analyzers.decode.safe_load``, bounded, in the analyzer Job), and a decoded dump takes about ten times
 its size in memory (a 28 MB pickle: 280 MB), far beyond the agent's limit. A file that stays unchanged
 but not framed as a whole dump for ``corrupt_after_seconds`` is handed out as is (a truncated dump is
 still evidence; the analyzer names it). Each distinct content of a rank is handed out once (SHA-256,
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
 
 logger = logging.getLogger(__name__)

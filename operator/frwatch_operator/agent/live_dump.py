@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from frwatch_analyzers.live_summary import cut_stack
+from frwatch_analyzers.live.summary import cut_stack
 from frwatch_operator.agent.worker_client import WorkerCallError, call
 
 #: The most of one rank's fr_trace_json read (about 475 B an entry: a 100,000-entry ring).

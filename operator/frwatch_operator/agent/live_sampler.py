@@ -1,9 +1,9 @@
 """The agent's live-watch sampler: every ``period_s`` it reads each rank socket of its pod and keeps the
-latest compact summary of each (:class:`frwatch_analyzers.live_summary.LiveRank`).
+latest compact summary of each (:class:`frwatch_analyzers.live.summary.LiveRank`).
 
 The sockets are ``<dump dir>/.frwatch-live/rank-<global rank>.sock`` (the bootstrap's, or a program's own
 ``worker_main()``). A round asks every rank at the same moment (one burst), then summarises the answers
-with one :class:`~frwatch_analyzers.summarize.Summarizer` kept across rounds. Per rank and round: ``fr_trace_json`` (timeout ``fr_timeout_s``, at most
+with one :class:`~frwatch_analyzers.trace.summarize.Summarizer` kept across rounds. Per rank and round: ``fr_trace_json`` (timeout ``fr_timeout_s``, at most
 ``max_fr_bytes`` read), summarised with the analyzer's signatures; and, only when the rank made no progress
 since its previous sample, ``dump_traceback`` (timeout ``stack_timeout_s``) so a stalled rank's Python stack
 is at hand. torch's ``dump_traceback`` needs the GIL and its server thread waits for it even after the
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.live_summary import LivePod, LiveRank, cut_stack, summarize_live
-from frwatch_analyzers.safe_load import DumpError
-from frwatch_analyzers.safe_text import printable
-from frwatch_analyzers.summarize import Summarizer
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.safe_text import printable
+from frwatch_analyzers.decode.safe_load import DumpError
+from frwatch_analyzers.live.summary import LivePod, LiveRank, cut_stack, summarize_live
+from frwatch_analyzers.trace.summarize import Summarizer
 from frwatch_operator.agent.worker_client import ByteBudget, WorkerAnswer, WorkerCallError, call
 
 logger = logging.getLogger("frwatch.agent.live")

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-from frwatch_analyzers.layout import AttemptKey, segment_problem
-from frwatch_analyzers.live_summary import LivePod
-from frwatch_analyzers.pod_record import StoredPodRecord
+from frwatch_analyzers.live.summary import LivePod
+from frwatch_analyzers.store.layout import AttemptKey, segment_problem
+from frwatch_analyzers.store.pod_record import StoredPodRecord
 from frwatch_operator import constants as c
 from frwatch_operator.agent.control import make_app
 from frwatch_operator.agent.dumpfiles import DumpWatcher

@@ -1,11 +1,11 @@
 """Upload each complete dump the moment the watcher (``dumpfiles``) hands it out, streaming, never losing one.
 
-Layout (``frwatch_analyzers.layout.AttemptKey``): ``ranks/<rank>.<pickle|json>`` holds the first complete
+Layout (``frwatch_analyzers.store.layout.AttemptKey``): ``ranks/<rank>.<pickle|json>`` holds the first complete
 dump of each rank in this attempt; a later, different dump of the same rank (a second dump in the same
 process, or a container restarted in place) goes to ``ranks-later/<rank>.<unix-ms>.<fmt>`` so nothing is
-overwritten. ``summaries/<rank>.json`` (:mod:`frwatch_analyzers.rank_summary`) is the summary of ``ranks/<rank>``,
+overwritten. ``summaries/<rank>.json`` (:mod:`frwatch_analyzers.summaries.rank_summary`) is the summary of ``ranks/<rank>``,
 made right after that upload, best effort. ``pods/<pod>.json``
-(:class:`~frwatch_analyzers.pod_record.StoredPodRecord`) says which
+(:class:`~frwatch_analyzers.store.pod_record.StoredPodRecord`) says which
 ranks this pod held, where each went, and what the watcher skipped in the folder and why.
 
 Memory: no dump is held. An upload opens the file again (``O_NOFOLLOW``, a regular file, the very file and
@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.limits import MIB
-from frwatch_analyzers.pod_record import RankUpload, StoredPodRecord
-from frwatch_analyzers.summary_writer import NotSummarised, summarise_file
+from frwatch_analyzers.base.limits import MIB
+from frwatch_analyzers.store.layout import AttemptKey
+from frwatch_analyzers.store.pod_record import RankUpload, StoredPodRecord
+from frwatch_analyzers.summaries.writer import NotSummarised, summarise_file
 from frwatch_operator.agent.dumpfiles import Dump, FileId, NotADump, open_regular
 from frwatch_operator.errors import FatalError, FrwatchError
 from frwatch_operator.store.s3 import S3Store

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_analyzers.layout import RootUrl
+from frwatch_analyzers.store.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.config import AnalyzerSettings, S3Settings
 from frwatch_operator.incident.record import IncidentIdentity

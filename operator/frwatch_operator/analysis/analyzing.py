@@ -36,9 +36,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from frwatch_analyzers.htmlreport import render_html
-from frwatch_analyzers.layout import MANIFEST, REPORT, REPORT_HTML, VERDICT, RootUrl
-from frwatch_analyzers.report import render
+from frwatch_analyzers.report.html import render_html
+from frwatch_analyzers.report.terminal import render
+from frwatch_analyzers.store.layout import MANIFEST, REPORT, REPORT_HTML, VERDICT, RootUrl
 from frwatch_analyzers.verdict import Verdict
 from frwatch_analyzers.verdict_binding import digest_of
 from frwatch_operator.analysis import probe_step, source_step

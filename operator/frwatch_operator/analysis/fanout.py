@@ -25,7 +25,7 @@ import copy
 import math
 from typing import Any
 
-from frwatch_analyzers.layout import RootUrl
+from frwatch_analyzers.store.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.analysis.analyzer_job import (
     AnalyzerRun,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from frwatch_analyzers.layout import RootUrl
+from frwatch_analyzers.store.layout import RootUrl
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator.analysis import source_step
 from frwatch_operator.config import Config

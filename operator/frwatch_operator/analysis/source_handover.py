@@ -198,8 +198,8 @@ def _write_new(target: Path, raw: bytes) -> str:
 
 def fetch(url: str) -> bytes:
     """The bundle at ``s3://bucket/key`` with the analyzer's S3 settings (AWS_* variables), bounded."""
-    from frwatch_analyzers.layout import split_s3_url
-    from frwatch_analyzers.sources import S3Config, s3_client
+    from frwatch_analyzers.store.layout import split_s3_url
+    from frwatch_analyzers.store.sources import S3Config, s3_client
 
     bucket, key = split_s3_url(url)
     client = s3_client(S3Config.from_env(dict(os.environ)))

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_analyzers.layout import RootUrl
+from frwatch_analyzers.store.layout import RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.analysis import source_copier
 from frwatch_operator.analysis.analyzer_job import (

@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from frwatch_analyzers.htmlreport import render_html
-from frwatch_analyzers.htmlreport.bridge import files_read
-from frwatch_analyzers.layout import REPORT_HTML, RootUrl
+from frwatch_analyzers.report.html import render_html
+from frwatch_analyzers.report.html.bridge import files_read
+from frwatch_analyzers.store.layout import REPORT_HTML, RootUrl
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.analysis.analyzer_job import effective_run

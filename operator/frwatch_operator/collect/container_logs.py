@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from frwatch_analyzers.layout import AttemptKey, segment_problem
-from frwatch_analyzers.manifest import ContainerLog
+from frwatch_analyzers.store.layout import AttemptKey, segment_problem
+from frwatch_analyzers.store.manifest import ContainerLog
 from frwatch_operator.detect.pod_failure import ContainerRun, PodFacts
 from frwatch_operator.resources import ConditionReason
 

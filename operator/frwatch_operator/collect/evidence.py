@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from frwatch_analyzers.layout import AttemptKey, segment_problem
-from frwatch_analyzers.manifest import ContainerLog, Manifest
+from frwatch_analyzers.store.layout import AttemptKey, segment_problem
+from frwatch_analyzers.store.manifest import ContainerLog, Manifest
 from frwatch_operator import notices
 from frwatch_operator.collect.container_logs import LogTarget, capped, key_of, narrow, notes, targets
 from frwatch_operator.collect.node_evidence import node_record, nodes_to_read

@@ -1,5 +1,5 @@
 """A node's conditions and the recent Events naming it -> ``nodes/<node>.json``
-(:class:`~frwatch_analyzers.node_record.NodeRecord`), and which nodes of an attempt to read. Pure.
+(:class:`~frwatch_analyzers.store.node_record.NodeRecord`), and which nodes of an attempt to read. Pure.
 
 Whatever wrote them is read the same way: node-problem-detector's conditions (``KernelDeadlock``,
 ``ReadonlyFilesystem``, a GPU health condition an NPD plugin or DCGM exporter sets) and Events (an Xid
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from frwatch_analyzers.manifest import Manifest
-from frwatch_analyzers.node_record import NodeCondition, NodeEvent, NodeRecord
+from frwatch_analyzers.store.manifest import Manifest
+from frwatch_analyzers.store.node_record import NodeCondition, NodeEvent, NodeRecord
 
 
 def _failed(manifest: Manifest) -> set[str]:

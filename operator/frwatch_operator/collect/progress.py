@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from frwatch_analyzers.layout import AttemptKey, parse_key
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.manifest import ContainerEnd, ContainerLog, Manifest, PodRecord, RankRecord
-from frwatch_analyzers.pod_record import StoredPodRecord
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.store.layout import AttemptKey, parse_key
+from frwatch_analyzers.store.manifest import ContainerEnd, ContainerLog, Manifest, PodRecord, RankRecord
+from frwatch_analyzers.store.pod_record import StoredPodRecord
 from frwatch_operator.detect.pod_failure import FailureKind, PodFacts
 from frwatch_operator.resources import ConditionReason
 

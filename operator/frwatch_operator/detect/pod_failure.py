@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from frwatch_analyzers.manifest import ContainerEnd
+from frwatch_analyzers.store.manifest import ContainerEnd
 from frwatch_operator import constants as c
 from frwatch_operator.detect.placement import pinned_by_pod
 from frwatch_operator.incident.naming import valid_attempt

@@ -34,9 +34,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.manifest import Manifest
-from frwatch_analyzers.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.store.manifest import Manifest
+from frwatch_analyzers.store.pod_record import MAX_POD_RECORD_BYTES, StoredPodRecord, parse_pod_record
 from frwatch_operator import notices
 from frwatch_operator.agent.client import ask_to_dump
 from frwatch_operator.capture.optin import defaults

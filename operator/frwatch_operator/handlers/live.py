@@ -31,8 +31,8 @@ from typing import Any
 
 import kopf
 
-from frwatch_analyzers.layout import AttemptKey
-from frwatch_analyzers.live_summary import LivePod
+from frwatch_analyzers.live.summary import LivePod
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.detect.job_failure import current_attempt

@@ -22,7 +22,7 @@ from typing import Any
 
 import kopf
 
-from frwatch_analyzers.layout import AttemptKey
+from frwatch_analyzers.store.layout import AttemptKey
 from frwatch_operator import constants as c
 from frwatch_operator import notices
 from frwatch_operator.capture.gaps import gap_of, whole_attempt_uncaptured

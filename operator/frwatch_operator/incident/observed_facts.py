@@ -17,9 +17,9 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
-from frwatch_analyzers.manifest import ContainerEnd
-from frwatch_analyzers.pod_record import StoredPodRecord
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.store.manifest import ContainerEnd
+from frwatch_analyzers.store.pod_record import StoredPodRecord
 from frwatch_operator.detect.pod_failure import PodFacts
 from frwatch_operator.resources import (
     OBSERVED_PODS_MAX,

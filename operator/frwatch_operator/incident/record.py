@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from frwatch_analyzers.layout import AttemptKey, RootUrl
+from frwatch_analyzers.store.layout import AttemptKey, RootUrl
 from frwatch_operator import constants as c
 from frwatch_operator.errors import FatalError
 from frwatch_operator.incident.naming import valid_attempt

@@ -15,7 +15,7 @@ holds the global ranks ``node_rank * nproc .. node_rank * nproc + nproc - 1``. W
 agents' pod records (which ranks each pod actually dumped) are the truth.
 
 A world size from a job spec is data, never a loop bound: a spec whose ``nprocPerNode``, replica count or
-their product exceeds :data:`MAX_WORLD_SIZE` (``frwatch_analyzers.limits``: the one rank bound of the agent,
+their product exceeds :data:`MAX_WORLD_SIZE` (``frwatch_analyzers.base.limits``: the one rank bound of the agent,
 the operator and the analyzer) is out of bounds (the layout says unknown and why, in
 ``problem``), and a pod's ranks are a ``range``, never a materialised list.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
 from frwatch_operator.detect.job_failure import JobFailure, job_failure
 from frwatch_operator.kinds.rank_layout import (

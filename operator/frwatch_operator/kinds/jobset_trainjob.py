@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
 from frwatch_operator.detect.job_failure import JobFailure, attempt_start, current_attempt, job_failure
 from frwatch_operator.kinds.rank_layout import RankLayout, int_or_none, labels_of, short

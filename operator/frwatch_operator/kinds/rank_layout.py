@@ -1,7 +1,7 @@
 """A job's static rank layout (what its spec tells) and the small readers every job kind shares. Pure.
 
 A world size from a job spec is data, never a loop bound: past :data:`MAX_WORLD_SIZE`
-(``frwatch_analyzers.limits``) it is out of bounds, and a pod's ranks are a ``range``, never a list.
+(``frwatch_analyzers.base.limits``) it is out of bounds, and a pod's ranks are a ``range``, never a list.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from frwatch_analyzers.limits import MAX_WORLD_SIZE
+from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
 
 _FIELD = re.compile(r"metadata\.(annotations|labels)\['([^']{1,253})'\]")

@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from frwatch_analyzers.safe_text import printable
+from frwatch_analyzers.base.safe_text import printable
 from frwatch_operator import constants as c
 from frwatch_operator.capture.gaps import gap_closed
 from frwatch_operator.detect.job_failure import start_to_record

@@ -2,8 +2,8 @@
 no clock of its own.
 
 :class:`LiveJudge` is fed, once a round, what was pulled from every agent of the attempt (a
-:class:`~frwatch_analyzers.live_summary.LivePod` per pod, or why that pod's agent could not be read) and the
-time; it runs :class:`~frwatch_analyzers.live_findings.LiveWatch` and answers :class:`Round`: the finding to
+:class:`~frwatch_analyzers.live.summary.LivePod` per pod, or why that pod's agent could not be read) and the
+time; it runs :class:`~frwatch_analyzers.live.watch.LiveWatch` and answers :class:`Round`: the finding to
 report now (a desync or a stall: stragglers stay informational), at most one a round, each finding
 (``kind, group, seq``) reported once for the life of the judge. The ranks of an agent that failed this
 round are simply absent: live watch degrades for them only.
@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from frwatch_analyzers.live_findings import LiveFinding, LiveReport, LiveWatch
-from frwatch_analyzers.live_summary import LivePod
+from frwatch_analyzers.live.summary import LivePod
+from frwatch_analyzers.live.watch import LiveFinding, LiveReport, LiveWatch
 from frwatch_analyzers.verdict import Straggler
 from frwatch_operator.resources import (
     CaptureSettings,
@@ -55,7 +55,7 @@ class Round:
 class LiveJudge:
     """One job attempt's judge: keeps LiveWatch's memory across rounds and what was already reported. (A
     desync is judged once its group's members have been read at its sequence number, or after the watch's
-    ``settle_s``: :class:`~frwatch_analyzers.live_findings.LiveWatch` holds it.)"""
+    ``settle_s``: :class:`~frwatch_analyzers.live.watch.LiveWatch` holds it.)"""
 
     def __init__(self, world: Iterable[int], stall_after_s: float) -> None:
         self.watch = LiveWatch(world, stall_after_s=stall_after_s)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import ValidationError
 
-from frwatch_analyzers.live_summary import LivePod
+from frwatch_analyzers.live.summary import LivePod
 from frwatch_operator.agent.client import AskResult, ask_to_dump, call_agent
 
 #: The most of one agent's /live answer read: a pod of 8 ranks with one group is about 16 KB; 64 groups

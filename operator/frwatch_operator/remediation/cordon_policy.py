@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from frwatch_analyzers.safe_text import printable
+from frwatch_analyzers.base.safe_text import printable
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.config import RemediationSettings

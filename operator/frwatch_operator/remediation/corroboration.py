@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from frwatch_analyzers.node_signals import node_signals
+from frwatch_analyzers.evidence.node_signals import node_signals
 from frwatch_analyzers.verdict import Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.collect.node_evidence import node_record

@@ -4,7 +4,7 @@ A verdict can be hardware-class because of a node record (``nodes/<node>.json``:
 the Events naming it, which the operator wrote into the store). Read back from the store, that record is
 evidence, never authority: whoever can write the attempt's prefix could forge it. Before a node is
 cordoned on such a claim, the node's conditions and Events as the API shows them now are read through the
-same rules the analyzer applied (:func:`frwatch_analyzers.node_signals.node_signals`); a claim the API does
+same rules the analyzer applied (:func:`frwatch_analyzers.evidence.node_signals.node_signals`); a claim the API does
 not bear out leaves the node alone (:attr:`~.remediation.SkipReason.NOT_CONFIRMED`).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from frwatch_analyzers.node_signals import node_signals
+from frwatch_analyzers.evidence.node_signals import node_signals
 from frwatch_analyzers.verdict import CauseKind, Verdict
 from frwatch_operator.collect.node_evidence import node_record
 

@@ -22,7 +22,7 @@ import boto3.s3.transfer
 import botocore.config
 import botocore.exceptions
 
-from frwatch_analyzers.layout import s3_url
+from frwatch_analyzers.store.layout import s3_url
 from frwatch_operator.config import S3Settings
 from frwatch_operator.errors import FatalError, NotFoundError, RetryableError
 

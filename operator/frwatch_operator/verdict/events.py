@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from frwatch_analyzers.safe_text import printable
+from frwatch_analyzers.base.safe_text import printable
 from frwatch_operator import constants as c
 from frwatch_operator.kube.names import fit_name
 from frwatch_operator.notices import Notice

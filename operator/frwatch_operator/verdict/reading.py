@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from frwatch_analyzers.layout import VERDICT, RootUrl
+from frwatch_analyzers.store.layout import VERDICT, RootUrl
 from frwatch_analyzers.verdict import SCHEMA_VERSION, Verdict
 from frwatch_analyzers.verdict_binding import digest_of
 from frwatch_operator.errors import FatalError, NotFoundError

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from frwatch_analyzers.layout import REPORT, REPORT_HTML
+from frwatch_analyzers.store.layout import REPORT, REPORT_HTML
 from frwatch_analyzers.verdict import Status, Verdict
 from frwatch_operator import constants as c
 from frwatch_operator.notices import EventType, Notice, Reason

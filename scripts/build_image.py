@@ -79,7 +79,15 @@ def package_names() -> list[str]:
     return [line.strip() for line in DEBS.read_text().splitlines() if line.strip() and not line.startswith("#")]
 
 
-def fetch_debs(cache: Path) -> list[Path]:
+def _apt_update_once(refreshed: bool, why: str) -> None:
+    """A machine without apt's lists (or with lists older than the mirror) gets them once, as root."""
+    if refreshed or os.geteuid() != 0:
+        sys.exit(f"build_image: {why}\n(as root: apt-get update)")
+    log("apt-get update (apt's lists are missing or out of date)")
+    run("apt-get", "update", "-qq")
+
+
+def fetch_debs(cache: Path, refreshed: bool = False) -> list[Path]:
     """The .deb files of image.debs in apt's current versions, downloaded once into ``cache``."""
     cache.mkdir(parents=True, exist_ok=True)
     names = package_names()
@@ -90,8 +98,8 @@ def fetch_debs(cache: Path) -> list[Path]:
     if not saved.exists():
         listing = subprocess.run(["apt-get", "download", "--print-uris", *names], capture_output=True, text=True)
         if listing.returncode != 0:
-            sys.exit(f"build_image: apt does not know every package of {DEBS.name} (run `apt-get update`):\n"
-                     f"{listing.stderr[-2000:]}")  # fmt: skip
+            _apt_update_once(refreshed, f"apt does not know every package of {DEBS.name}: {listing.stderr[-2000:]}")
+            return fetch_debs(cache, refreshed=True)
         for old in cache.glob("uris-*.txt"):
             old.unlink(missing_ok=True)
         saved.with_suffix(".tmp").write_text(listing.stdout)
@@ -106,7 +114,11 @@ def fetch_debs(cache: Path) -> list[Path]:
     if missing:
         log(f"apt-get download {len(missing)} packages into {cache}")
         stems = [f.split("_", 1)[0] + "=" + f.split("_")[1].replace("%3a", ":") for f in missing]
-        run("apt-get", "download", *stems, cwd=cache)
+        got = subprocess.run(["apt-get", "download", *stems], cwd=cache, capture_output=True, text=True)
+        if got.returncode != 0:  # e.g. a point release took the listed versions off the mirror
+            _apt_update_once(refreshed, f"apt-get download failed: {got.stderr[-2000:]}")
+            saved.unlink()
+            return fetch_debs(cache, refreshed=True)
     for filename, checksum in wanted.items():
         if hashlib.sha256((cache / filename).read_bytes()).hexdigest() != checksum:
             (cache / filename).unlink()

@@ -9,7 +9,7 @@ cached between runs (``$FRWATCH_IMAGE_CACHE``, default ``~/.cache/frwatch/image`
 frwatch's wheel and its layer. Needs root (chroot, root-owned files), apt-get and dpkg-deb and a C compiler:
 elsewhere the module is skipped, unless ``FRWATCH_REQUIRE_IMAGE=1`` (.ci/run sets it) makes that a failure.
 Measured (2 cores shared with seven other builds, load average 21-31, a CPU hog beside it): 347 s wall, 31 s CPU
-with nothing cached; 109 s wall, 8.4 s CPU cached.
+with nothing cached; 109-140 s wall, 8.4-8.7 s CPU cached.
 """
 
 from __future__ import annotations

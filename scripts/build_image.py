@@ -214,13 +214,16 @@ def build_frwatch(stage: Path, isolated: bool) -> None:
         sys.exit("build_image: the wheel holds no compiled _fastscan (a C compiler and Python's headers are needed)")
     shutil.rmtree(stage / SITE / "bin", ignore_errors=True)
     [info] = (stage / SITE).glob("frwatch-*.dist-info")
-    target = re.search(r"^frwatch\s*=\s*(\S+):(\S+)$", (info / "entry_points.txt").read_text(), re.M)
-    assert target, "frwatch's console script"
-    command = stage / VENV.lstrip("/") / "bin" / "frwatch"
-    command.parent.mkdir(parents=True, exist_ok=True)
-    command.write_text(f"#!{VENV}/bin/python\nimport sys\nfrom {target[1]} import {target[2]}\n"
-                       f"if __name__ == '__main__':\n    sys.exit({target[2]}())\n")  # fmt: skip
-    command.chmod(0o755)
+    entry_points = (info / "entry_points.txt").read_text()
+    scripts = entry_points.split("[console_scripts]", 1)[1].split("\n[", 1)[0]
+    commands = re.findall(r"^(\S+)\s*=\s*(\S+):(\S+)$", scripts, re.M)
+    assert any(name == "frwatch" for name, _, _ in commands), "frwatch's console script"
+    for name, module, function in commands:  # as pip writes them, with the image's interpreter
+        command = stage / VENV.lstrip("/") / "bin" / name
+        command.parent.mkdir(parents=True, exist_ok=True)
+        command.write_text(f"#!{VENV}/bin/python\nimport sys\nfrom {module} import {function}\n"
+                           f"if __name__ == '__main__':\n    sys.exit({function}())\n")  # fmt: skip
+        command.chmod(0o755)
     compile_tree(stage, SITE)
 
 

@@ -9,7 +9,7 @@ cached between runs (``$FRWATCH_IMAGE_CACHE``, default ``~/.cache/frwatch/image`
 frwatch's wheel and its layer. Needs root (chroot, root-owned files), apt-get and dpkg-deb and a C compiler:
 elsewhere the module is skipped, unless ``FRWATCH_REQUIRE_IMAGE=1`` (.ci/run sets it) makes that a failure.
 Measured (2 cores shared with seven other builds, load average 21-31, a CPU hog beside it): 347 s wall, 31 s CPU
-with nothing cached; 109-140 s wall, 8.4-8.7 s CPU cached.
+with nothing cached; 109-214 s wall, 8.4-10.2 s CPU cached (five runs).
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ def test_the_entrypoints_run_as_the_charts_non_root_user(image: Image) -> None:
     for sub in ("operator", "agent"):
         out = in_image(image, "frwatch", sub, "--help")
         assert out.returncode == 0 and out.stdout.startswith(f"usage: frwatch {sub}"), out.stderr
+    out = in_image(image, "frwatch-analyze", "--help")
+    assert out.returncode == 0 and out.stdout.startswith("usage:"), out.stderr
     demo = in_image(image, "frwatch", "demo")  # the development package is not in the image, and it says so
     assert demo.returncode == 2 and "not in the image" in demo.stderr, demo
     assert in_image(image, "python", "-c", "import frwatch_dev").returncode != 0

@@ -26,6 +26,7 @@ from .limits import MAX_MANIFEST_BYTES, MAX_WORLD_SIZE, Limits
 from .loading import ArrayPool, LoadOptions, load
 from .manifest import Manifest, parse_manifest
 from .merge import merge
+from .recorders import issue_only_limits
 from .safe_load import DEFAULT_MAX_BYTES
 from .safe_text import printable
 from .sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
@@ -79,7 +80,7 @@ def analyze(
         files=merged.files,
         notes=merged.notes + loaded.notes,
     )
-    verdict = unchecked_ranks(diagnose(world), checked.outside)
+    verdict = issue_only_limits(unchecked_ranks(diagnose(world), checked.outside), world.traces)
     recorded = {r: t.dumped_ns for r, t in merged.traces.items() if t.dumped_ns}
     verdict = _with_evidence(verdict, location, inputs, checked.manifest, s3, recorded)
     verdict.stats["from_summaries"] = float(loaded.from_summaries)
@@ -127,7 +128,7 @@ def analyze_dumps(
     world = World(
         merged.traces, merged.details, merged.problems, manifest, world_size, merged.files, merged.notes
     )
-    return unchecked_ranks(diagnose(world))
+    return issue_only_limits(unchecked_ranks(diagnose(world)), world.traces)
 
 
 def _share(traces: Mapping[int, Any]) -> None:

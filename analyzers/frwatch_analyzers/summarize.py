@@ -26,6 +26,7 @@ from typing import Any
 
 from . import fastscan, fields
 from .limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS
+from .recorders import normalize
 from .rules import Balance, Rule, api_order, rule_for
 from .rules import elements as _elements
 from .rules import numel as _numel
@@ -291,6 +292,7 @@ class Summarizer:
             self._emitted.clear()
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
+        dump = normalize(dump) if isinstance(dump, dict) else dump  # each recorder's fields (recorders.py)
         entries: list[Any] = dump.get("entries") or []
         self._trim()
         with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]

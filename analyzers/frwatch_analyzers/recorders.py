@@ -43,8 +43,8 @@ class Recorder:
     source: str
 
 
-_NEW = "accepted since April 2026 (#180268, #179753); torch <= 2.14's fr_trace asserts on it"
-_NEVER = "not in fr_trace's allowlist (nccl, xccl, ncclx, gloo, rccl, rcclx, mccl, hccl): asserts"
+_NEW = "accepted (#180268, #179753; torch 2.13.0's fr_trace already has it)"
+_NEVER = "not in fr_trace's allowlist (nccl, xccl, ncclx, gloo, rccl, rcclx, mccl, hccl): it asserts"
 PREFIXES: dict[str, Recorder] = {
     r.prefix: r
     for r in (
@@ -176,6 +176,13 @@ def _torchcomms(entries: list[Any]) -> list[Any]:
             if e.get("state") == "completed" or done_after:
                 e["retired"] = True
             done_after = done_after or e.get("retired") is True
+    if not any(isinstance(e, dict) and e.get("retired") is True for e in kept):
+        # nothing retired and nothing completed: torchcomms before #2013, whose synchronous ops were never
+        # retired; a synchronous call returned before its thread issued the next, so every call but the last
+        # of each communicator is done (the last one's state is unknown and stays unretired)
+        for members in groups.values():
+            for e in members[:-1]:
+                e["retired"] = True
     return kept
 
 

@@ -125,6 +125,18 @@ def test_torchcomms_gives_the_legacy_verdict(
     tc = as_recorder(dumps, backend, "torchcomms", retired_sync_ops=not pre_2013)
     # the file torchcomms writes: <TORCHCOMM_FR_DUMP_TEMP_FILE><rank>, default ~/.cache/torch/comm_lib_trace_rank_
     got = _analyze(tmp_path / "new", tc, "comm_lib_trace_rank_")
+    cpu = backend == "gloo"  # onPreHook records events for CUDA devices only: no states on a CPU communicator
+    unknown_last = cpu and pre_2013 and scenario != "crash"
+    if (cpu and scenario == "gpu_hang") or unknown_last:
+        # no states: nobody can be shown not started; before #2013 on CPU the last call of each communicator
+        # cannot be told done either. Never a culprit, never hardware, never healthy.
+        assert (got["status"], got["category"], got["culprit_ranks"], got["hardware_class"]) == (
+            "inconclusive",
+            "inconclusive",
+            [],
+            False,
+        ), got["headline"]
+        return
     # torchcomms counts collectives from 0 (FlightRecorder::record: collective_seq_id_++), the builder from 1
     assert _key(got) == _key(want, seq_shift=-1), (got["headline"], want["headline"])
 

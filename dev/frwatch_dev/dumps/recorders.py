@@ -128,6 +128,11 @@ def _torchcomms(d: Dump, backend: str, retired_sync_ops: bool) -> Dump:
         e["p2p_seq_id"] = 0
         e["is_p2p"] = False
         e["timeout_ms"] = 600000
+        if backend == "gloo":  # a CPU communicator: onPreHook creates events for CUDA devices only
+            e["state"] = "scheduled"
+            e["time_discovered_started_ns"] = None
+            e["time_discovered_completed_ns"] = None
+            e.pop("duration_ms", None)
         if not retired_sync_ops:
             e["retired"] = False
         entries.append(e)

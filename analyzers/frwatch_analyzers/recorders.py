@@ -15,7 +15,8 @@ Three kinds of recorder write the same dump schema (``version`` "2.10") with dif
   is the backend and the name's prefix (``pg_desc + ":" + opToString``); ``collective_seq_id`` is one
   counter for every communicator of the process; ``pg_status`` is empty; ``send``/``recv`` carry no peer
   and ``is_p2p`` is false; CUDA communicators record events (states are real); before torchcomms #2013
-  synchronous ops were never retired.
+  synchronous ops were not retired (their post-hook waited for the watchdog); since, they are retired when
+  the call returns.
 
 :func:`normalize` turns a dump into the built-in meaning where the fields allow it (op spelling, a group
 status that counts op ids, torchcomms' counters and retirement); :func:`issue_only` names the ranks whose
@@ -152,8 +153,8 @@ def _status_counting_seqs(status: Any, entries: list[Any]) -> Any:
 
 
 def _torchcomms(entries: list[Any]) -> list[Any]:
-    """Per-communicator sequence numbers, peerless p2p left out of the collective alignment, and an entry
-    retired when its own record or a later one of its communicator says it is done."""
+    """Per-communicator sequence numbers, peerless p2p left out of the collective alignment, and ``retired``
+    meaning completed (torchcomms #2013, pytorch #179842: "Invoke post-hooks synchronously for sync ops")."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     kept: list[Any] = []
     for e in entries:
@@ -171,11 +172,14 @@ def _torchcomms(entries: list[Any]) -> list[Any]:
         if len(groups) > 1 and not wrapped:
             for i, e in enumerate(members):
                 e["collective_seq_id"] = i  # the k-th call of this communicator on every member
-        done_after = False
-        for e in reversed(members):  # ops of one communicator complete in issue order (one stream)
-            if e.get("state") == "completed" or done_after:
-                e["retired"] = True
-            done_after = done_after or e.get("retired") is True
+    if any(isinstance(e, dict) and e.get("state") in ("started", "completed") for e in kept):
+        # CUDA communicators record events: the state says completion. Since #2013 a synchronous op is retired
+        # when its call returns (not when the GPU finished), before it when the watchdog got to it: neither
+        # is completion, so an entry is retired exactly when it completed, as the built-in NCCL recorder does
+        for e in kept:
+            if isinstance(e, dict):
+                e["retired"] = e.get("state") == "completed"
+        return kept
     if not any(isinstance(e, dict) and e.get("retired") is True for e in kept):
         # nothing retired and nothing completed: torchcomms before #2013, whose synchronous ops were never
         # retired; a synchronous call returned before its thread issued the next, so every call but the last

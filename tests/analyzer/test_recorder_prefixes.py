@@ -162,3 +162,49 @@ def test_torchcomms_json_dump_from_the_debug_handler_reads_the_same(tmp_path: Pa
     a = _analyze(tmp_path / "a", tc, "comm_lib_trace_rank_")
     b = _analyze(tmp_path / "b", tc, "comm_lib_trace_rank_", as_json=True)
     assert _key(a) == _key(b) and a["category"] == "missing_rank"
+
+
+def test_two_recorders_of_one_rank_are_merged_by_content(tmp_path: Path) -> None:
+    """torch 2.15's hook recorder (nccl2, the world group) and torchcomms' (ncclx, its own communicator)
+    each leave a file per rank: both are one rank's view, each group compared with its own recorder."""
+    w = world(4, queued=2).all_reduce(steps=10).rank(2).stops_at(11)
+    dumps = w.dumps()
+    hook = as_recorder(dumps, "nccl2", "hook")
+    tc = as_recorder(world(4).all_reduce(steps=4).dumps(), "ncclx", "torchcomms")
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    for r in range(4):
+        (folder / f"nccl_trace_rank_{r}").write_bytes(pickle_bytes(hook[r]))
+        (folder / f"comm_lib_trace_rank_{r}").write_bytes(pickle_bytes(tc[r]))
+    out = tmp_path / "v.json"
+    main([str(folder), "--format", "json", "--out", str(out), "--world-size", "4"])
+    v = json.loads(out.read_text())
+    assert (v["category"], v["culprit_ranks"]) == ("missing_rank", [2]), v["headline"]
+    assert len(v["dump_files"]) == 8 and v["missing_dumps"] == []
+    assert {f["backend"] for f in v["dump_files"]} == {"nccl2", "ncclx"}
+
+
+def test_a_mixed_groups_cpu_half_is_not_recorded_so_a_skip_there_is_never_healthy(tmp_path: Path) -> None:
+    """``cpu:gloo,cuda:nccl2``: the hook resolves the backend per op and records the CUDA half only
+    (FACTS.md section 6, #192233). A rank that skips a CPU collective leaves CUDA records that agree."""
+    w = world(4, queued=0).repeat(5, lambda x: x.all_reduce().all_gather()).rank(2).stops_at(10)
+    dumps = as_recorder(w.dumps(), "nccl2", "hook")
+    for d in dumps.values():  # all_gather ran on CPU tensors: the gloo half, not recorded
+        d["entries"] = [e for e in d["entries"] if not e["profiling_name"].endswith("all_gather")]
+        for i, e in enumerate(d["entries"]):
+            e["collective_seq_id"] = i + 1  # the recorder's own counter saw the CUDA half only
+    v = _analyze(tmp_path, dumps, "nccl_trace_rank_")
+    assert v["status"] != "healthy" and not v["hardware_class"], v["headline"]
+    assert "records no completion" in v["headline"]
+
+
+def test_torchcomms_process_wide_counter_does_not_make_a_healthy_subgroup_job_a_hang(tmp_path: Path) -> None:
+    """Ranks 0-1 also call a tp communicator: their world calls carry other counter values than ranks 2-3's.
+    Read as written, ranks 2-3 'never enqueued' a world call; paired per communicator, all agree."""
+    w = world(4, queued=1).group("tp", ranks=[0, 1]).all_reduce(steps=3).all_reduce(group="tp").all_reduce()
+    w = w.all_reduce(group="tp").all_reduce().all_gather()
+    tc = as_recorder(w.dumps(), "ncclx", "torchcomms")
+    assert [e["collective_seq_id"] for e in tc[0]["entries"]][-3:] == [5, 6, 7]
+    assert [e["collective_seq_id"] for e in tc[2]["entries"]][-2:] == [4, 5]
+    got = _analyze(tmp_path, tc, "comm_lib_trace_rank_")
+    assert (got["status"], got["category"]) == ("healthy", "healthy"), got["headline"]

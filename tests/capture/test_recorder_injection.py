@@ -112,3 +112,28 @@ def test_the_agent_collects_torchcomms_files_and_several_files_a_rank(tmp_path: 
     ]
     why = {s["name"]: s["why"] for s in w.skipped.report()}
     assert set(why) == {f"{tc.TC_FILE_PREFIX}x", f"{tc.TC_FILE_PREFIX}01"}
+
+
+def test_a_fabricated_torchcomms_set_collected_by_the_agent_is_analyzed(tmp_path: Path) -> None:
+    """What the agent's watcher hands out of a torchcomms job (fabricated from torchcomms' source: rank 3
+    never issued the 7th all_reduce) is what ``frwatch analyze`` needs: the verdict names rank 3."""
+    from frwatch_analyzers.cli import main
+
+    dumps = as_recorder(
+        world(4, queued=1).all_reduce(steps=6).rank(3).stops_at(7).dumps(), "ncclx", "torchcomms"
+    )
+    src = tmp_path / "pod"
+    src.mkdir()
+    for r, d in dumps.items():
+        (src / f"{tc.TC_FILE_PREFIX}{r}").write_bytes(pickle_bytes(d))
+    handed = DumpWatcher(src, c.DUMP_FILE_PREFIX, stable_seconds=0.0, corrupt_after_seconds=30.0)
+    handed.poll(0.0)
+    store = tmp_path / "store"
+    store.mkdir()
+    for d in handed.poll(1.0):
+        (store / f"rank_{d.rank}.pickle").write_bytes(d.path.read_bytes())
+    assert sorted(p.name for p in store.iterdir()) == [f"rank_{r}.pickle" for r in range(4)]
+    out = tmp_path / "v.json"
+    main([str(store), "--format", "json", "--out", str(out)])
+    v = json.loads(out.read_text())
+    assert (v["category"], v["culprit_ranks"]) == ("missing_rank", [3]), v["headline"]

@@ -33,8 +33,10 @@ pytorch/pytorch ``torch/csrc/distributed/c10d/FlightRecorderHook.cpp`` @43f4dc0)
 - the dict writer: ``p2p_seq_id`` is always 0 and ``is_p2p`` always false, also for ``send``/``recv``,
   which carry no peer in their name.
 - CUDA communicators record start/end events (``onPreHook``), so states ``started``/``completed`` exist;
-  ``retire_id`` runs from the work callback when the work completes (``onPostHook``), and before
-  torchcomms #2013 (April 2026, FACTS.md section 6) synchronous ops were never retired.
+  ``retire_id`` runs from the post-hook (``onPostHook``); before torchcomms #2013 (pytorch #179842, April 2026)
+  a synchronous op's post-hook waited for the watchdog, so sync ops were not retired at dump time; since, the
+  post-hook of a sync op runs when the call returns ("complete from the user's perspective"), so a sync op
+  on a CUDA stream is retired whether or not the GPU finished it.
 """
 
 from __future__ import annotations
@@ -134,7 +136,9 @@ def _torchcomms(d: Dump, backend: str, retired_sync_ops: bool) -> Dump:
             e["time_discovered_completed_ns"] = None
             e.pop("duration_ms", None)
         if not retired_sync_ops:
-            e["retired"] = False
+            e["retired"] = False  # before #2013: a sync op's post-hook waited for the watchdog
+        elif backend != "gloo":
+            e["retired"] = True  # since #2013 a sync op is retired when its call returns, done on the GPU or not
         entries.append(e)
     out["entries"] = entries
     out["pg_status"] = {}

@@ -31,6 +31,7 @@ from .load.merge import merge
 from .store.layout import split_s3_url
 from .store.manifest import Manifest, parse_manifest
 from .store.sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
+from .trace.recorders import issue_only_limits
 from .trace.summarize import Summarizer
 from .verdict import Category, FileProblem, Status, Verdict
 
@@ -80,7 +81,7 @@ def analyze(
         files=merged.files,
         notes=merged.notes + loaded.notes,
     )
-    verdict = unchecked_ranks(diagnose(world), checked.outside)
+    verdict = issue_only_limits(unchecked_ranks(diagnose(world), checked.outside), world.traces)
     recorded = {r: t.dumped_ns for r, t in merged.traces.items() if t.dumped_ns}
     verdict = _with_evidence(verdict, location, inputs, checked.manifest, s3, recorded)
     verdict.stats["from_summaries"] = float(loaded.from_summaries)
@@ -128,7 +129,7 @@ def analyze_dumps(
     world = World(
         merged.traces, merged.details, merged.problems, manifest, world_size, merged.files, merged.notes
     )
-    return unchecked_ranks(diagnose(world))
+    return issue_only_limits(unchecked_ranks(diagnose(world)), world.traces)
 
 
 def _share(traces: Mapping[int, Any]) -> None:

@@ -50,6 +50,7 @@ from .rank_trace import (
     TailEntry,
     compact_ranks,
 )
+from .recorders import normalize
 from .rules import Balance, Rule, api_order, rule_for
 from .rules import elements as _elements
 
@@ -145,6 +146,7 @@ class Summarizer:
             self._emitted.clear()
 
     def summarize(self, dump: dict[str, Any], rank: int, file: str, fmt: str) -> RankTrace:
+        dump = normalize(dump) if isinstance(dump, dict) else dump  # each recorder's fields (recorders.py)
         entries: list[Any] = dump.get("entries") or []
         self._trim()
         with_frames = bool(entries) and isinstance(entries[0], dict) and "frames" in entries[0]

@@ -423,10 +423,11 @@ def cases() -> list[Case]:
     for kind in ("send/recv", "batch_isend_irecv"):
         out += _p2p_cases(kind)
     from .corpus_evidence import evidence_cases  # it builds on this module's layouts
+    from .corpus_recorders import recorder_cases  # every recorder prefix (issue 28)
     from .corpus_roots import all_to_all_cases, rooted_cases  # they build on this module's Case and Truth
     from .corpus_states import cases as state_cases
 
-    return out + rooted_cases() + all_to_all_cases() + state_cases() + evidence_cases()
+    return out + rooted_cases() + all_to_all_cases() + state_cases() + evidence_cases() + recorder_cases()
 
 
 def check(v: Verdict, truth: Truth) -> list[str]:

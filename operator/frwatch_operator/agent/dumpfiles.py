@@ -29,7 +29,6 @@ import errno
 import hashlib
 import logging
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Literal
 
 from frwatch_analyzers.base.limits import MAX_WORLD_SIZE
 from frwatch_operator import constants as c
+from frwatch_operator.capture.recorder_env import dump_name, rank_digits
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class DumpWatcher:
     def __init__(self, dump_dir: Path, file_prefix: str, stable_seconds: float, corrupt_after_seconds: float):
         self.dump_dir = dump_dir
         self.prefix = file_prefix
-        self.pattern = re.compile(re.escape(file_prefix) + r"([0-9]+)")
+        self.pattern = dump_name(file_prefix)  # torch's and torchcomms' files (recorder_env)
         self.stable_seconds = stable_seconds
         self.corrupt_after_seconds = corrupt_after_seconds
         self.skipped = SkipLog()
@@ -209,7 +209,7 @@ class DumpWatcher:
         m = self.pattern.fullmatch(name)
         if m is None:
             return None
-        digits = m.group(1)
+        digits = rank_digits(m)
         if len(digits) > len(str(MAX_WORLD_SIZE)) or int(digits) >= MAX_WORLD_SIZE:
             raise NotADump(
                 f"rank number {digits[:24]}{'...' if len(digits) > 24 else ''} is beyond the limit of "

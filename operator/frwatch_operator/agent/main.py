@@ -45,6 +45,7 @@ from frwatch_operator.agent.live_dump import KnownStack, dump_live
 from frwatch_operator.agent.live_sampler import LiveSampler, SamplerSettings, parse_rank_span
 from frwatch_operator.agent.livebootstrap import install as install_live_bootstrap
 from frwatch_operator.agent.nccl_files import NcclFiles
+from frwatch_operator.agent.torchcomms_dump import ask_torchcomms_dump
 from frwatch_operator.agent.uploader import Uploader
 from frwatch_operator.cli import parser_for
 from frwatch_operator.config import Config, load_config
@@ -178,6 +179,10 @@ class Agent:
             return KnownStack(stack=found.stack, pending=found.stack_error is not None)
 
         dumped, failed = dump_live(self.live.sockets(), wanted, self.dump_dir, self.config.fr.file_prefix, known)
+        tc_asked, tc_failed = ask_torchcomms_dump(self.live.sockets(), wanted)  # its file: the watcher's
+        if tc_asked or tc_failed:
+            logger.info("torchcomms dump asked: rank(s) %s%s", tc_asked,
+                        "".join(f"; rank {r}: {why}" for r, why in sorted(tc_failed.items())))  # fmt: skip
         logger.info("live dump asked: rank(s) %s written from their live buffers%s", dumped,
                     "".join(f"; rank {r}: {why}" for r, why in sorted(failed.items())))  # fmt: skip
         return dumped, failed

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frwatch_operator import constants as c
+from frwatch_operator.capture.recorder_env import torchcomms_pairs, torchcomms_warnings
 from frwatch_operator.capture.sidecar import JobContext, agent_container, identity_env, is_ours
 from frwatch_operator.capture.torch_env_names import pick, torch_names
 from frwatch_operator.config import Config
@@ -120,7 +121,7 @@ def _fr_pairs(settings: CaptureSettings, config: Config) -> list[tuple[tuple[str
     ]
     if config.fr.dump_on_timeout:
         pairs.append(((c.ENV_NCCL_DUMP_ON_TIMEOUT,), "1"))
-    return pairs
+    return pairs + torchcomms_pairs(settings.buffer_size, config.fr.dump_dir)
 
 
 def _torch_names(names: tuple[str, ...], settings: CaptureSettings, config: Config, image: str) -> tuple[str, ...]:
@@ -307,7 +308,7 @@ def inject(
         where = f"spec.containers[{i}] ({name})"
         env = _env_list(container, where)
         user = _user_env(env)
-        warnings += _warnings_for(name, user, config)
+        warnings += _warnings_for(name, user, config) + torchcomms_warnings(name, user, config.fr.dump_dir)
         if container.get("envFrom"):
             warnings.append(
                 f"frwatch: container {name!r} uses envFrom; Flight Recorder variables set there are "

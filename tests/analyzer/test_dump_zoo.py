@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.cli import main as frwatch_analyze
+from frwatch_analyzers.safe_load import decode
 from frwatch_dev.dump_zoo import FIXTURES, MANIFEST, OLDEST_RELEASE, SCENARIOS, parse_release
 
 FIXTURE_DIRS = sorted(p.parent for p in FIXTURES.glob(f"*/*/{MANIFEST}"))
@@ -83,3 +84,32 @@ def test_frwatch_analyze_finds_the_truth(folder: Path, tmp_path: Path) -> None:
         assert branch is not None, v["headline"]
         assert (branch["process_group"]["name"], branch["seq"]) == (truth["earliest_pg"], truth["earliest_seq"])
         assert branch["op"] == "gloo:all_reduce"
+
+
+#: Where the releases differ (read off the fixtures; FACTS.md "Dump format" describes 2.13's): 2.8.0 writes
+#: version "2.9" and names the library's version ``nccl_version`` (empty for gloo), 2.13.0 and 2.14.1 write
+#: "2.10" and ``comm_lib_version``. The change came with 2.9: its wheel's libtorch_cpu.so holds the strings
+#: "2.10" and "comm_lib_version", 2.8.0's holds "nccl_version" (``strings``, the PyPI wheels of 2.8.0 to 2.12.0).
+def _expected_version(release: str) -> tuple[str, str]:
+    return ("2.9", "nccl_version") if parse_release(release) < (2, 9, 0) else ("2.10", "comm_lib_version")
+
+
+@pytest.mark.parametrize("folder", FIXTURE_DIRS, ids=_ids)
+def test_dumps_hold_what_the_analyzer_assumes_of_gloo(folder: Path) -> None:
+    release = folder.parent.name
+    version, lib_key = _expected_version(release)
+    for name in _manifest(folder)["files"]:
+        dump = decode((folder / name).read_bytes())[0]
+        assert dump["version"] == version and dump[lib_key] == "", (name, dump["version"])
+        # gloo's pg_config quirk: one entry keyed '' whatever the group is called in the entries
+        assert list(dump["pg_config"]) == [""] and dump["pg_config"][""]["ranks"] == "[0, 1, 2, 3]"
+        assert dump["pg_status"]["0"]["last_started_collective"] == -1
+        entries = dump["entries"]
+        assert entries and [e["collective_seq_id"] for e in entries] == list(range(1, len(entries) + 1))
+        for e in entries:
+            assert e["state"] == "scheduled" and e["profiling_name"].startswith("gloo:")
+            assert e["time_discovered_started_ns"] is None and e["time_discovered_completed_ns"] is None
+            assert e["process_group"] == ("0", "default_pg") and not e["is_p2p"]
+            assert e["frames"], "the Python frames of the call are recorded"
+        completed = dump["pg_status"]["0"]["last_completed_collective"]
+        assert all(e["retired"] == (e["collective_seq_id"] <= completed) for e in entries), name

@@ -185,19 +185,28 @@ def make_fixture(release: str, scenario: ZooScenario, python: Path, root: Path =
     """Run `scenario` on `python`'s torch; keep its dumps and a MANIFEST under root/release/name."""
     build = torch_version(python)
     out = root / release / scenario.name
+    before = os.environ.get(ENV_FR_BUFFER_SIZE)
     with tempfile.TemporaryDirectory(prefix="frwatch-zoo-") as tmp:
-        os.environ[ENV_FR_BUFFER_SIZE] = str(BUFFER_SIZE)
-        result = run_local_job(
-            scenario.workload,
-            WORLD_SIZE,
-            Path(tmp),
-            culprit=scenario.culprit,
-            timeout_s=GLOO_TIMEOUT_S,
-            deadline_s=DEADLINE_S,
-            python=str(python),
-        )
+        os.environ[ENV_FR_BUFFER_SIZE] = str(BUFFER_SIZE)  # the ranks' env starts from this process's
+        try:
+            result = run_local_job(
+                scenario.workload,
+                WORLD_SIZE,
+                Path(tmp),
+                culprit=scenario.culprit,
+                timeout_s=GLOO_TIMEOUT_S,
+                deadline_s=DEADLINE_S,
+                python=str(python),
+            )
+        finally:
+            if before is None:
+                os.environ.pop(ENV_FR_BUFFER_SIZE, None)
+            else:
+                os.environ[ENV_FR_BUFFER_SIZE] = before
         if result.deadline_hit:
-            raise RuntimeError(f"torch {release} {scenario.name}: ranks still ran at the deadline\n{result.describe()}")
+            raise RuntimeError(
+                f"torch {release} {scenario.name}: ranks still ran at the deadline\n{result.describe()}"
+            )
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)

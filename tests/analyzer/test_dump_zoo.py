@@ -72,7 +72,9 @@ def test_fixture_matches_its_manifest(folder: Path) -> None:
 def test_frwatch_analyze_finds_the_truth(folder: Path, tmp_path: Path) -> None:
     truth = _manifest(folder)["truth"]
     out = tmp_path / "verdict.json"
-    code = frwatch_analyze([str(folder), "--format", "json", "--jobs", "1", "--world-size", "4", "--out", str(out)])
+    code = frwatch_analyze(
+        [str(folder), "--format", "json", "--jobs", "1", "--world-size", "4", "--out", str(out)]
+    )
     assert code in (0, 1), code
     v = json.loads(out.read_text())
     assert v["category"] == truth["category"], v["headline"]
@@ -82,7 +84,10 @@ def test_frwatch_analyze_finds_the_truth(folder: Path, tmp_path: Path) -> None:
         assert branch is None and v["status"] == "healthy"
     else:
         assert branch is not None, v["headline"]
-        assert (branch["process_group"]["name"], branch["seq"]) == (truth["earliest_pg"], truth["earliest_seq"])
+        assert (branch["process_group"]["name"], branch["seq"]) == (
+            truth["earliest_pg"],
+            truth["earliest_seq"],
+        )
         assert branch["op"] == "gloo:all_reduce"
 
 

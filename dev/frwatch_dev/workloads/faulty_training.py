@@ -65,7 +65,11 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-from torch.distributed.distributed_c10d import _set_pg_timeout  # noqa: E402
+from torch.distributed.distributed_c10d import _set_pg_timeout as _old_set_pg_timeout  # noqa: E402
+
+#: torch 2.14 names it ``set_timeout`` and warns on the old name (a FutureWarning in every rank's log);
+#: torch 2.8 to 2.13 have only ``_set_pg_timeout``.
+_set_pg_timeout: Callable[..., None] = getattr(dist, "set_timeout", _old_set_pg_timeout)
 
 from frwatch_dev.workloads.dump_on_failure import (  # noqa: E402
     DumpFormat,

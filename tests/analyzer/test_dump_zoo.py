@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from frwatch_analyzers.cli import main as frwatch_analyze
-from frwatch_analyzers.safe_load import decode
+from frwatch_analyzers.decode.safe_load import decode
 from frwatch_dev.dump_zoo import FIXTURES, MANIFEST, OLDEST_RELEASE, SCENARIOS, parse_release
 
 FIXTURE_DIRS = sorted(p.parent for p in FIXTURES.glob(f"*/*/{MANIFEST}"))

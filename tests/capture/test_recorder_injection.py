@@ -21,8 +21,8 @@ from frwatch_dev.dumps.recorders import as_recorder
 from frwatch_dev.testing.admission import review
 from frwatch_dev.testing.webhook_thread import KEYS, WebhookThread, webhook_config
 from frwatch_operator import constants as c
-from frwatch_operator import recorder_env as tc
 from frwatch_operator.agent.dumpfiles import DumpWatcher
+from frwatch_operator.capture import recorder_env as tc
 from frwatch_operator.webhook import JobIndex
 
 OLD = {c.ENV_FR_BUFFER_SIZE_OLD, c.ENV_FR_DUMP_TEMP_FILE_OLD}

@@ -61,7 +61,7 @@ def _shifted(column: bytes, shift: int, tail: bool = False) -> bytes:
                 col[i] += shift
     elif col:
         col[0] += shift
-    return column[:1] + zlib.compress(col.tobytes(), 6)
+    return column[:1] + zlib.compress(col.tobytes(), 1)  # level 1: 0.6 ms a rank, level 6 12 ms
 
 
 def derive(template: sb.SummaryBody, base_rank: int, rank: int, world: int) -> bytes:

@@ -47,14 +47,14 @@ def summary_of(data: bytes, rank: int, summarizer: Summarizer | None = None, *, 
     return Made((encode_binary if binary else encode)(trace, summarizer.details, digest), digest)
 
 
-def _work(job: tuple[str, int, int]) -> Made | str:
-    path, rank, max_bytes = job
+def _work(job: tuple[str, int, int, bool]) -> Made | str:
+    path, rank, max_bytes, binary = job
     try:
         with open_regular(path, max_bytes) as fh:
             data = fh.read(max_bytes + 1)
         if len(data) > max_bytes:
             return f"over {max_bytes} bytes"
-        return summary_of(data, rank)
+        return summary_of(data, rank, binary=binary)
     except (DumpError, OSError, RecursionError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"[:300]
 
@@ -65,11 +65,12 @@ def summarise_file(
     *,
     max_bytes: int = DEFAULT_MAX_FILE_BYTES,
     memory_bytes: int = 512 * MIB,
+    binary: bool = False,
 ) -> Made:
     """Summarise the dump at ``path`` in a worker process. Raises :class:`NotSummarised` with the reason."""
     seconds = DEFAULT_FILE_SECONDS + FILE_SECONDS_PER_MB * max_bytes / MIB
-    budget: Budget[tuple[str, int, int]] = Budget(memory_bytes, lambda _j: seconds)
-    (result,) = isolation.run([(os.fspath(path), rank, max_bytes)], _work, budget)
+    budget: Budget[tuple[str, int, int, bool]] = Budget(memory_bytes, lambda _j: seconds)
+    (result,) = isolation.run([(os.fspath(path), rank, max_bytes, binary)], _work, budget)
     if isinstance(result, Lost):
         raise NotSummarised(result.reason)
     if isinstance(result, str):

@@ -23,7 +23,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 README = BENCH / "README.md"
@@ -89,9 +88,9 @@ def analyze_rows(ranks: str, entries: int, keep: Path, smoke: bool) -> list[str]
     ]
 
 
-def reduce_rows(ranks: str, keep: Path, smoke: bool) -> list[str]:
+def reduce_rows(ranks: str, keep: Path, smoke: bool, repeat: int = 2) -> list[str]:
     """bench_reduce.py: the reduce from JSON (v2) and binary (v3) summaries, side by side in one run."""
-    args = ["--smoke"] if smoke else ["--ranks", ranks, "--formats", "json,binary", "--repeat", "2"]
+    args = ["--smoke"] if smoke else ["--ranks", ranks, "--formats", "json,binary", "--repeat", str(repeat)]
     args += ["--keep", str(keep / "reduce")]
     out = keep / "reduce.json"
     command, load, _ = _run("bench_reduce.py", args, out)
@@ -119,6 +118,27 @@ def reduce_rows(ranks: str, keep: Path, smoke: bool) -> list[str]:
     ]
 
 
+def formats_rows(keep: Path, smoke: bool) -> list[str]:
+    """bench_summary_formats.py: one summary's decode by format, side by side in one process."""
+    args = ["--world", "64", "--entries", "100", "--n", "5", "--repeat", "1"] if smoke else []
+    out = keep / "formats.json"
+    command, load, _ = _run("bench_summary_formats.py", args, out)
+    rows = [
+        f"| {name} | {v['bytes'] / 1000:.1f} KB | {v['cpu_ms']:.3f} ms | {command} | {machine()} | {load} |"
+        for name, v in json.loads(out.read_text()).items()
+    ]
+    return [
+        "### One summary's decode by format (`bench_summary_formats.py`)",
+        "",
+        "CPU a summary, the lowest of the rounds; cold: fresh caches, warm: a reader that saw the rank's twin",
+        "(shared columns and tables decoded once, as at scale). The last three rows check nothing (references).",
+        "",
+        "| decode | size | CPU | command | machine | load |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
 def write(readme: Path, section: list[str]) -> None:
     text = readme.read_text() if readme.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     if BEGIN not in text or END not in text:
@@ -133,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--analyze-ranks", default="512", help="bench_analyze.py world sizes (comma-separated)")
     p.add_argument("--entries", type=int, default=2000)
     p.add_argument("--reduce-ranks", default="16384", help="bench_reduce.py world sizes (comma-separated)")
+    p.add_argument("--repeat", type=int, default=2, help="bench_reduce.py runs of each format, alternating")
     p.add_argument("--keep", type=Path, help="keep (and reuse) the fabricated sets here")
     p.add_argument("--shared", default="", help="what else ran on the machine meanwhile (said in the tables)")
     p.add_argument("--readme", type=Path, default=README)
@@ -144,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         args.analyze_ranks, args.entries = "16", 40
     parts: list[Callable[[], list[str]]] = [
         lambda: analyze_rows(args.analyze_ranks, args.entries, keep, args.smoke),
-        lambda: reduce_rows(args.reduce_ranks, keep, args.smoke),
+        lambda: reduce_rows(args.reduce_ranks, keep, args.smoke, args.repeat),
+        lambda: formats_rows(keep, args.smoke),
     ]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     section = [

@@ -9,6 +9,10 @@ peak RSS): reading every summary file, decoding it (:class:`Reader`), interning 
 the analysis (consistency, merge, alignment, diagnosis)::
 
     .venv/bin/python benchmarks/bench_reduce.py --ranks 16384,131072 --keep /tmp/frreduce
+
+``--formats json,binary`` times the JSON summaries (version 2, derived as above) and the binary ones
+(version 3, made by ``make_summaries.py``) of the same world side by side in one run, each reduce in a fresh
+process, alternating ``--repeat`` times; ``--smoke`` is a tiny run for the test suite.
 """
 
 from __future__ import annotations
@@ -115,7 +119,7 @@ def fabricate(directory: Path, world: int) -> dict[str, Any]:
     return cached_set(directory, wanted, make)
 
 
-def reduce_here(directory: Path, world: int) -> dict[str, Any]:
+def reduce_here(directory: Path, world: int, suffix: str = ".json") -> dict[str, Any]:
     """Read, decode and reduce every summary of ``directory`` (run in a fresh process)."""
     from frwatch_analyzers.align.world import World
     from frwatch_analyzers.analyze import _share
@@ -128,7 +132,7 @@ def reduce_here(directory: Path, world: int) -> dict[str, Any]:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     reader, pool, traces = Reader(), ArrayPool(), []
     for rank in range(world):
-        trace, _digest = reader.decode((directory / f"{rank}.json").read_bytes())
+        trace, _digest = reader.decode((directory / f"{rank}{suffix}").read_bytes())
         reader.accept(trace)  # as from_summaries.take does with each summary it uses
         pool.intern(trace)
         traces.append(trace)
@@ -151,35 +155,77 @@ def reduce_here(directory: Path, world: int) -> dict[str, Any]:
     }
 
 
+def _reduce(directory: Path, world: int, suffix: str) -> dict[str, Any]:
+    load = os.getloadavg()[0]
+    out = subprocess.run(
+        [sys.executable, __file__, "_reduce", str(directory), str(world), suffix], capture_output=True, text=True
+    )
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    r: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    r["load"] = f"{load:.1f} -> {os.getloadavg()[0]:.1f}"
+    r["cpu_ms_per_rank"] = round(1000 * r["total_cpu_s"] / world, 3)
+    r["decode_ms_per_rank"] = round(1000 * r["decode_cpu_s"] / world, 3)
+    return r
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_reduce"]:
-        print(json.dumps(reduce_here(Path(argv[1]), int(argv[2]))))
+        print(json.dumps(reduce_here(Path(argv[1]), int(argv[2]), *argv[3:4])))
         return 0
+    import make_summaries
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", default="16384", help="comma-separated world sizes (multiples of 8)")
     p.add_argument("--keep", type=Path, help="keep the fabricated summaries in DIR and reuse them")
+    p.add_argument("--formats", default="json", help="json, binary or json,binary (side by side)")
+    p.add_argument("--repeat", type=int, default=1, help="reduces of each format, alternating")
+    p.add_argument("--workers", type=int, default=2, help="processes making the binary summaries")
+    p.add_argument("--json", type=Path, help="write every row here")
+    p.add_argument("--smoke", action="store_true", help="a tiny run (64 ranks) for the test suite")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.ranks, args.formats = "64", "json,binary"
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     root = args.keep or Path(tempfile.mkdtemp(prefix="frreduce-"))
+    rows: list[dict[str, Any]] = []
     for world in [int(x) for x in args.ranks.split(",") if x.strip()]:
-        directory = root / f"summaries-r{world}"
-        info = fabricate(directory, world)
-        how = "reused" if info["reused"] else f"fabricated in {info['fabricate_s']} s"
-        print(f"== {world} ranks: {info['bytes'] / 1e6:.0f} MB of summaries ({how})", flush=True)
-        load = os.getloadavg()[0]
-        out = subprocess.run(
-            [sys.executable, __file__, "_reduce", str(directory), str(world)], capture_output=True, text=True
-        )
-        if out.returncode:
-            print(out.stderr[-3000:])
-            return 1
-        r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(
-            f"decode {r['decode_wall_s']} s wall / {r['decode_cpu_s']} s cpu; whole reduce {r['total_wall_s']} s "
-            f"wall / {r['total_cpu_s']} s cpu; peak RSS {r['peak_rss_mb']} MB; load avg {load:.1f} -> "
-            f"{os.getloadavg()[0]:.1f}; {r['verdict']}",
-            flush=True,
-        )
+        dirs = {}
+        for fmt in formats:
+            if fmt == "json":
+                directory = root / f"summaries-r{world}"
+                info = fabricate(directory, world)
+                how = "reused" if info["reused"] else f"fabricated in {info['fabricate_s']} s"
+                dirs[fmt] = (directory, ".json")
+            else:
+                directory = root / f"summaries-v3-r{world}"
+                if (directory / f"{world - 1}{make_summaries.SUFFIX}").exists():
+                    how = "reused"
+                else:
+                    made = make_summaries.make(directory, world, args.workers)
+                    how = f"made in {made['seconds']} s"
+                info = {"bytes": sum(f.stat().st_size for f in directory.iterdir())}
+                dirs[fmt] = (directory, make_summaries.SUFFIX)
+            print(f"== {world} ranks, {fmt}: {info['bytes'] / 1e6:.1f} MB of summaries ({how})", flush=True)
+        for run in range(args.repeat):
+            for fmt in formats:
+                try:
+                    r = _reduce(*dirs[fmt][:1], world, dirs[fmt][1])
+                except RuntimeError as exc:
+                    print(exc)
+                    return 1
+                r.update(format=fmt, run=run)
+                rows.append(r)
+                print(
+                    f"{fmt}: decode {r['decode_wall_s']} s wall / {r['decode_cpu_s']} s cpu "
+                    f"({r['decode_ms_per_rank']} ms a rank); whole reduce {r['total_wall_s']} s wall / "
+                    f"{r['total_cpu_s']} s cpu ({r['cpu_ms_per_rank']} ms a rank); peak RSS {r['peak_rss_mb']} MB; "
+                    f"load avg {r['load']}; {r['verdict']}",
+                    flush=True,
+                )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -21,6 +21,7 @@ from ..base.safe_text import printable
 from ..decode.fields import I64
 from ..trace.summarize import STATE_CODES, EntrySig, P2PEntry, PgTrace, Ranks, RankTrace, compact_ranks
 from ..trace.tail_rows import TailRows
+from . import binary as summary_binary
 from .format import (
     FORMAT,
     LITTLE,
@@ -91,6 +92,10 @@ class Reader:
         self._held: set[tuple[int, int, int]] = set()
         # (group, seq digest) -> the creation times of the first accepted rank that recorded it
         self._created: dict[tuple[str, bytes], array[int]] = {}
+        # version 3 (:mod:`.summary_binary`): the same caches, keyed by the columns' and tables' bytes
+        self._bin_columns: dict[bytes, array[int]] = {}
+        self._bin_deltas: dict[bytes, array[int]] = {}
+        self._bin_tables: dict[bytes, dict[int, EntrySig]] = {}
 
     def accept(self, trace: RankTrace) -> None:
         """``trace`` is used: ranks decoded after it that recorded the same sequence in a group take its
@@ -167,6 +172,8 @@ class Reader:
         if not data:
             raise SummaryError("empty")
         self._elements = 0
+        if data.startswith(summary_binary.MAGIC):
+            return summary_binary.decode(self, data)
         _containers(data, "summary")
         try:
             body = json.loads(data)

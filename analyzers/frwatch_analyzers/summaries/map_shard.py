@@ -126,7 +126,7 @@ def _work(job: tuple[DumpRef, str | None, S3Config, int]) -> Made | str:
         summarizer = _SUMMARIZERS.get(os.getpid())
         if summarizer is None:
             summarizer = _SUMMARIZERS[os.getpid()] = Summarizer()
-        return summary_of(data, ref.rank or 0, summarizer)
+        return summary_of(data, ref.rank or 0, summarizer, binary=True)  # version 3: summary_binary
     except TooLarge as exc:
         return f"too large: {exc}"[:300]
     except Exception as exc:  # a dump the decoder refuses, or a read error: the reduce step decodes and says

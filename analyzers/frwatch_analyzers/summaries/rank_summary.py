@@ -20,6 +20,10 @@ summary over ``MAX_SUMMARY_BYTES`` unread, counts the JSON arrays and objects be
 (``MAX_CONTAINERS``), decompresses each column with a bound on its output and all of them within
 ``MAX_ELEMENTS``, and raises
 :class:`SummaryError` with the reason; the caller then decodes the dump.
+
+Version 3 (:mod:`.summary_binary`, what the agent and the map shard write) holds the same content as
+MessagePack decoded by msgspec into typed structs, its bounds held while decoding; :class:`Reader` reads
+both, told apart by the first bytes.
 """
 
 from __future__ import annotations

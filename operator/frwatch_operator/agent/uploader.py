@@ -204,7 +204,7 @@ class Uploader:
             return
         try:
             made = summarise_file(dump.path, dump.rank, max_bytes=SUMMARY_MAX_DUMP_BYTES,
-                                  memory_bytes=SUMMARY_WORKER_BYTES)  # fmt: skip
+                                  memory_bytes=SUMMARY_WORKER_BYTES, binary=True)  # fmt: skip
         except NotSummarised as exc:
             logger.warning("no summary for rank %d: %s (the analyzer will decode its dump)", dump.rank, exc)
             return
@@ -213,7 +213,7 @@ class Uploader:
             return
         key = self.key.summary(dump.rank)
         try:
-            self.store.put(key, made.data, bucket=self.bucket, content_type="application/json")
+            self.store.put(key, made.data, bucket=self.bucket, content_type="application/vnd.msgpack")
         except FrwatchError as exc:
             logger.warning(
                 "summary upload of rank %d failed: %s (the analyzer will decode its dump)", dump.rank, exc

@@ -149,6 +149,34 @@ class LiveWatchPolicy(_Wire):
     )
 
 
+class RepeatPolicyName(StrEnum):
+    """What frwatch does when two consecutive attempts of one job end at the same earliest branch (the same
+    bug twice: :mod:`frwatch_operator.verdictloop.restart_policy`)."""
+
+    REPORT = "report"  #: say so (Incident condition SameBugAgain, an Event), leave the job alone (the default)
+    #: and suspend the job (its controller deletes the running attempt's pods and starts no other)
+    SUSPEND = "suspend"
+    #: as suspend (none of the three kinds has a field that fails a running job), and the job annotated
+    #: frwatch.io/restart-stopped with the category for a failure policy to read
+    FAIL = "fail"
+
+
+class RepeatPolicy(_Wire):
+    """What the same bug twice does to the job's next restart. Unset fields take the operator's defaults; the
+    job's own annotation ``frwatch.io/repeat-policy`` wins over ``policy``; the operator's dry-run
+    (``remediation.repeatDryRun``, on by default) wins over both."""
+
+    policy: RepeatPolicyName | None = Field(
+        default=None,
+        description="report (an Event and an Incident condition only), suspend (suspend the job: TrainJob and "
+        "JobSet spec.suspend, PyTorchJob spec.runPolicy.suspend) or fail (the same, and the job annotated "
+        "frwatch.io/restart-stopped for a failure policy).",
+    )
+    dry_run: bool | None = Field(
+        default=None, description="Only say what suspend or fail would do (true forces it; false cannot undo the operator's)."
+    )
+
+
 class CapturePolicySpec(_Wire):
     """Opt the selected jobs of this namespace (any kind frwatch follows) into capture, with these settings.
 
@@ -182,6 +210,10 @@ class CapturePolicySpec(_Wire):
     remediation: RemediationPolicy = Field(
         default_factory=RemediationPolicy, description="Node remediation for these jobs."
     )
+    repeat: RepeatPolicy = Field(
+        default_factory=RepeatPolicy,
+        description="What two consecutive attempts failing at the same earliest branch do to the next restart.",
+    )
     live_watch: LiveWatchPolicy = Field(
         default_factory=LiveWatchPolicy, description="Live watch (desyncs and stalls named while the job runs)."
     )
@@ -205,6 +237,11 @@ class CaptureSettings(_Wire):
     remediation_enabled: bool = Field(description="Whether suspect nodes may be cordoned.")
     remediation_dry_run: bool = Field(description="Record what would be done without doing it.")
     max_nodes_per_incident: int = Field(description="At most this many nodes cordoned for one incident.")
+    repeat_policy: RepeatPolicyName = Field(
+        default=RepeatPolicyName.REPORT,
+        description="What the same bug in two consecutive attempts does (before the job's own annotation).",
+    )
+    repeat_dry_run: bool = Field(default=True, description="Only say what repeatPolicy suspend or fail would do.")
     live_enabled: bool = Field(default=False, description="Live watch on (before the job's own annotation).")
     live_policy: LivePolicyName = Field(
         default=LivePolicyName.REPORT, description="What a live finding does (before the job's own annotation)."
@@ -279,6 +316,9 @@ class ConditionType(StrEnum):
     ANALYSIS_REQUESTED = "AnalysisRequested"
     ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
     REMEDIATED = "Remediated"  #: what the cordon policy did
+    #: True: this attempt ended at the same earliest branch as the one before (the same bug twice); the message
+    #: says what the repeat policy did to the next restart and the command that resumes the job
+    SAME_BUG_AGAIN = "SameBugAgain"
     #: False: pods of the attempt whose global ranks cannot be derived (named in the message; they got none)
     RANKS_KNOWN = "RanksKnown"
     #: False: the job's spec, status or pods say something that stops capture or ranks (named in the message)
@@ -452,6 +492,31 @@ class NodeNomination(_Wire):
 SUSPECTS_MAX = 64
 
 
+class IncidentRepeat(_Wire):
+    """Whether this attempt failed the way the one before did, and what the repeat policy did about it."""
+
+    branch_key: str = Field(
+        default="", max_length=2048,
+        description="What makes two failures the same bug: category, process group, op, call sites at the earliest "
+        "branch, culprit kind and ranks; empty: the verdict cannot stop a restart (healthy, inconclusive, "
+        "hardware-class, or no call site).",
+    )  # fmt: skip
+    previous_incident: str = Field(default="", description="The previous attempt's Incident compared with.")
+    same: bool = Field(default=False, description="Both attempts ended at the same earliest branch.")
+    policy: str = Field(default="", description="report, suspend or fail: the policy in force.")
+    action: str = Field(
+        default="", description="none, reported, dry-run (would suspend) or suspended: what was done to the job."
+    )
+    resume: str = Field(default="", max_length=512, description="The kubectl command that resumes the job.")
+    gpus: int = Field(default=0, ge=0, description="GPUs the job requests in all (pods x GPUs a pod).")
+    attempt_seconds: float = Field(
+        default=0.0, ge=0, description="How long an attempt ran until the watchdog, from this job's two failures."
+    )
+    gpu_hours_not_spent: float = Field(
+        default=0.0, ge=0, description="gpus x attemptSeconds / 3600: what a further attempt would have burnt."
+    )
+
+
 class IncidentVerdict(_Wire):
     """The verdict as people read it, kept with the Incident: Events are deleted after an hour, this is not.
     Bounded: the full verdict (every rank, the evidence) stays in the store (``reportUrl``)."""
@@ -591,6 +656,9 @@ class IncidentStatus(_Wire):
         description="The job's effective capture settings, fixed when the incident opened: the collection "
         "deadline, the analyzer Job and remediation of this incident follow them, whatever its CapturePolicy "
         "says later.",
+    )
+    repeat: IncidentRepeat | None = Field(
+        default=None, description="The same bug as the previous attempt? And what was done to the next restart."
     )
     conditions: list[Condition] = Field(default_factory=list, description="Collected, Analyzed, Remediated.")
     message: str = Field(

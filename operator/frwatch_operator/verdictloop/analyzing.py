@@ -55,7 +55,7 @@ from frwatch_operator.resources import (
 )
 from frwatch_operator.s3store import S3Store
 from frwatch_operator.times import parse_rfc3339, rfc3339
-from frwatch_operator.verdictloop import corroborating, probe_step, source_step
+from frwatch_operator.verdictloop import corroborating, probe_step, restart_step, source_step
 from frwatch_operator.verdictloop.analysis_jobs import STEP_MAP, advance_map, start_jobs
 from frwatch_operator.verdictloop.analysis_steps import POLL_SECONDS, Observed, Step
 from frwatch_operator.verdictloop.analyzer_job import analyzer_job_ref
@@ -363,6 +363,12 @@ def _report(
         observed=seen, namespace=ns,
     )  # fmt: skip
     status = {**status, "verdictDigest": digest, "nominations": [n.wire() for n in acted.nominations]}
+    repeat = restart_step.act_on_repeat(
+        view=view, verdict=verdict, training=training, job_ref=job_ref, bound=bool(digest), settings=settings,
+        kube=kube, now=now,
+    )  # fmt: skip
+    status = restart_step.status_patch(repeat, status)
+    observed = replace(observed, repeat_action=repeat.repeat.action, gpu_hours_not_spent=repeat.repeat.gpu_hours_not_spent)
     if acted.probing:  # the verdict is out; the cordon plan waits for the probes
         status = {**status, "phase": IncidentPhase.ANALYZING.value, **corroborating.probe_status(acted.nominations)}
         return Step(status, done=False, retry_after=POLL_SECONDS, observed=observed)

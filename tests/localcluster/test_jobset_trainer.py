@@ -6,7 +6,6 @@ TrainJob whose runtime is missing."""
 from __future__ import annotations
 
 import copy
-
 import json
 from pathlib import Path
 from typing import Any

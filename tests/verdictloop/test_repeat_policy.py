@@ -159,7 +159,7 @@ def run(kube: Any, custom: Any, ns: str, job: dict[str, Any], view: Incident, ve
 
 def suspended(custom: Any, ns: str, name: str) -> bool:
     job = custom.get_namespaced_custom_object(c.KF_GROUP, c.KF_VERSION, ns, c.KF_PLURAL, name)
-    return bool(((job["spec"].get("runPolicy") or {}).get("suspend")))
+    return bool((job["spec"].get("runPolicy") or {}).get("suspend"))
 
 
 def test_same_bug_twice_suspends_the_job_and_says_how_to_resume(
@@ -174,8 +174,8 @@ def test_same_bug_twice_suspends_the_job_and_says_how_to_resume(
     assert got["metadata"]["annotations"][c.ANN_RESTART_STOPPED] == f"missing_rank: {view.name}"
     r = acted.repeat
     assert (r.same, r.action, r.gpus, r.attempt_seconds, r.gpu_hours_not_spent) == (True, "suspended", 4, 600.0, 0.6667)
-    assert r.resume == "kubectl -n %s patch pytorchjob llama --type merge -p '%s'" % (
-        ns, '{"spec":{"runPolicy":{"suspend":false}}}')  # fmt: skip
+    body = '{"spec":{"runPolicy":{"suspend":false}}}'
+    assert r.resume == f"kubectl -n {ns} patch pytorchjob llama --type merge -p '{body}'"
     assert acted.condition.type == "SameBugAgain" and r.resume in acted.condition.message
     reasons = [e.reason for e in events_about(core, ns, "llama")]
     assert reasons == ["RestartStopped"]

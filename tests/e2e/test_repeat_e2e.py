@@ -59,7 +59,7 @@ def test_same_bug_twice_suspends_before_the_third_attempt_and_a_different_branch
     try:
         # the hang lasts longer than a verdict takes, so the third attempt is still in it when the verdict lands
         submit(jobs, same, script("skip", "--culprit", "1", "--timeout-s", "45"), max_restarts=3)
-        submit(jobs, other, script("skip", "--culprit", "$(FRWATCH_TEST_ATTEMPT)"), max_restarts=2)
+        submit(jobs, other, script("skip", "--culprit", "$(FRWATCH_TEST_ATTEMPT)", "--timeout-s", "20"), max_restarts=2)
         first, second = jobs.reported_incidents(same, 2, timeout=420)
         stopped = wait_for(
             lambda: (j := jobs.get(same))["spec"].get("suspend") and j, 90, f"{same} suspended"
@@ -69,7 +69,9 @@ def test_same_bug_twice_suspends_before_the_third_attempt_and_a_different_branch
     finally:
         watcher.stop()
     # the same bug twice: the JobSet says why, and how to resume it
-    assert stopped["metadata"]["annotations"][c.ANN_RESTART_STOPPED] == f"missing_rank: {second['metadata']['name']}"
+    category = second["status"]["category"]
+    assert category in {"desync", "missing_rank"} and first["status"]["category"] == category, category
+    assert stopped["metadata"]["annotations"][c.ANN_RESTART_STOPPED] == f"{category}: {second['metadata']['name']}"
     repeat = second["status"]["repeat"]
     assert repeat["same"] is True and repeat["action"] == "suspended", repeat
     assert repeat["previousIncident"] == first["metadata"]["name"]
@@ -90,8 +92,9 @@ def test_same_bug_twice_suspends_before_the_third_attempt_and_a_different_branch
     # another branch each time: never suspended, it restarted until its own failure policy ended it
     assert ended["Failed"]["reason"] == "ReachedMaxRestarts", ended
     o_repeat = o_second["status"]["repeat"]
-    assert o_repeat["same"] is False and o_repeat["action"] == "none", o_repeat
-    assert o_first["status"]["repeat"]["branchKey"] != o_repeat["branchKey"] != ""
+    said = [(i["status"]["category"], i["status"]["message"][:200]) for i in (o_first, o_second)]
+    assert o_repeat["same"] is False and o_repeat["action"] == "none", (o_repeat, said)
+    assert o_first["status"]["repeat"]["branchKey"] != o_repeat["branchKey"] != "", said
     assert condition(o_second, "SameBugAgain") is None
     assert not jobs.get(other)["spec"].get("suspend") and jobs.events(other, "RestartStopped") == []
     attempts = {p["metadata"]["labels"][c.LABEL_JOBSET_RESTART_ATTEMPT] for p in watcher.of_job(other).values()}

@@ -23,8 +23,9 @@ from frwatch_operator import constants as c
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-#: Each attempt's culprit is its restart attempt (0, 1, ...): every attempt fails at another branch.
-ATTEMPT_ENV = {"name": "FRWATCH_TEST_ATTEMPT",
+#: Each attempt's culprit is its restart attempt (0, 1, ...): every attempt fails at another branch. (Not named
+#: FRWATCH_*: the webhook strips a tenant's FRWATCH_* env.)
+ATTEMPT_ENV = {"name": "RESTART_ATTEMPT",
                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{c.LABEL_JOBSET_RESTART_ATTEMPT}']"}}}  # fmt: skip
 
 
@@ -59,7 +60,7 @@ def test_same_bug_twice_suspends_before_the_third_attempt_and_a_different_branch
     try:
         # the hang lasts longer than a verdict takes, so the third attempt is still in it when the verdict lands
         submit(jobs, same, script("skip", "--culprit", "1", "--timeout-s", "45"), max_restarts=3)
-        submit(jobs, other, script("skip", "--culprit", "$(FRWATCH_TEST_ATTEMPT)", "--timeout-s", "20"), max_restarts=2)
+        submit(jobs, other, script("skip", "--culprit", "$(RESTART_ATTEMPT)", "--timeout-s", "20"), max_restarts=2)
         first, second = jobs.reported_incidents(same, 2, timeout=420)
         stopped = wait_for(
             lambda: (j := jobs.get(same))["spec"].get("suspend") and j, 90, f"{same} suspended"

@@ -24,7 +24,8 @@ from frwatch_analyzers.verdict import (
 from frwatch_operator import constants as c
 from frwatch_operator.incident import Incident
 from frwatch_operator.incident_naming import incident_name
-from frwatch_operator.resources import CaptureSettings, RepeatPolicyName
+from frwatch_operator.repeat_resources import RepeatPolicyName
+from frwatch_operator.resources import CaptureSettings
 from frwatch_operator.times import rfc3339
 from frwatch_operator.verdictloop.restart_policy import (
     RepeatAction,

@@ -36,7 +36,7 @@ from typing import Any
 
 from frwatch_analyzers.verdict import Category, Status, Verdict
 from frwatch_operator import constants as c
-from frwatch_operator.resources import RepeatPolicyName
+from frwatch_operator.repeat_resources import RepeatPolicyName
 
 #: Categories a repeat can stop: a bug in the program (a rank-dependent branch, a mismatched call).
 SOFTWARE_CATEGORIES = frozenset(

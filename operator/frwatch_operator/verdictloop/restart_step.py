@@ -22,13 +22,8 @@ from frwatch_operator.errors import FatalError
 from frwatch_operator.incident import Incident
 from frwatch_operator.incident_naming import incident_name
 from frwatch_operator.notices import Notice, Reason
-from frwatch_operator.resources import (
-    CaptureSettings,
-    Condition,
-    ConditionType,
-    IncidentRepeat,
-    RepeatPolicyName,
-)
+from frwatch_operator.repeat_resources import IncidentRepeat, RepeatPolicyName
+from frwatch_operator.resources import CaptureSettings, Condition, ConditionType
 from frwatch_operator.times import parse_rfc3339, rfc3339
 from frwatch_operator.verdictloop.events import event_object
 from frwatch_operator.verdictloop.ports import KubeActions, Obj

@@ -142,6 +142,12 @@ class RemediationSettings(_Section):
     namespace_window_seconds: int = Field(
         default=86_400, ge=1, description="The per-namespace cap's window (seconds)."
     )
+    repeat_dry_run: bool = Field(
+        default=True,
+        description="The same bug in two consecutive attempts of a job (repeat policy suspend or fail): only say "
+        "what would be done to the job (Event, Incident condition), without suspending it. A CapturePolicy "
+        "can force it on, never off.",
+    )
     breaker_namespace: str = Field(
         default="frwatch-system",
         description="Namespace of the breaker's ConfigMap (the operator's own; RBAC: get/create/update there).",

@@ -204,6 +204,11 @@ ANN_LIVE_POLICY: Final = PREFIX + "live-policy"
 ANN_TORCH_VERSION: Final = PREFIX + "torch-version"
 #: Set on a job live watch suspended (policy abort): the Incident whose verdict stopped it.
 ANN_LIVE_ABORTED: Final = PREFIX + "live-aborted"
+#: On a job: what the same bug twice does to its next restart (``report``, ``suspend``, ``fail``); wins over its
+#: CapturePolicy's ``repeat.policy`` (the operator's dry-run wins over both).
+ANN_REPEAT_POLICY: Final = PREFIX + "repeat-policy"
+#: Set on a job frwatch suspended because two consecutive attempts hit the same bug: ``<category>: <Incident>``.
+ANN_RESTART_STOPPED: Final = PREFIX + "restart-stopped"
 
 # --- CRDs ---------------------------------------------------------------------------------------------------
 INCIDENT_PLURAL: Final = "incidents"

@@ -86,6 +86,18 @@ DOCS: Final[dict[str, tuple[str, tuple[str, ...], str]]] = {
         (),
         "1 while the remediation circuit breaker is tripped (no cordon until a person resets it), else 0.",
     ),
+    "frwatch_same_bug_restarts": (
+        "counter",
+        ("action",),
+        "Attempts that ended at the same earliest branch as the attempt before (the same bug twice), by what the "
+        "repeat policy did: reported, dry-run (would suspend) or suspended.",
+    ),
+    "frwatch_gpu_hours_not_spent": (
+        "counter",
+        (),
+        "GPU-hours a further attempt would have burnt (the job's GPUs x how long its attempts ran until they "
+        "failed), counted when the repeat policy suspended the job.",
+    ),
     "frwatch_webhook_admissions": (
         "counter",
         ("outcome",),
@@ -131,6 +143,10 @@ class Metrics:
         self.cordons_skipped = Counter(n, doc(n), labels(n), registry=r)
         n = "frwatch_remediation_breaker_tripped"
         self.breaker_tripped = Gauge(n, doc(n), registry=r)
+        n = "frwatch_same_bug_restarts"
+        self.same_bug_restarts = Counter(n, doc(n), labels(n), registry=r)
+        n = "frwatch_gpu_hours_not_spent"
+        self.gpu_hours_not_spent = Counter(n, doc(n), registry=r)
         n = "frwatch_webhook_admissions"
         self.webhook_admissions = Counter(n, doc(n), labels(n), registry=r)
         self.breaker_tripped.set(0)
@@ -194,6 +210,12 @@ class Metrics:
     def breaker_state(self, tripped: bool) -> None:
         """The circuit breaker's state after a decision or a reset."""
         self.breaker_tripped.set(1 if tripped else 0)
+
+    def same_bug_again(self, action: str, gpu_hours_not_spent: float) -> None:
+        """An attempt failed as the one before did; ``action`` is what the repeat policy did."""
+        self.same_bug_restarts.labels(action=action).inc()
+        if gpu_hours_not_spent > 0:
+            self.gpu_hours_not_spent.inc(gpu_hours_not_spent)
 
     def admission(self, outcome: str) -> None:
         """One pod through the webhook: ``injected``, ``untouched`` or ``error``."""

@@ -21,6 +21,10 @@ class Reason(StrEnum):
 
     # opt-in and admission (on the job, the policy, the pod)
     CAPTURE_ENABLED = "CaptureEnabled"  #: the job is captured from now on (job)
+    #: this attempt ended at the same earliest branch as the one before; the repeat policy is report or dry-run
+    SAME_BUG_AGAIN = "SameBugAgain"
+    #: the same bug twice: frwatch suspended the job so no further attempt burns its GPUs (job, Incident)
+    RESTART_STOPPED = "RestartStopped"
     CAPTURE_CONFIG_INVALID = "CaptureConfigInvalid"  #: a malformed opt-in: the job is left untouched (job)
     POLICY_INVALID = "CapturePolicyInvalid"  #: a malformed CapturePolicy (the policy)
     CAPTURE_AT_RISK = "CaptureAtRisk"  #: a pod injected with something that may keep it from dumping (pod)

@@ -21,6 +21,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from frwatch_operator.repeat_resources import IncidentRepeat, RepeatPolicy, RepeatPolicyName
+
 
 class _Wire(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown fields rejected (a typo is an error)."""
@@ -182,6 +184,10 @@ class CapturePolicySpec(_Wire):
     remediation: RemediationPolicy = Field(
         default_factory=RemediationPolicy, description="Node remediation for these jobs."
     )
+    repeat: RepeatPolicy = Field(
+        default_factory=RepeatPolicy,
+        description="What two consecutive attempts failing at the same earliest branch do to the next restart.",
+    )
     live_watch: LiveWatchPolicy = Field(
         default_factory=LiveWatchPolicy, description="Live watch (desyncs and stalls named while the job runs)."
     )
@@ -205,6 +211,11 @@ class CaptureSettings(_Wire):
     remediation_enabled: bool = Field(description="Whether suspect nodes may be cordoned.")
     remediation_dry_run: bool = Field(description="Record what would be done without doing it.")
     max_nodes_per_incident: int = Field(description="At most this many nodes cordoned for one incident.")
+    repeat_policy: RepeatPolicyName = Field(
+        default=RepeatPolicyName.REPORT,
+        description="What the same bug in two consecutive attempts does (before the job's own annotation).",
+    )
+    repeat_dry_run: bool = Field(default=True, description="Only say what repeatPolicy suspend or fail would do.")
     live_enabled: bool = Field(default=False, description="Live watch on (before the job's own annotation).")
     live_policy: LivePolicyName = Field(
         default=LivePolicyName.REPORT, description="What a live finding does (before the job's own annotation)."
@@ -279,6 +290,9 @@ class ConditionType(StrEnum):
     ANALYSIS_REQUESTED = "AnalysisRequested"
     ANALYZED = "Analyzed"  #: the analyzer Job's progress, then the verdict (or why there is none)
     REMEDIATED = "Remediated"  #: what the cordon policy did
+    #: True: this attempt ended at the same earliest branch as the one before (the same bug twice); the message
+    #: says what the repeat policy did to the next restart and the command that resumes the job
+    SAME_BUG_AGAIN = "SameBugAgain"
     #: False: pods of the attempt whose global ranks cannot be derived (named in the message; they got none)
     RANKS_KNOWN = "RanksKnown"
     #: False: the job's spec, status or pods say something that stops capture or ranks (named in the message)
@@ -591,6 +605,9 @@ class IncidentStatus(_Wire):
         description="The job's effective capture settings, fixed when the incident opened: the collection "
         "deadline, the analyzer Job and remediation of this incident follow them, whatever its CapturePolicy "
         "says later.",
+    )
+    repeat: IncidentRepeat | None = Field(
+        default=None, description="The same bug as the previous attempt? And what was done to the next restart."
     )
     conditions: list[Condition] = Field(default_factory=list, description="Collected, Analyzed, Remediated.")
     message: str = Field(

@@ -38,7 +38,7 @@ NOT_OPERATOR = ("localcluster", "workloads", "demo", "agent")
 #: Any namespace a training job may live in (a call there needs a cluster-wide grant).
 JOB_NS = "some-team"
 #: Modules whose calls happen only with webhook.tls.mode=operator (the operator's own webhook certificate).
-OPERATOR_TLS_ONLY = ("webhook_tls_kube.py",)
+OPERATOR_TLS_ONLY = ("webhook_cert_secret.py",)
 #: The module that reads and writes the operator's own Secrets of the release namespace: the agents' key
 #: ring always, the webhook's certificate in tls.mode=operator.
 OWN_SECRETS = "own_secrets.py"

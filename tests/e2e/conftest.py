@@ -43,7 +43,8 @@ def _local(operator_env: dict[str, str], replicas: int = 1) -> Iterator[Target]:
 
 @pytest.fixture(scope="session")
 def target() -> Iterator[Target]:
-    """The cluster the tests run on; on the local one, remediation is on in dry-run."""
+    """The cluster the tests run on; on the local one, remediation is on in dry-run, and the repeat policy acts
+    (only on jobs annotated frwatch.io/repeat-policy: suspend, as ``test_repeat_e2e`` does)."""
     real = os.environ.get("FRWATCH_E2E_KUBECONFIG")
     if real:
         yield Target(
@@ -55,7 +56,7 @@ def target() -> Iterator[Target]:
         return
     yield from _local(
         {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_REMEDIATION_ENABLED": "true",
-         "FRWATCH_REMEDIATION_DRY_RUN": "true", **LIVE_ENV}
+         "FRWATCH_REMEDIATION_DRY_RUN": "true", "FRWATCH_REMEDIATION_REPEAT_DRY_RUN": "false", **LIVE_ENV}
     )  # fmt: skip
 
 

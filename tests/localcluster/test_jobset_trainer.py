@@ -5,6 +5,7 @@ TrainJob whose runtime is missing."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,33 @@ def test_jobset_fails_with_reached_max_restarts(cluster: LocalCluster, ns: str) 
     assert js["status"]["restarts"] == 1
     job = kubectl_json(cluster, "get", "job", "maxed-workers-0", "-n", ns)
     assert job["metadata"]["labels"][jsc.RESTART_ATTEMPT] == "1"
+
+
+def test_jobset_failure_policy_rules_match_the_failure_message(cluster: LocalCluster, ns: str) -> None:
+    """jobset's ``ruleIsApplicable`` (``pkg/controllers/failure_policy.go``, v0.10.0+): a rule applies only when
+    one of its ``onJobFailureMessagePatterns`` is found in the child Job's failure message; a rule whose
+    patterns all miss (an invalid one is skipped) is passed over, and the default action (restart) applies."""
+    rules = {"maxRestarts": 1, "rules": [
+        {"name": "miss", "action": "FailJobSet", "onJobFailureMessagePatterns": ["(unclosed", "^no such message$"]},
+        {"name": "limit", "action": "FailJobSet", "onJobFailureReasons": ["BackoffLimitExceeded"],
+         "onJobFailureMessagePatterns": ["backoff limit"]},
+    ]}  # fmt: skip
+    body = jobset("patterned", replicas=1, policy=rules)
+    container = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python", "-c", "raise SystemExit(3)"]
+    apply(cluster, ns, body)
+    missed = copy.deepcopy(body)
+    missed["metadata"]["name"] = "unmatched"
+    missed["spec"]["failurePolicy"]["rules"] = rules["rules"][:1]
+    apply(cluster, ns, missed)
+    js = wait_condition(cluster, "jobset", ns, "patterned", ("Completed", "Failed"), timeout=180)
+    failed = condition(js, "Failed")
+    assert failed is not None and failed["reason"] == "FailJobSetFailurePolicyAction", js["status"]
+    assert js["status"]["restarts"] == 0
+    js = wait_condition(cluster, "jobset", ns, "unmatched", ("Completed", "Failed"), timeout=180)
+    failed = condition(js, "Failed")
+    assert failed is not None and failed["reason"] == "ReachedMaxRestarts", js["status"]
+    assert js["status"]["restarts"] == 1
 
 
 def trainjob(name: str, command: list[str], *, runtime: str = "torch-distributed", kind: str = "ClusterTrainingRuntime",

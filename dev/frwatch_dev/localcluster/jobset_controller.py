@@ -47,7 +47,8 @@ until all did, then ``StartupPolicyCompleted`` (``InOrderStartupPolicyCompleted`
 
 Not done: ``dependsOn``,
 ``coordinator``, ``RestartJob`` actions (feature gated), ``BlockingRecreate``/``InPlaceRestart``, exclusive
-placement, volume claim policies, ``managedBy``, ``onJobFailureMessagePatterns``.
+placement, volume claim policies, ``managedBy``. ``onJobFailureMessagePatterns`` (v0.10.0+) is matched as
+jobset's ``ruleIsApplicable`` does (:func:`message_matches`), with Python's ``re`` for RE2.
 
 Over 400 lines on purpose: the child Job builder, the webhook's defaults, the conditions and the failure and
 success policies are one controller's rules, read together as the real ``jobset_controller.go`` holds them.
@@ -59,6 +60,7 @@ import asyncio
 import copy
 import hashlib
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -320,6 +322,22 @@ def _job_failure(job: Obj) -> Obj:
     return {}
 
 
+def message_matches(patterns: Any, message: Any) -> bool:
+    """A rule's ``onJobFailureMessagePatterns`` against a child Job's failure message, as jobset's
+    ``ruleIsApplicable``/``anyMatchFound`` (``pkg/controllers/failure_policy.go``, since v0.10.0): an empty list
+    matches any message; otherwise any pattern found anywhere in the message (Go's ``regexp.MatchString``: a
+    search, not a full match); an invalid pattern is skipped (logged there), never an error."""
+    if not patterns:
+        return True
+    for pattern in patterns:
+        try:
+            if re.search(str(pattern), str(message or "")):
+                return True
+        except re.error:
+            continue
+    return False
+
+
 def _ready(job: Obj) -> bool:
     """``allJobsReady`` counts a Job ready when its ready + succeeded pods reach its parallelism."""
     status = job.get("status") or {}
@@ -504,6 +522,7 @@ class JobSetController:
                 j for j in failed
                 if (not candidate.get("onJobFailureReasons")
                     or _job_failure(j).get("reason") in candidate["onJobFailureReasons"])
+                and message_matches(candidate.get("onJobFailureMessagePatterns"), _job_failure(j).get("message"))
                 and (not candidate.get("targetReplicatedJobs")
                      or (j["metadata"].get("labels") or {}).get(REPLICATED_JOB_NAME)
                      in candidate["targetReplicatedJobs"])

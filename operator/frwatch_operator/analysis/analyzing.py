@@ -53,6 +53,7 @@ from frwatch_operator.incident.record import Incident, IncidentIdentity, evidenc
 from frwatch_operator.kube.ports import KubeActions, Obj
 from frwatch_operator.notices import Notice, Reason
 from frwatch_operator.remediation import corroboration as corroborating
+from frwatch_operator.remediation import restart_step
 from frwatch_operator.remediation.cordon_policy import effective_rules
 from frwatch_operator.resources import (
     ApiRefusals,
@@ -364,6 +365,12 @@ def _report(
         observed=seen, namespace=ns,
     )  # fmt: skip
     status = {**status, "verdictDigest": digest, "nominations": [n.wire() for n in acted.nominations]}
+    repeat = restart_step.act_on_repeat(
+        view=view, verdict=verdict, training=training, job_ref=job_ref, bound=bool(digest), settings=settings,
+        kube=kube, now=now,
+    )  # fmt: skip
+    status = restart_step.status_patch(repeat, status)
+    observed = replace(observed, repeat_action=repeat.repeat.action, gpu_hours_not_spent=repeat.repeat.gpu_hours_not_spent)
     if acted.probing:  # the verdict is out; the cordon plan waits for the probes
         status = {**status, "phase": IncidentPhase.ANALYZING.value, **corroborating.probe_status(acted.nominations)}
         return Step(status, done=False, retry_after=POLL_SECONDS, observed=observed)

@@ -27,6 +27,9 @@ class Observed:
     would_cordon: int = 0  #: nodes a dry-run plan would have cordoned
     skipped: tuple[str, ...] = ()  #: a SkipReason code for each suspect node left alone
     breaker_tripped: bool | None = None  #: the circuit breaker as stored (None: not read)
+    #: what the repeat policy did in this call (``restart_policy.RepeatAction``; "" or "none": nothing)
+    repeat_action: str = ""
+    gpu_hours_not_spent: float = 0.0  #: GPU-hours a further attempt would have burnt, when the job was suspended
 
 
 @dataclass(frozen=True)

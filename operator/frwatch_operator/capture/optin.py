@@ -76,6 +76,7 @@ def defaults(config: Config) -> CaptureSettings:
         remediation_enabled=config.remediation.enabled,
         remediation_dry_run=config.remediation.dry_run,
         max_nodes_per_incident=config.remediation.max_nodes_per_incident,
+        repeat_dry_run=config.remediation.repeat_dry_run,
         live_policy=LivePolicyName(config.operator.live_policy),
     )
 
@@ -100,6 +101,8 @@ def apply_policy(base: CaptureSettings, spec: CapturePolicySpec) -> CaptureSetti
             if rem.max_nodes_per_incident is not None
             else base.max_nodes_per_incident,
         ),
+        repeat_policy=spec.repeat.policy or base.repeat_policy,
+        repeat_dry_run=base.repeat_dry_run or bool(spec.repeat.dry_run),
         live_enabled=spec.live_watch.enabled if spec.live_watch.enabled is not None else base.live_enabled,
         live_policy=spec.live_watch.policy or base.live_policy,
     )

@@ -50,5 +50,7 @@ def record(metrics: Metrics, seen: Observed) -> None:
         metrics.cordoned(dry_run=True)
     for reason in seen.skipped:
         metrics.cordon_skipped(reason)
+    if seen.repeat_action not in ("", "none"):
+        metrics.same_bug_again(seen.repeat_action, seen.gpu_hours_not_spent)
     if seen.breaker_tripped is not None:
         metrics.breaker_state(seen.breaker_tripped)

@@ -425,6 +425,15 @@ class Kube:
             ),
         )
 
+    def patch_training_job_spec(self, namespace: str, ref: JobRef, patch: Mapping[str, Any]) -> None:
+        args = self._job_args(namespace, ref)
+        _required(
+            f"patch {ref.kind} {namespace}/{ref.name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                *args, ref.name, dict(patch), _content_type=MERGE_PATCH, _preload_content=False
+            ),
+        )
+
     # --- the verdict loop's Events (built whole by verdict.events) ---------------------------------
     def create_event(self, event: Mapping[str, Any]) -> None:
         ns = event["metadata"]["namespace"]

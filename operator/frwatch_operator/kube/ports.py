@@ -44,6 +44,14 @@ class KubeActions(Protocol):
         """Merge-patch the job's annotations (None removes one). Never touches its spec or status."""
         ...
 
+    def patch_training_job_spec(self, namespace: str, ref: JobRef, patch: Mapping[str, Any]) -> None:
+        """Merge-patch the job's spec and annotations (the repeat policy's suspend: ``restart_step``)."""
+        ...
+
+    def get_incident(self, namespace: str, name: str) -> Obj | None:
+        """Another Incident of the namespace (the previous attempt's); None when absent."""
+        ...
+
     # Events
     def create_event(self, event: Mapping[str, Any]) -> None:
         """Create the Event; one of the same name already there is fine (idempotent)."""

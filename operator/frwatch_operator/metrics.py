@@ -86,6 +86,12 @@ DOCS: Final[dict[str, tuple[str, tuple[str, ...], str]]] = {
         (),
         "1 while the remediation circuit breaker is tripped (no cordon until a person resets it), else 0.",
     ),
+    "frwatch_notifications": (
+        "counter",
+        ("outcome",),
+        "Notices to the webhook of notify.webhookUrl: sent (a 2xx), failed (every try refused, timed out or "
+        "unreachable) or dropped (the queue was full).",
+    ),
     "frwatch_webhook_admissions": (
         "counter",
         ("outcome",),
@@ -131,6 +137,8 @@ class Metrics:
         self.cordons_skipped = Counter(n, doc(n), labels(n), registry=r)
         n = "frwatch_remediation_breaker_tripped"
         self.breaker_tripped = Gauge(n, doc(n), registry=r)
+        n = "frwatch_notifications"
+        self.notifications = Counter(n, doc(n), labels(n), registry=r)
         n = "frwatch_webhook_admissions"
         self.webhook_admissions = Counter(n, doc(n), labels(n), registry=r)
         self.breaker_tripped.set(0)
@@ -194,6 +202,10 @@ class Metrics:
     def breaker_state(self, tripped: bool) -> None:
         """The circuit breaker's state after a decision or a reset."""
         self.breaker_tripped.set(1 if tripped else 0)
+
+    def notification(self, outcome: str) -> None:
+        """One notice done: ``sent``, ``failed`` or ``dropped``."""
+        self.notifications.labels(outcome=outcome).inc()
 
     def admission(self, outcome: str) -> None:
         """One pod through the webhook: ``injected``, ``untouched`` or ``error``."""

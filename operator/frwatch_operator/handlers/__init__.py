@@ -88,7 +88,15 @@ def retrying(handle: Callable[[], object], what: str) -> None:
 
 
 def register_all(registry: kopf.OperatorRegistry, deps: Deps) -> None:
-    from frwatch_operator.handlers import admission, incident_phases, jobs, live, pods, policies
+    from frwatch_operator.handlers import (
+        admission,
+        incident_phases,
+        jobs,
+        live,
+        notifications,
+        pods,
+        policies,
+    )
     from frwatch_operator.verdictloop import handler as verdict_loop
 
     admission.register(registry, deps)
@@ -98,3 +106,4 @@ def register_all(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     incident_phases.register(registry, deps)
     verdict_loop.register(registry, deps)
     live.register(registry, deps)
+    notifications.register(registry, deps)

@@ -388,6 +388,23 @@ class OperatorSettings(_Section):
     )
 
 
+class NotifySettings(_Section):
+    """Notices to the people on call when a verdict lands (frwatch_operator.verdict.notifier): off unless a URL is set."""
+
+    webhook_url: SecretStr | None = Field(
+        default=None,
+        description="Webhook URL that takes Slack-compatible JSON ({\"text\": ...}); from a Secret (the chart's "
+        "notifications.webhookSecret). Unset: no notices.",
+    )
+    max_age_seconds: int = Field(
+        default=3600, ge=60, description="Announce only verdicts stored this recently (no flood of old news after "
+        "an upgrade or a leader change).",
+    )  # fmt: skip
+    attempts: int = Field(default=3, ge=1, le=10, description="Tries per notice (a 2xx ends them; 4xx but 429 too).")
+    timeout_seconds: float = Field(default=5.0, gt=0, le=60, description="Total deadline of one try.")
+    queue_size: int = Field(default=100, ge=1, le=10_000, description="Notices waiting at most; more are dropped.")
+
+
 class Config(BaseModel):
     """Everything frwatch is configured with. Build with :func:`load_config`; pass it in; never mutate."""
 
@@ -403,6 +420,7 @@ class Config(BaseModel):
     analyzer: AnalyzerSettings = Field(default_factory=AnalyzerSettings)
     remediation: RemediationSettings = Field(default_factory=RemediationSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
     pod: PodIdentity = Field(default_factory=PodIdentity)
     job: JobIdentity = Field(default_factory=JobIdentity)
 

@@ -98,6 +98,12 @@ DOCS: Final[dict[str, tuple[str, tuple[str, ...], str]]] = {
         "GPU-hours a further attempt would have burnt (the job's GPUs x how long its attempts ran until they "
         "failed), counted when the repeat policy suspended the job.",
     ),
+    "frwatch_notifications": (
+        "counter",
+        ("outcome",),
+        "Notices to the webhook of notify.webhookUrl: sent (a 2xx), failed (every try refused, timed out or "
+        "unreachable) or dropped (the queue was full).",
+    ),
     "frwatch_webhook_admissions": (
         "counter",
         ("outcome",),
@@ -147,6 +153,8 @@ class Metrics:
         self.same_bug_restarts = Counter(n, doc(n), labels(n), registry=r)
         n = "frwatch_gpu_hours_not_spent"
         self.gpu_hours_not_spent = Counter(n, doc(n), registry=r)
+        n = "frwatch_notifications"
+        self.notifications = Counter(n, doc(n), labels(n), registry=r)
         n = "frwatch_webhook_admissions"
         self.webhook_admissions = Counter(n, doc(n), labels(n), registry=r)
         self.breaker_tripped.set(0)
@@ -216,6 +224,10 @@ class Metrics:
         self.same_bug_restarts.labels(action=action).inc()
         if gpu_hours_not_spent > 0:
             self.gpu_hours_not_spent.inc(gpu_hours_not_spent)
+
+    def notification(self, outcome: str) -> None:
+        """One notice done: ``sent``, ``failed`` or ``dropped``."""
+        self.notifications.labels(outcome=outcome).inc()
 
     def admission(self, outcome: str) -> None:
         """One pod through the webhook: ``injected``, ``untouched`` or ``error``."""

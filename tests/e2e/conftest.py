@@ -25,6 +25,7 @@ from e2e_helpers import LIVE_ENV, NO_PYTHON, Target
 
 from frwatch_dev.localcluster.cluster import LocalCluster, operator_available
 from frwatch_dev.standin_probe import PROBE_ENV
+from frwatch_dev.testing.notice_receiver import NoticeReceiver
 
 NODES = ("node-a", "node-b", "node-c", "node-d")
 NAMESPACE = "e2e"
@@ -42,9 +43,18 @@ def _local(operator_env: dict[str, str], replicas: int = 1) -> Iterator[Target]:
 
 
 @pytest.fixture(scope="session")
-def target() -> Iterator[Target]:
-    """The cluster the tests run on; on the local one, remediation is on in dry-run, and the repeat policy acts
-    (only on jobs annotated frwatch.io/repeat-policy: suspend, as ``test_repeat_e2e`` does)."""
+def notices() -> Iterator[NoticeReceiver]:
+    """The chat webhook the session's local operator announces verdicts to (``notify.webhookUrl``)."""
+    receiver = NoticeReceiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(scope="session")
+def target(notices: NoticeReceiver) -> Iterator[Target]:
+    """The cluster the tests run on; on the local one, remediation is on in dry-run, the repeat policy acts
+    (only on jobs annotated frwatch.io/repeat-policy: suspend, as ``test_repeat_e2e`` does) and verdicts are
+    announced to ``notices``."""
     real = os.environ.get("FRWATCH_E2E_KUBECONFIG")
     if real:
         yield Target(
@@ -56,7 +66,8 @@ def target() -> Iterator[Target]:
         return
     yield from _local(
         {"FRWATCH_COLLECTION_DEADLINE_SECONDS": "30", "FRWATCH_REMEDIATION_ENABLED": "true",
-         "FRWATCH_REMEDIATION_DRY_RUN": "true", "FRWATCH_REMEDIATION_REPEAT_DRY_RUN": "false", **LIVE_ENV}
+         "FRWATCH_REMEDIATION_DRY_RUN": "true", "FRWATCH_REMEDIATION_REPEAT_DRY_RUN": "false",
+         "FRWATCH_NOTIFY_WEBHOOK_URL": notices.url, **LIVE_ENV}
     )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import urllib.request
 import pytest
 from e2e_helpers import GPU_HANG, WORKLOAD, Target, wait_for
 
+from frwatch_dev.testing.notice_receiver import NoticeReceiver
 from frwatch_operator import constants as c
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -17,7 +18,7 @@ SOFTWARE = {"desync", "missing_rank", "size_mismatch", "dtype_mismatch"}
 SOFTWARE_KINDS = {"took_another_path", "mismatched_call", "extra_call", "cpu_stuck"}
 
 
-def test_skipped_collective_gives_a_software_verdict_and_no_cordon(target: Target) -> None:
+def test_skipped_collective_gives_a_software_verdict_and_no_cordon(target: Target, notices: NoticeReceiver) -> None:
     name = target.submit([*WORKLOAD, "--scenario", "skip"])
     ann = target.wait_verdict(name)
     assert ann[c.ANN_CATEGORY] in SOFTWARE, ann
@@ -39,6 +40,12 @@ def test_skipped_collective_gives_a_software_verdict_and_no_cordon(target: Targe
     assert not any(
         "cordon" in m and "would" not in m and "not" not in m for m in target.events(name, "Remediation")
     )
+    if target.local is not None:  # the people on call were told, once, and the Incident says so
+        [told] = wait_for(lambda: [t for t in notices.texts() if f"/{name}" in t], 20, "the notice")
+        assert verdict["short"] in told and ann[c.ANN_REPORT] in told and ann[c.ANN_INCIDENT] in told
+        marked = wait_for(lambda: (target.reported_incident(name)["metadata"].get("annotations") or {}).get(
+            "frwatch.io/notified"), 20, "the Incident marked notified")  # fmt: skip
+        assert marked == "sent"
 
 
 def test_cpu_stuck_rank_is_named(target: Target) -> None:

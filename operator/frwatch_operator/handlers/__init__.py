@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import kopf
 
-from frwatch_operator.handlers import admission, incident_phases, jobs, live, pods, policies, verdict_loop
+from frwatch_operator.handlers import (
+    admission,
+    incident_phases,
+    jobs,
+    live,
+    notifications,
+    pods,
+    policies,
+    verdict_loop,
+)
 from frwatch_operator.handlers.deps import Deps, retrying, translate_errors
 
 __all__ = ["Deps", "register_all", "retrying", "translate_errors"]
@@ -27,3 +36,4 @@ def register_all(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     incident_phases.register(registry, deps)
     verdict_loop.register(registry, deps)
     live.register(registry, deps)
+    notifications.register(registry, deps)

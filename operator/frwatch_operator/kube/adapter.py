@@ -239,6 +239,15 @@ class Kube:
             lambda: self.custom.get_namespaced_custom_object(c.GROUP, c.VERSION, namespace, c.INCIDENT_PLURAL, name),
         )
 
+    def annotate_incident(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Merge these annotations into the Incident's metadata."""
+        api_call(
+            f"annotate Incident {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                c.GROUP, c.VERSION, namespace, c.INCIDENT_PLURAL, name, {"metadata": {"annotations": dict(annotations)}}
+            ),
+        )
+
     def patch_incident_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         api_call(
             f"patch Incident {namespace}/{name} status",

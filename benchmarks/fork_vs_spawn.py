@@ -4,9 +4,9 @@
 
 For each scenario it runs the job with `spawn=True` and with `spawn=False`, then compares what the analyzer
 reads: each rank's ending and dump presence, each dump's entries (ids, seq ids, op, sizes, dtypes, state,
-retired, p2p), pg_config, pg_status, the frames of each entry below runpy (the launch's own frames differ by
-design: `python -m` against the zygote's fork), and the verdict of `analyze` (times, durations and paths
-left out). Prints one line per scenario and every difference; exits 1 when there is one.
+retired, p2p), pg_config, pg_status, the frames of each entry above runpy's (below them: `python -m`'s
+`_run_module_as_main` against the forked child's `run_module`, library frames either way), and the verdict
+of `analyze` (its times and byte counts left out; dump paths differ by folder). Prints one line per scenario and every difference; exits 1 when there is one.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ ENTRY_KEYS = (
     "record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id", "profiling_name",
     "input_sizes", "input_dtypes", "output_sizes", "output_dtypes", "state", "retired", "is_p2p",
 )  # fmt: skip
-VOLATILE = ("time", "_ns", "duration", "path", "file", "folder", "dir", "seconds", "_s")
+VOLATILE = ("time_", "_ns", "duration", "seconds", "bytes")  # verdict.stats: how long, how much read
 
 
 def user_frames(entry: dict[str, Any]) -> list[tuple[str, str, int]]:
     frames = [(f["name"], Path(f["filename"]).name, f["line"]) for f in entry.get("frames") or ()]
-    cut = next((i for i, f in enumerate(frames) if f[1] == "runpy.py"), len(frames))
+    cut = next((i for i, f in enumerate(frames) if "runpy" in f[1]), len(frames))
     return frames[:cut]
 
 

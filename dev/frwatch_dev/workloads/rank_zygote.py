@@ -9,7 +9,10 @@ with one JSON line on stdin: ``{"module": ..., "args": [...], "ranks": [{"env": 
 (`log_fd`: a file descriptor it inherited). Each child starts its own session, takes its rank's environment
 (before anything of torch.distributed reads it: torch reads the Flight Recorder's buffer size when the first
 process group is created, the dump prefix when it dumps), its cwd, stdin from /dev/null and stdout/stderr
-onto `log_fd`, then runs `module` as ``__main__`` with `args`, as ``python -m module args`` would.
+onto `log_fd`, unwinds the zygote's frames and runs `module` as ``__main__`` with `args` from `atexit`: the
+Python stacks Flight Recorder records then hold the module's frames and runpy's only, as under
+``python -m module args``. The module is expected to end its process itself (the workload's `finish`
+calls os._exit); should it return or raise instead, the child's status is 1 (a usage error's 2 is lost).
 
 It reports on stdout, a line each: ``nofork <why>`` (it will not fork: the caller spawns instead),
 ``pid <rank> <pid>`` once a child runs, ``exit <rank> <code>`` when it ended (`code` as subprocess gives
@@ -20,6 +23,7 @@ thread pool that existed would be lost in the children with its locks held).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import runpy
@@ -44,8 +48,17 @@ def report(line: str) -> None:
     sys.stdout.flush()
 
 
-def run_child(module: str, args: Sequence[str], env: Mapping[str, str], cwd: str, log_fd: int) -> int:
-    """In the forked child: become the rank's process, run its module, return its exit status."""
+class BecomeRank(BaseException):
+    """Raised in a forked child once it is its rank: unwinds the zygote's frames before the module runs."""
+
+
+def become_rank(module: str, args: Sequence[str], env: Mapping[str, str], cwd: str, log_fd: int) -> None:
+    """In the forked child: take the rank's session, cwd, environment and stdio; run `module` at exit.
+
+    The module runs from `atexit` (`runpy.run_module` called from C, after this process's own frames have
+    unwound), so the Python stack Flight Recorder records for each collective is the workload's and runpy's
+    alone, as under ``python -m``: the analyzer takes a dump's non-library frames as its call site.
+    """
     os.setsid()  # its own process group: the launcher's deadline kills it and all it started
     os.chdir(cwd)
     os.environ.clear()  # putenv/unsetenv underneath: torch's getenv sees the rank's environment
@@ -56,20 +69,7 @@ def run_child(module: str, args: Sequence[str], env: Mapping[str, str], cwd: str
     os.dup2(log_fd, 2)
     os.close(null)
     sys.argv = [module, *args]
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        code = exc.code
-        if code is None:
-            return 0
-        if isinstance(code, int):
-            return code
-        print(code, file=sys.stderr)
-        return 1
-    except BaseException:  # the child reports it as python would, then exits 1
-        traceback.print_exc()
-        return 1
-    return 0
+    atexit.register(runpy.run_module, module, run_name="__main__", alter_sys=True)
 
 
 def serve(job: Mapping[str, Any]) -> int:
@@ -88,16 +88,15 @@ def serve(job: Mapping[str, Any]) -> int:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            code = 1
             try:
                 for fd in log_fds:
                     if fd != int(spec["log_fd"]):
                         os.close(fd)
-                code = run_child(module, args, spec["env"], str(spec["cwd"]), int(spec["log_fd"]))
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+                become_rank(module, args, spec["env"], str(spec["cwd"]), int(spec["log_fd"]))
+            except BaseException:  # never back into the zygote's loop
+                traceback.print_exc()
+                os._exit(1)
+            raise BecomeRank
         children[pid] = rank
         report(f"pid {rank} {pid}")
     for fd in log_fds:
@@ -112,7 +111,10 @@ def serve(job: Mapping[str, Any]) -> int:
 def main() -> int:
     job = json.loads(sys.stdin.readline())
     sys.stdin.close()
-    return serve(job)
+    try:
+        return serve(job)
+    except BecomeRank:
+        return 1  # the status should the module return instead of ending the process itself (it does not)
 
 
 if __name__ == "__main__":

@@ -30,15 +30,15 @@ def test_forked_ranks_take_the_flight_recorder_buffer_size_given_after_the_fork(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(ENV_RANKS_SPAWN, raising=False)
-    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "5")  # the ranks' env; the zygote's has none (torch: 2000)
+    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "2")  # the ranks' env; the zygote's has none (torch: 2000)
     result = run_local_job("skip", 2, tmp_path, culprit=1, timeout_s=3.0, deadline_s=90.0)
     assert result.started_by == "fork", result.fork_refused
-    assert {r.rank: r.ended for r in result.ranks} == {0: "exit 1", 1: "SIGABRT"}
+    assert {r.rank: r.ended for r in result.ranks} == {0: "exit 1", 1: "exit 1"}  # a collective timed out
     assert sorted(result.dumps) == [0, 1]
     for path in result.dumps.values():
         entries = load_dump(path)["entries"]
-        assert len(entries) == 5  # the buffer wrapped at the ranks' size...
-        assert max(e["record_id"] for e in entries) >= 5  # ...after more records than it holds
+        assert len(entries) == 2  # the buffer wrapped at the ranks' size...
+        assert max(e["record_id"] for e in entries) >= 2  # ...after more records than it holds
     # its RANK came from the environment set after the fork
     assert "faulty_training rank=1" in result.outcome(1).summary
 

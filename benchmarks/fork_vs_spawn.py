@@ -6,11 +6,12 @@ For each scenario it runs the job with `spawn=True` and with `spawn=False`, then
 reads: each rank's ending and dump presence, each dump's entries (ids, seq ids, op, sizes, dtypes, state,
 retired, p2p), pg_config, pg_status, the frames of each entry above runpy's (below them: `python -m`'s
 `_run_module_as_main` against the forked child's `run_module`, library frames either way), and the verdict
-of `analyze` (its times and byte counts left out; dump paths differ by folder). Prints one line per scenario and every difference; exits 1 when there is one.
+of `analyze` (its times and byte counts left out, each job's folder named <dir>). Prints one line per scenario and every difference; exits 1 when there is one.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -69,7 +70,8 @@ def job_view(result: LocalJobResult) -> dict[str, Any]:
     return {
         "endings": [(r.rank, r.ended, r.dump is not None) for r in result.ranks],
         "dumps": {r: dump_view(p) for r, p in sorted(result.dumps.items())},
-        "verdict": steady(verdict.model_dump(mode="json")),
+        # the two jobs' folders differ by name: the verdict names its dump files under <dir>
+        "verdict": steady(json.loads(verdict.model_dump_json().replace(str(result.dump_dir), "<dir>"))),
     }
 
 

@@ -69,6 +69,12 @@ def become_rank(module: str, args: Sequence[str], env: Mapping[str, str], cwd: s
     os.dup2(log_fd, 2)
     os.close(null)
     sys.argv = [module, *args]
+    # as under `python -m`, the module is __main__ only: the zygote's preload of it under its name is forgotten
+    # (else runpy warns in the rank's log that it was found in sys.modules)
+    sys.modules.pop(module, None)
+    package, _, name = module.rpartition(".")
+    if package in sys.modules and hasattr(sys.modules[package], name):
+        delattr(sys.modules[package], name)
     atexit.register(runpy.run_module, module, run_name="__main__", alter_sys=True)
 
 

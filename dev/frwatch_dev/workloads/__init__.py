@@ -3,9 +3,11 @@
 - `scenarios`: the named faults (torch-free, so launchers and tests can list them cheaply).
 - `faulty_training`: the training script, one process per rank (`python -m ...faulty_training --scenario X`).
 - `dump_on_failure`: NCCL's "every rank dumps on a timeout" imitated for gloo (flag file + TCPStore key).
-- `local_launch`: run one job as local processes on loopback (`run_local_job`, and a CLI).
+- `local_launch`: run one job as local processes on loopback (`run_local_job`, and a CLI); its ranks are
+  forked by `rank_zygote` (one torch import a job, through `forked_ranks`) unless `FRWATCH_RANKS_SPAWN=1`.
 
-Nothing here is imported by the operator: only `faulty_training` and `dump_on_failure` import torch.
+Nothing here is imported by the operator: only `faulty_training`, `dump_on_failure` and `rank_zygote`
+import torch.
 """
 
 #: A pod's command that runs the failing training script (``--scenario X`` and more after it).

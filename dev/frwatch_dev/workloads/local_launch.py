@@ -31,6 +31,7 @@ from typing import IO
 import frwatch_dev
 import frwatch_operator
 from frwatch_dev.ports import free_port
+from frwatch_dev.workloads.forked_ranks import ForkedRank, start_forked
 from frwatch_dev.workloads.scenarios import Scenario
 from frwatch_operator.constants import (
     DUMP_FILE_PREFIX,
@@ -52,6 +53,8 @@ from frwatch_operator.constants import (
 
 WORKLOAD_MODULE = "frwatch_dev.workloads.faulty_training"
 LOOPBACK = "127.0.0.1"
+#: Set to 1: every rank is its own `python -m` (as before the zygote), not a fork of one that imported torch.
+ENV_RANKS_SPAWN = "FRWATCH_RANKS_SPAWN"
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,10 @@ class LocalJobResult:
     ranks: tuple[RankOutcome, ...]
     #: The extra arguments the ranks got (after --scenario).
     args: tuple[str, ...] = field(default=())
+    #: "fork" (forked by `rank_zygote` after one torch import) or "spawn" (a `python -m` each).
+    started_by: str = "spawn"
+    #: Why the ranks were spawned when forking was asked for ("" otherwise).
+    fork_refused: str = ""
 
     @property
     def dumps(self) -> dict[int, Path]:
@@ -145,7 +152,7 @@ def rank_environ(
     return env
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes] | ForkedRank) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -162,6 +169,7 @@ def run_local_job(
     end_grace_s: float | None = None,
     separate_dirs: bool = False,
     python: str = sys.executable,
+    spawn: bool | None = None,
 ) -> LocalJobResult:
     """Run `scenario` with `world_size` rank processes; their dumps land in `dump_dir` (created if absent).
 
@@ -173,6 +181,10 @@ def run_local_job(
     other one has ended or written its dump (as a launcher tears a failed job down once its evidence is
     written). That moment is a sign the ranks give, whatever the machine's load; the deadline stays the
     bound for a job that never settles.
+    `spawn`: start each rank as its own `python -m` (True), or fork them all from `rank_zygote`, which
+    imports torch once (False: about 2 CPU-seconds less a rank); None: spawn when `FRWATCH_RANKS_SPAWN=1`.
+    When the zygote will not fork (it holds threads after torch's import) the ranks are spawned and
+    `fork_refused` says why. A forked rank's `/proc/<pid>/environ` shows the zygote's environment.
     """
     scenario = Scenario(scenario)
     dump_dir = Path(dump_dir)
@@ -185,25 +197,35 @@ def run_local_job(
         args += ["--culprit", str(culprit)]
     args += list(extra_args)
     started = time.monotonic()
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[subprocess.Popen[bytes] | ForkedRank] = []
     logs: list[IO[bytes]] = []
+    if spawn is None:
+        spawn = os.environ.get(ENV_RANKS_SPAWN, "") == "1"
+    started_by, fork_refused = "spawn", ""
     try:
-        for rank in range(world_size):
-            log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
-            logs.append(log)
-            env = rank_environ(
+        envs = [
+            rank_environ(
                 os.environ,
                 rank=rank,
                 world_size=world_size,
                 port=port,
                 dump_prefix=str(rank_dirs[rank] / DUMP_FILE_PREFIX),
             )
+            for rank in range(world_size)
+        ]
+        logs += [tempfile.TemporaryFile() for _ in range(world_size)]  # noqa: SIM115 - closed in the finally
+        if not spawn:
+            forked, fork_refused = start_forked(python, WORKLOAD_MODULE, args, envs, os.getcwd(), logs)
+            if forked is not None:
+                procs += forked
+                started_by = "fork"
+        for rank in range(world_size) if not procs else ():
             procs.append(
                 subprocess.Popen(
                     [python, "-m", WORKLOAD_MODULE, *args],
-                    env=env,
+                    env=envs[rank],
                     stdin=subprocess.DEVNULL,
-                    stdout=log,
+                    stdout=logs[rank],
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: the deadline kills all it started
                 )
@@ -262,6 +284,8 @@ def run_local_job(
         duration_s=duration,
         ranks=tuple(outcomes),
         args=tuple(args),
+        started_by=started_by,
+        fork_refused=fork_refused,
     )
 
 

@@ -1,6 +1,6 @@
 """Do forked ranks (`rank_zygote`) leave the same evidence as spawned ones? One job each way per scenario.
 
-    python benchmarks/fork_vs_spawn.py [OUT]        # every scenario tests/realdumps.py makes
+    python benchmarks/fork_vs_spawn.py [OUT] [--only SCENARIO]   # every scenario tests/realdumps.py makes
 
 For each scenario it runs the job with `spawn=True` and with `spawn=False`, then compares what the analyzer
 reads: each rank's ending and dump presence, each dump's entries (ids, seq ids, op, sizes, dtypes, state,
@@ -11,6 +11,7 @@ of `analyze` (its times and byte counts left out, each job's folder named <dir>)
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from frwatch_analyzers.analyze import analyze
-from frwatch_analyzers.safe_load import decode
+from frwatch_analyzers.decode.safe_load import decode
 from frwatch_dev.workloads.local_launch import LocalJobResult, run_local_job
 
 SCENARIOS: tuple[tuple[str, ...], ...] = (
@@ -89,9 +90,15 @@ def differences(a: Any, b: Any, where: str = "") -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(tempfile.mkdtemp(prefix="fork_vs_spawn_"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", help="where the jobs' folders go (default: a new temporary folder)")
+    parser.add_argument("--only", action="append", default=[], help="run only this scenario (repeatable)")
+    args = parser.parse_args(argv[1:])
+    root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="fork_vs_spawn_"))
     failed = 0
     for scenario, *extra in SCENARIOS:
+        if args.only and scenario not in args.only:
+            continue
         name = " ".join([scenario, *extra])
         views = {}
         for how in ("spawn", "fork"):

@@ -52,6 +52,7 @@ HELP_ONLY = [
     "bench_live_overhead.py",
     "bench_report.py",
     "compare_frtrace.py",
+    "fork_vs_spawn.py",
     "score_blind.py",
     "score_corpus.py",
 ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import zlib
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import accumulate
 from operator import sub
 from typing import Annotated, Literal, Protocol, cast
@@ -299,6 +299,34 @@ def decode(reader: Reader, data: bytes) -> tuple[RankTrace, DumpDigest]:
     return trace, DumpDigest(d.size, printable(d.sha256), printable(d.md5))
 
 
+def inflate_column(
+    packed: bytes | memoryview, delta: bool, where: str, spend: Callable[[int, str], None]
+) -> array[int]:
+    """A column's int64s from its zlib stream, both formats' (inflated within ``MAX_COLUMN``, the elements
+    charged to ``spend`` before they are built; ``delta``: stored as differences, sequence numbers never
+    going back)."""
+    try:
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(packed, 8 * MAX_COLUMN)
+    except zlib.error as exc:
+        raise _bad(where, f"not a column ({printable(str(exc), 80)})") from None
+    if inflate.unconsumed_tail or not inflate.eof or len(raw) % 8:
+        raise _bad(where, "a column that is truncated or larger than allowed")
+    spend(len(raw) // 8, where)
+    col = array("q")
+    col.frombytes(raw)
+    if not LITTLE:
+        col.byteswap()
+    if delta and len(col) > 1:
+        if where.endswith(".seqs") and min(col[1:]) < 0:
+            raise _bad(where, "sequence numbers out of order")
+        try:
+            col = array("q", accumulate(col))
+        except OverflowError:
+            raise _bad(where, "a column past int64") from None
+    return col
+
+
 def column(reader: Reader, value: bytes, where: str, delta: bool, keep: bool = True) -> array[int]:
     """A column, inflated within bounds (``keep``: cached in ``reader`` for ranks that carry the same)."""
     cache = reader._bin_deltas if delta else reader._bin_columns
@@ -308,25 +336,7 @@ def column(reader: Reader, value: bytes, where: str, delta: bool, keep: bool = T
         return got
     if not value or value[0] not in (_AS_IS, _DELTA) or (value[0] == _DELTA and not delta):
         raise _bad(where, "not a column")
-    try:
-        inflate = zlib.decompressobj()
-        raw = inflate.decompress(memoryview(value)[1:], 8 * MAX_COLUMN)
-    except zlib.error as exc:
-        raise _bad(where, f"not a column ({printable(str(exc), 80)})") from None
-    if inflate.unconsumed_tail or not inflate.eof or len(raw) % 8:
-        raise _bad(where, "a column that is truncated or larger than allowed")
-    reader._spend(len(raw) // 8, where)
-    col = array("q")
-    col.frombytes(raw)
-    if not LITTLE:
-        col.byteswap()
-    if value[0] == _DELTA and len(col) > 1:
-        if where.endswith(".seqs") and min(col[1:]) < 0:
-            raise _bad(where, "sequence numbers out of order")
-        try:
-            col = array("q", accumulate(col))
-        except OverflowError:
-            raise _bad(where, "a column past int64") from None
+    col = inflate_column(memoryview(value)[1:], value[0] == _DELTA, where, reader._spend)
     if keep:
         if len(cache) > 1 << 16:
             cache.clear()

@@ -13,7 +13,6 @@ import hashlib
 import json
 import zlib
 from array import array
-from itertools import accumulate
 from typing import Any
 
 from ..base.limits import MAX_CALL_SITE_FRAMES, MAX_GROUPS, MAX_WORLD_SIZE
@@ -24,7 +23,6 @@ from ..trace.tail_rows import TailRows
 from . import binary as summary_binary
 from .format import (
     FORMAT,
-    LITTLE,
     MAX_COLUMN,
     MAX_CONTAINERS,
     MAX_ELEMENTS,
@@ -123,24 +121,9 @@ class Reader:
             text, delta = value[1:], False
         try:
             packed = base64.b64decode(text, validate=True)
-            inflate = zlib.decompressobj()
-            raw = inflate.decompress(packed, 8 * MAX_COLUMN)
-        except (binascii.Error, ValueError, zlib.error) as exc:
+        except (binascii.Error, ValueError) as exc:
             raise _bad(where, f"not a column ({printable(str(exc), 80)})") from None
-        if inflate.unconsumed_tail or not inflate.eof or len(raw) % 8:
-            raise _bad(where, "a column that is truncated or larger than allowed")
-        self._spend(len(raw) // 8, where)
-        col = array("q")
-        col.frombytes(raw)
-        if not LITTLE:
-            col.byteswap()
-        if delta and len(col) > 1:
-            if where.endswith(".seqs") and min(col[1:]) < 0:
-                raise _bad(where, "sequence numbers out of order")
-            try:
-                col = array("q", accumulate(col))
-            except OverflowError:
-                raise _bad(where, "a column past int64") from None
+        col = summary_binary.inflate_column(packed, delta, where, self._spend)
         if len(cache) > 1 << 16:
             cache.clear()
             self._digests.clear()  # keyed by the ids of cached columns: those may now be freed

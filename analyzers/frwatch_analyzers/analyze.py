@@ -33,7 +33,7 @@ from .store.manifest import Manifest, parse_manifest
 from .store.sources import DumpRef, Inputs, S3Config, TooLarge, discover, read_bytes, s3_client
 from .trace.recorders import issue_only_limits
 from .trace.summarize import Summarizer
-from .verdict import Category, FileProblem, Status, Verdict
+from .verdict import FileProblem, Status, Verdict
 
 
 def analyze(
@@ -172,15 +172,7 @@ def unchecked_ranks(verdict: Verdict, outside: list[int] | None = None) -> Verdi
         f"{verdict.summary} What the unchecked ranks did is unknown: the job cannot be called healthy."
         + (f" Look at the log and exit of {ranks_text(absent)}." if absent else "")
     ).strip()
-    return verdict.model_copy(
-        update={
-            "status": Status.inconclusive,
-            "category": Category.inconclusive,
-            "headline": headline,
-            "summary": summary,
-            "short": printable(f"inconclusive: {', '.join(parts)}", 120)[:120],
-        }
-    )
+    return verdict.made_inconclusive(headline, summary, printable(f"inconclusive: {', '.join(parts)}", 120))
 
 
 # --- manifest.json -----------------------------------------------------------------------------------------

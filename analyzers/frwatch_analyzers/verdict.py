@@ -369,3 +369,17 @@ class Verdict(BaseModel):
         default_factory=list,
         description="evidence beyond Flight Recorder (logs, container ends, nodes): why ranks stopped, first first",
     )
+
+
+    def made_inconclusive(self, headline: str, summary: str, short: str) -> Verdict:
+        """This verdict with what the evidence cannot rule out said: inconclusive, its words replaced (``short``
+        cut to 120 characters), everything else (branch, culprits, evidence) kept."""
+        return self.model_copy(
+            update={
+                "status": Status.inconclusive,
+                "category": Category.inconclusive,
+                "headline": headline,
+                "summary": summary,
+                "short": short[:120],
+            }
+        )

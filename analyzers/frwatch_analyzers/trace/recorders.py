@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..base.safe_text import printable
-from ..verdict import Category, Status, Verdict
+from ..verdict import Status, Verdict
 
 Kind = Literal["built-in", "hook", "torchcomms"]
 
@@ -226,12 +226,4 @@ def issue_only_limits(verdict: Verdict, traces: Mapping[int, Any]) -> Verdict:
         "a different one, never a GPU or network hang. If the job timed out, read the watchdog and abort "
         "messages (nccl2 dumps from its abort hook on TIMEDOUT/ERROR)."
     ).strip()
-    return verdict.model_copy(
-        update={
-            "status": Status.inconclusive,
-            "category": Category.inconclusive,
-            "headline": headline,
-            "summary": summary,
-            "short": printable(f"inconclusive: ranks agree; {names} records no completion", 120)[:120],
-        }
-    )
+    return verdict.made_inconclusive(headline, summary, printable(f"inconclusive: ranks agree; {names} records no completion", 120))

@@ -87,7 +87,9 @@ class ZooScenario:
 
 
 def _scenarios() -> dict[str, ZooScenario]:
-    skip, stuck, crash = (DEFAULTS[s] for s in (Scenario.SKIP, Scenario.CPU_STUCK, Scenario.CRASH))
+    skip, stuck, crash, sub = (
+        DEFAULTS[s] for s in (Scenario.SKIP, Scenario.CPU_STUCK, Scenario.CRASH, Scenario.SUBGROUP)
+    )
     return {
         "healthy": ZooScenario(
             "healthy",
@@ -129,7 +131,31 @@ def _scenarios() -> dict[str, ZooScenario]:
                 " time out in that step's all_reduce",
             ),
         ),
+        "subgroup": ZooScenario(
+            "subgroup",
+            Scenario.SUBGROUP,
+            Truth(
+                "missing_rank",
+                [sub.culprit],
+                subgroup_pg(sub.culprit),
+                subgroup_seq(sub.fault_step),
+                f"pairs {{0,1}} and {{2,3}} each all_reduce in their own subgroup every step; rank"
+                f" {sub.culprit} skips step {sub.fault_step}'s and moves on to the default group's gradient"
+                f" all_reduce, where the other pair and it hang; rank {sub.culprit ^ 1} waits in the subgroup's",
+            ),
+        ),
     }
+
+
+def subgroup_pg(rank: int) -> str:
+    """The name (pg id) of `rank`'s pair in the subgroup workload: ``new_group`` numbers the groups it makes
+    after the default group (0), in order, on every rank: {0,1} is 1 and {2,3} is 2."""
+    return str(rank // 2 + 1)
+
+
+def subgroup_seq(step: int) -> int:
+    """collective_seq_id of step `step`'s all_reduce in a pair's subgroup: its only call, one per step."""
+    return step
 
 
 SCENARIOS = _scenarios()

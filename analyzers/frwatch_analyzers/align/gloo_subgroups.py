@@ -26,9 +26,7 @@ def lists_the_world(trace: RankTrace, world_size: int) -> bool:
     return trace.world_ranks is not None and trace.world_ranks[1] + 1 >= world_size
 
 
-def subgroup_candidates(
-    traces: dict[int, RankTrace], subgroups: Iterable[str], world: list[int]
-) -> set[int]:
+def subgroup_candidates(traces: dict[int, RankTrace], subgroups: Iterable[str], world: list[int]) -> set[int]:
     """gloo ranks that built a subgroup (their unnamed pg_config entry is not the world) but recorded no call
     in any subgroup seen: the members a subgroup never heard from."""
     keys = set(subgroups)

@@ -121,7 +121,9 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
         else:
             ranks = entries_ranks | hidden.get(key, set())
             source = "entries (pg_config absent or broken)" + (
-                "; with the subgroup members whose gloo pg_config lists no rank" if key in hidden else ""
+                "; with the members that recorded no call of it (gloo's pg_config lists none)"
+                if key in hidden
+                else ""
             )
         members = sorted(ranks)
         groups[key] = GroupInfo(

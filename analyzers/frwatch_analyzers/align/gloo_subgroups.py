@@ -1,14 +1,18 @@
 """Which gloo ranks belong to a subgroup that none of their own entries names.
 
 gloo's Flight Recorder keeps one pg_config entry keyed ``''``: every ``ProcessGroupGloo`` a rank builds
-records its ranks under the same empty (uid, desc) key in its constructor, before Python sets the group's
-``global_ranks_in_group``, and the last group built wins. What that entry lists differs by release (real
+records ``groupRanks()`` under the same empty (uid, desc) key in its constructor
+(``FlightRecorder<c10::Event>::get()->record_pg_ranks(std::make_tuple(pg_uid_, pg_desc_), groupRanks())``;
+``record_pg_ranks`` assigns ``pg_name_to_ranks_[pg_name]``), before Python's ``_new_process_group_helper``
+sets ``options.global_ranks_in_group``; the last group built wins. Up to 2.13, ``groupRanks()`` gives the
+identity ``0..size-1`` only when ``local_id_ == 0`` (the default group), else the still-empty list. What that entry lists differs by release (real
 dumps: ``tests/fixtures/zoo/*/subgroup*``, pairs {0,1} and {2,3} built with ``new_group``):
 
 - the default group alone: ``[0, ..., world-1]``, every release;
 - a rank that built a subgroup (2.8.0 to 2.13.0): ``'[]'``;
-- a rank that built a subgroup (2.14.1): ``[0, ..., k-1]`` with k the size of its newest subgroup, on every
-  member of every pair ``'[0, 1]'``: group-local ranks, not members, and ranks 0 and 1 find themselves in it.
+- a rank that built a subgroup (2.14.1): ``[0, ..., k-1]`` with k the size of its newest subgroup (every
+  member of every pair writes ``'[0, 1]'``; members of ``new_group([1, 2, 3])`` write ``'[0, 1, 2]'``, run
+  by hand): group-local ranks, not members, and ranks below k find themselves in it.
 
 So the list names the world only when it is as wide as the world; a shorter one (or none) says the rank
 built a subgroup after the default group.

@@ -76,18 +76,27 @@ class ZooScenario:
     name: str
     workload: Scenario
     truth: Truth
+    #: None: the workload scenario's default rank and step
+    culprit_rank: int | None = None
+    step: int | None = None
 
     @property
     def culprit(self) -> int:
-        return DEFAULTS[self.workload].culprit
+        return DEFAULTS[self.workload].culprit if self.culprit_rank is None else self.culprit_rank
 
     @property
     def fault_step(self) -> int:
-        return DEFAULTS[self.workload].fault_step
+        return DEFAULTS[self.workload].fault_step if self.step is None else self.step
+
+    @property
+    def extra_args(self) -> list[str]:
+        return [] if self.step is None else ["--fault-step", str(self.step)]
 
 
 def _scenarios() -> dict[str, ZooScenario]:
-    skip, stuck, crash = (DEFAULTS[s] for s in (Scenario.SKIP, Scenario.CPU_STUCK, Scenario.CRASH))
+    skip, stuck, crash, sub = (
+        DEFAULTS[s] for s in (Scenario.SKIP, Scenario.CPU_STUCK, Scenario.CRASH, Scenario.SUBGROUP)
+    )
     return {
         "healthy": ZooScenario(
             "healthy",
@@ -129,7 +138,48 @@ def _scenarios() -> dict[str, ZooScenario]:
                 " time out in that step's all_reduce",
             ),
         ),
+        "subgroup": ZooScenario(
+            "subgroup",
+            Scenario.SUBGROUP,
+            Truth(
+                "missing_rank",
+                [sub.culprit],
+                subgroup_pg(sub.culprit),
+                subgroup_seq(sub.fault_step),
+                f"pairs {{0,1}} and {{2,3}} each all_reduce in their own subgroup every step; rank"
+                f" {sub.culprit} skips step {sub.fault_step}'s and moves on to the default group's gradient"
+                f" all_reduce, where the other pair and it hang; rank {sub.culprit ^ 1} waits in the subgroup's",
+            ),
+        ),
+        # rank 1 skips its pair's first all_reduce: it never calls its subgroup, so no entry of its own names
+        # the group (2.14.1's pg_config lists '[0, 1]' for it, as for every rank of a pair: not its world)
+        "subgroup_never_called": ZooScenario(
+            "subgroup_never_called",
+            Scenario.SUBGROUP,
+            Truth(
+                "missing_rank",
+                [1],
+                subgroup_pg(1),
+                subgroup_seq(1),
+                "pairs {0,1} and {2,3} each all_reduce in their own subgroup every step; rank 1 skips step 1's"
+                " (it never calls its subgroup) and waits in the default group's gradient all_reduce with"
+                " ranks 2 and 3; rank 0 waits in the subgroup's first all_reduce",
+            ),
+            culprit_rank=1,
+            step=1,
+        ),
     }
+
+
+def subgroup_pg(rank: int) -> str:
+    """The name (pg id) of `rank`'s pair in the subgroup workload: ``new_group`` numbers the groups it makes
+    after the default group (0), in order, on every rank: {0,1} is 1 and {2,3} is 2."""
+    return str(rank // 2 + 1)
+
+
+def subgroup_seq(step: int) -> int:
+    """collective_seq_id of step `step`'s all_reduce in a pair's subgroup: its only call, one per step."""
+    return step
 
 
 SCENARIOS = _scenarios()
@@ -194,6 +244,7 @@ def make_fixture(release: str, scenario: ZooScenario, python: Path, root: Path =
                 WORLD_SIZE,
                 Path(tmp),
                 culprit=scenario.culprit,
+                extra_args=scenario.extra_args,
                 timeout_s=GLOO_TIMEOUT_S,
                 deadline_s=DEADLINE_S,
                 python=str(python),

@@ -99,22 +99,45 @@ def _expected_version(release: str) -> tuple[str, str]:
     return ("2.9", "nccl_version") if parse_release(release) < (2, 9, 0) else ("2.10", "comm_lib_version")
 
 
+#: What gloo's one pg_config entry (keyed '') lists on a rank that built a subgroup (the pairs {0,1} and
+#: {2,3} of the subgroup scenarios): its newest ProcessGroupGloo records its ranks in its constructor, before
+#: Python sets global_ranks_in_group; 2.8.0 to 2.13.0 record none, 2.14.1 the group-local ranks 0..k-1 (the
+#: same '[0, 1]' on ranks 2 and 3). A rank that built only the default group lists the world.
+def _expected_pg_config_ranks(release: str, scenario: str) -> str:
+    if not scenario.startswith("subgroup"):
+        return "[0, 1, 2, 3]"
+    return "[]" if parse_release(release) < (2, 14, 0) else "[0, 1]"
+
+
+def _expected_groups(scenario: str, rank: int) -> set[tuple[str, str]]:
+    if not scenario.startswith("subgroup"):
+        return {("0", "default_pg")}
+    return {("0", "default_pg"), (str(rank // 2 + 1), f"tensor_parallel_{rank // 2}")}
+
+
 @pytest.mark.parametrize("folder", FIXTURE_DIRS, ids=_ids)
 def test_dumps_hold_what_the_analyzer_assumes_of_gloo(folder: Path) -> None:
     release = folder.parent.name
     version, lib_key = _expected_version(release)
-    for name in _manifest(folder)["files"]:
+    for name, meta in _manifest(folder)["files"].items():
         dump = decode((folder / name).read_bytes())[0]
         assert dump["version"] == version and dump[lib_key] == "", (name, dump["version"])
         # gloo's pg_config quirk: one entry keyed '' whatever the group is called in the entries
-        assert list(dump["pg_config"]) == [""] and dump["pg_config"][""]["ranks"] == "[0, 1, 2, 3]"
+        assert list(dump["pg_config"]) == [""], name
+        assert dump["pg_config"][""]["ranks"] == _expected_pg_config_ranks(release, folder.name), name
         assert dump["pg_status"]["0"]["last_started_collective"] == -1
         entries = dump["entries"]
-        assert entries and [e["collective_seq_id"] for e in entries] == list(range(1, len(entries) + 1))
+        assert entries
+        groups = {tuple(e["process_group"]) for e in entries}
+        assert groups <= _expected_groups(folder.name, meta["rank"]) and ("0", "default_pg") in groups, name
+        for group in groups:
+            seqs = [e["collective_seq_id"] for e in entries if tuple(e["process_group"]) == group]
+            assert seqs == list(range(1, len(seqs) + 1)), (name, group)
         for e in entries:
             assert e["state"] == "scheduled" and e["profiling_name"].startswith("gloo:")
             assert e["time_discovered_started_ns"] is None and e["time_discovered_completed_ns"] is None
-            assert e["process_group"] == ("0", "default_pg") and not e["is_p2p"]
+            assert not e["is_p2p"]
             assert e["frames"], "the Python frames of the call are recorded"
         completed = dump["pg_status"]["0"]["last_completed_collective"]
-        assert all(e["retired"] == (e["collective_seq_id"] <= completed) for e in entries), name
+        default = [e for e in entries if tuple(e["process_group"]) == ("0", "default_pg")]
+        assert all(e["retired"] == (e["collective_seq_id"] <= completed) for e in default), name

@@ -28,6 +28,7 @@ from ..trace.rules import Balance, Imbalance, check_balance, rule_for
 from ..trace.summarize import STATE_CODES, STATE_NAMES, EntrySig, PgTrace, Ranks, RankTrace, TailEntry
 from ..trace.tail_rows import find, finished
 from ..verdict import Category
+from .gloo_subgroups import subgroup_candidates
 
 #: Disagreements kept per group: the first ones (the branch) and the last ones (where it hung).
 KEEP_FIRST = 24
@@ -106,7 +107,7 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
                 desc.setdefault(key, pg.desc)
     world_set = set(world)
     unseen = bool(world_set - set(traces))
-    hidden = _hidden_members(traces, seen_in, config, desc, names)
+    hidden = _hidden_members(traces, seen_in, config, desc, names, world)
     groups: dict[str, GroupInfo] = {}
     for key in sorted(set(seen_in) | set(config), key=_pg_sort_key):
         entries_ranks = set(seen_in.get(key, []))
@@ -120,7 +121,9 @@ def infer_groups(traces: dict[int, RankTrace], world: list[int]) -> dict[str, Gr
         else:
             ranks = entries_ranks | hidden.get(key, set())
             source = "entries (pg_config absent or broken)" + (
-                "; with the subgroup members whose gloo pg_config lists no rank" if key in hidden else ""
+                "; with the members that recorded no call of it (gloo's pg_config lists none)"
+                if key in hidden
+                else ""
             )
         members = sorted(ranks)
         groups[key] = GroupInfo(
@@ -146,37 +149,35 @@ def _hidden_members(
     config: dict[str, Counter[Ranks]],
     desc: dict[str, str],
     names: dict[str, str],
+    world: list[int],
 ) -> dict[str, set[int]]:
-    """gloo subgroup members that recorded no call of their subgroup, where that subgroup is the only one.
+    """gloo subgroup members that recorded no call of their subgroup, where one subgroup waits for them.
 
-    gloo's pg_config names no group: a rank outside every subgroup lists the world under ``''``, a member of
-    a subgroup lists ``'[]'`` (FACTS.md), so its summary has no world range. Such a rank with no entry of any
-    subgroup belongs to one it never called: a member that never enqueued the group's first call (or whose
-    calls wrapped out of its ring) is otherwise invisible, and the members that wait look alone. With one
-    subgroup known from entries, whose members seen all wait in its newest call, that is the group; with
-    several the dumps do not say which: none is added."""
+    gloo's pg_config names no group and lists no subgroup's members (:mod:`.gloo_subgroups`), so a member
+    that never enqueued its group's first call (or whose calls wrapped out of its ring) is otherwise
+    invisible, and the members that wait look alone. The ranks that built a subgroup but recorded no call
+    in any are given to the one subgroup whose members seen all wait in its newest call; where no subgroup
+    or several wait so, the dumps do not say which: none is added."""
     subgroups = [
         k
         for k in seen_in
         if k not in config and desc.get(k) != "default_pg" and not (names.get(k) == "0" and not desc.get(k))
     ]
-    if len(subgroups) != 1:
-        return {}
-    key = subgroups[0]
-    seen = [traces[r].pgs[key] for r in seen_in[key]]
-    if seen[0].backend != "gloo":
-        return {}
-    if len({pg.last_enqueued for pg in seen}) != 1 or not all(
-        in_flight(pg, pg.last_enqueued, False) for pg in seen
-    ):
+    waiting = []
+    for key in subgroups:
+        seen = [traces[r].pgs[key] for r in seen_in[key]]
         # only where every member seen waits in the same newest call (nobody absent, nothing to explain it): a
-        # subgroup created but never called also leaves '[]', and must not be taken for this one otherwise
+        # subgroup created but never called leaves the same pg_config, and must not be taken for this one
+        if (
+            seen[0].backend == "gloo"
+            and len({pg.last_enqueued for pg in seen}) == 1
+            and all(in_flight(pg, pg.last_enqueued, False) for pg in seen)
+        ):
+            waiting.append(key)
+    if len(waiting) != 1:
         return {}
-    inside = {
-        r
-        for r, t in traces.items()
-        if t.backend == "gloo" and t.world_ranks is None and key not in t.pgs and r not in seen_in[key]
-    }
+    key = waiting[0]
+    inside = subgroup_candidates(traces, subgroups, world) - set(seen_in[key])
     return {key: inside} if inside else {}
 
 

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-
-class _Wire(BaseModel):
-    """As ``resources._Wire``: camelCase on the wire, snake_case in Python, unknown fields rejected."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    def wire(self) -> dict[str, object]:
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+from frwatch_operator.wire import Wire as _Wire
 
 
 class RepeatPolicyName(StrEnum):

@@ -18,34 +18,13 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, model_validator
 
 from frwatch_operator.repeat_resources import IncidentRepeat, RepeatPolicy, RepeatPolicyName
+from frwatch_operator.wire import ComputeResources as ComputeResources
+from frwatch_operator.wire import Wire as _Wire
 
-
-class _Wire(BaseModel):
-    """camelCase on the wire, snake_case in Python; unknown fields rejected (a typo is an error)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    def wire(self) -> dict[str, object]:
-        """The object as Kubernetes stores it: camelCase keys, unset optional fields left out."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
-
-
-# --- shared pieces --------------------------------------------------------------------------------------
-
-
-class ComputeResources(_Wire):
-    """A container's resources, as in a pod spec (quantities are Kubernetes strings: '500m', '1Gi')."""
-
-    requests: dict[str, str] = Field(
-        default_factory=dict, description="Resource requests, e.g. {'cpu': '50m'}."
-    )
-    limits: dict[str, str] = Field(
-        default_factory=dict, description="Resource limits, e.g. {'memory': '128Mi'}."
-    )
+# --- shared pieces (the base and ComputeResources: frwatch_operator.wire) ---------------------------------
 
 
 class LabelSelectorRequirement(_Wire):

@@ -155,6 +155,15 @@ def test_the_message_is_bounded_and_free_of_control_characters() -> None:
     assert json.loads(notice_of(body).body())["text"] == text
 
 
+def test_markup_the_tenant_wrote_pings_nobody_and_links_nowhere() -> None:
+    body = incident()
+    body["status"]["verdict"]["short"] = "<!channel> see <https://evil.example|the fix> @here & @all"  # type: ignore[index]
+    text = notice_of(body).text
+    assert "<" not in text and ">" not in text and "&lt;!channel&gt;" in text
+    assert "@here" not in text and "@all" not in text and "@\u200bhere" in text
+    assert "&amp;" in text and len(text) <= TEXT_MAX
+
+
 def test_only_http_urls_are_taken() -> None:
     with pytest.raises(ValueError, match="http"):
         Notifier("file:///etc/passwd", FAST, lambda n, o: None)

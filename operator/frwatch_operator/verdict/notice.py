@@ -27,6 +27,11 @@ NOTIFIED_ANNOTATION: Final = "frwatch.io/notified"
 #: Longest text sent (Slack truncates long messages; a verdict line is one sentence).
 TEXT_MAX: Final = 600
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+#: A chat receiver's markup in text the tenant influenced: Slack's control sequences (``<!channel>``,
+#: ``<url|label>``) need ``<``, ``>`` and ``&`` (escaped as Slack asks), Mattermost's mentions an ``@`` before a
+#: word (a zero-width space after it keeps the text readable and pings nobody).
+_MENTION = re.compile(r"@(?=\w)")
+_CUT_ENTITY = re.compile(r"&[a-z]*$")
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,13 @@ class Notice:
 def _clean(value: object, limit: int) -> str:
     text = _CONTROL.sub(" ", str(value or "")).strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _inert(text: str) -> str:
+    """``text`` with no markup a chat receiver acts on (no mention, no link, no ``<!channel>``), at most
+    :data:`TEXT_MAX` characters (an escape cut in half is dropped)."""
+    text = _MENTION.sub("@\u200b", text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+    return text if len(text) <= TEXT_MAX else _CUT_ENTITY.sub("", text[: TEXT_MAX - 3]) + "..."
 
 
 def due(body: Mapping[str, Any], now: datetime, max_age_seconds: float) -> bool:
@@ -87,5 +99,5 @@ def notice_of(body: Mapping[str, Any]) -> Notice:
         incident_uid=str(meta.get("uid") or ""),
         namespace=str(meta.get("namespace") or ""),
         incident=str(meta.get("name") or ""),
-        text=_clean(text, TEXT_MAX),
+        text=_inert(_clean(text, TEXT_MAX * 2)),
     )
